@@ -1,0 +1,127 @@
+"""``seshat``: the control plane's command line.
+
+Commands stay thin: parse the arguments, call one library function, print, and map the
+outcome to an exit status (0 fine, 1 problems found or refused, 2 could not run).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gitops.crds import crds
+from gitops.repo.loader import Repository, load_repository
+from gitops.yamlout import dump_all
+from runner.errors import SeshatError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_CANNOT_RUN = 0, 1, 2
+
+
+def _load(repo: Path) -> Repository:
+    try:
+        return load_repository(repo)
+    except SeshatError as error:
+        click.echo(f"seshat: {error}", err=True)
+        sys.exit(EXIT_CANNOT_RUN)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _rendered(repository: Repository) -> list[dict[str, Any]]:
+    return [
+        r.resource.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for r in repository.resources
+    ]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="seshat", prog_name="seshat")
+def cli() -> None:
+    """Seshat keeps databases converged with what a Git repository declares.
+
+    It reads declarations (DatabaseSchema, DatabaseMigration and their policies) from a
+    repository, plans and applies changes through the runner, and writes every verdict back
+    to Git. Start with `seshat validate REPO` on a copy of examples/repo.
+    """
+
+
+@cli.command()
+@click.argument("repo", type=click.Path(path_type=Path), default=".")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: one `path:line: field: message` line per problem; json: resources and problems.",
+)
+def validate(repo: Path, output_format: str) -> None:
+    """Check every declaration in REPO and report all problems at once.
+
+    Exit status: 0 when everything is valid, 1 when problems were found, 2 when the check
+    could not run. Meant for CI on pull requests.
+    """
+    repository = _load(repo)
+    if output_format == "json":
+        document = {
+            "resources": _rendered(repository),
+            "problems": [p.to_json() for p in repository.problems],
+        }
+        click.echo(json.dumps(document, indent=2, sort_keys=False))
+    else:
+        for problem in repository.problems:
+            click.echo(str(problem))
+        files = len({p.path for p in repository.problems})
+        counted = f"{_count(len(repository.problems), 'problem')} in {_count(files, 'file')}"
+        found = counted if repository.problems else "no problems"
+        click.echo(f"{_count(len(repository.resources), 'valid resource')}, {found}", err=True)
+    sys.exit(EXIT_PROBLEMS if repository.problems else EXIT_OK)
+
+
+@cli.command()
+@click.argument("repo", type=click.Path(path_type=Path), default=".")
+@click.option(
+    "--crds", "show_crds", is_flag=True, help="Print the CustomResourceDefinitions instead."
+)
+@click.option(
+    "--write",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="With --crds: write one file per CRD into this folder (e.g. deploy/crds).",
+)
+def render(repo: Path, show_crds: bool, write: Path | None) -> None:
+    """Print REPO's resources as Kubernetes custom resources (YAML), defaults applied.
+
+    The output can be given to kubectl, Argo CD or Flux. Problems go to stderr and make the
+    exit status 1; the valid resources are still printed.
+    """
+    if show_crds:
+        definitions = crds()
+        if write is None:
+            click.echo(dump_all(definitions), nl=False)
+            return
+        write.mkdir(parents=True, exist_ok=True)
+        for crd in definitions:
+            target = write / f"{crd['metadata']['name']}.yaml"
+            target.write_text(dump_all([crd]), encoding="utf-8")
+            click.echo(f"wrote {target}", err=True)
+        return
+    if write is not None:
+        raise click.UsageError("--write is only for --crds")
+    repository = _load(repo)
+    click.echo(dump_all(_rendered(repository)), nl=False)
+    for problem in repository.problems:
+        click.echo(str(problem), err=True)
+    sys.exit(EXIT_PROBLEMS if repository.problems else EXIT_OK)
+
+
+def main() -> None:
+    """Entry point of the ``seshat`` console script."""
+    cli()

@@ -1,0 +1,397 @@
+"""Reading a Seshat repository into typed resources and a list of problems.
+
+:func:`load_repository` never stops at the first problem and never lets one bad document
+hide the good ones: it returns every valid resource (with its uid assigned) and every
+problem, each located as ``path:line: field`` and tied to the resource it belongs to when
+that can be told. A resource with a problem is not returned; the reconciler gives it a
+``Blocked/ConfigurationError`` verdict of its own from the problem's ``resource``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from pydantic import ValidationError
+
+from gitops.repo.messages import FieldPath, field_errors, format_field
+from gitops.repo.problems import Problem, ResourceKey
+from gitops.repo.uids import GitHistoryUids, UidSource
+from gitops.repo.yamlfile import MAX_FILE_BYTES, Document, FileError, read_documents
+from gitops.resources.approvals import Approval, RunAcknowledgment
+from gitops.resources.base import API_VERSION
+from gitops.resources.config import Config
+from gitops.resources.kinds import KINDS, Resource
+from gitops.resources.migration import DatabaseMigration
+from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
+from gitops.resources.schema import DatabaseSchema
+from runner.digests import digest_hex
+from runner.errors import CanNotRunError
+
+__all__ = ["CONFIG_FILE", "MAX_FILES", "LoadedResource", "Repository", "load_repository"]
+
+CONFIG_FILE: Final = "seshat.yaml"
+MAX_FILES: Final = 10_000
+"""More declaration files than this under the configured paths is refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedResource:
+    """A valid resource and where it was declared."""
+
+    resource: Resource
+    path: str
+    line: int
+
+    @property
+    def key(self) -> ResourceKey:
+        meta = self.resource.metadata
+        return ResourceKey(self.resource.kind, meta.namespace, meta.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Repository:
+    """What a repository declares: its config, its valid resources and its problems."""
+
+    root: Path
+    config: Config
+    resources: tuple[LoadedResource, ...]
+    problems: tuple[Problem, ...]
+
+    def find(self, kind: str, namespace: str, name: str) -> LoadedResource | None:
+        """The valid resource with this key, if there is one."""
+        wanted = ResourceKey(kind, namespace, name)
+        return next((r for r in self.resources if r.key == wanted), None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    resource: Resource
+    path: str
+    document: Document
+
+
+def _relative(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _inside(root: Path, path: Path) -> bool:
+    resolved = path.resolve()
+    return resolved == root or root in resolved.parents
+
+
+class _Loader:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.problems: list[Problem] = []
+        # Keys of documents that had problems, so references to them can say so.
+        self.broken: set[ResourceKey] = set()
+        self.config_document: Document | None = None
+
+    def problem(
+        self,
+        path: str,
+        line: int | None,
+        field: FieldPath | str,
+        message: str,
+        resource: ResourceKey | None = None,
+    ) -> None:
+        name = field if isinstance(field, str) else format_field(field)
+        self.problems.append(Problem(path, line, name, message, resource))
+        if resource is not None:
+            self.broken.add(resource)
+
+    # -- files --------------------------------------------------------------------------
+
+    def read(self, path: Path) -> list[Document] | None:
+        rel = _relative(self.root, path)
+        try:
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise FileError(f"file is {size} bytes; the limit is {MAX_FILE_BYTES}")
+            return read_documents(path.read_bytes())
+        except FileError as error:
+            self.problem(rel, error.line, "", error.message)
+        except OSError as error:
+            self.problem(rel, None, "", f"cannot be read: {error.strerror}")
+        return None
+
+    def config(self) -> Config:
+        path = self.root / CONFIG_FILE
+        if not path.exists():
+            return Config()
+        documents = self.read(path)
+        if documents is None:
+            return Config()
+        if len(documents) != 1 or not isinstance(documents[0].data, dict):
+            self.problem(CONFIG_FILE, 1, "", "must hold exactly one Config document")
+            return Config()
+        document = self.config_document = documents[0]
+        try:
+            return Config.model_validate(document.data)
+        except ValidationError as error:
+            for field, message in field_errors(error):
+                self.problem(CONFIG_FILE, document.line_of(field), field, message)
+        return Config()
+
+    def files(self, config: Config) -> Iterator[Path]:
+        explicit = "paths" in config.spec.model_fields_set
+        seen: set[Path] = set()
+        count = 0
+        for index, entry in enumerate(config.spec.paths):
+            where = ("spec", "paths", index)
+            line = self.config_document.line_of(where) if self.config_document else None
+            base = self.root / entry
+            if Path(entry).is_absolute() or not _inside(self.root, base):
+                self.problem(CONFIG_FILE, line, where, "leads outside the repository")
+                continue
+            if not base.exists():
+                if explicit:
+                    self.problem(CONFIG_FILE, line, where, "no such folder in the repository")
+                continue
+            for path in self._walk(base):
+                if path.resolve() in seen:
+                    continue
+                seen.add(path.resolve())
+                count += 1
+                if count > MAX_FILES:
+                    self.problem(
+                        _relative(self.root, path), None, "", f"more than {MAX_FILES} files"
+                    )
+                    return
+                yield path
+
+    def _walk(self, base: Path) -> Iterator[Path]:
+        candidates: list[Path] = []
+        if base.is_file():
+            candidates = [base]
+        else:
+            for folder, dirs, names in os.walk(base):
+                here = Path(folder)
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in dirs:
+                    if (here / name).is_symlink() and not _inside(self.root, here / name):
+                        self.problem(
+                            _relative(self.root, here / name),
+                            None,
+                            "",
+                            "symbolic link leads outside the repository",
+                        )
+                candidates += [
+                    here / n
+                    for n in sorted(names)
+                    if not n.startswith(".") and n.endswith((".yaml", ".yml"))
+                ]
+        for path in candidates:
+            if not _inside(self.root, path):
+                self.problem(
+                    _relative(self.root, path),
+                    None,
+                    "",
+                    "symbolic link leads outside the repository",
+                )
+                continue
+            yield path
+
+    # -- documents ----------------------------------------------------------------------
+
+    def document(self, rel: str, document: Document) -> _Candidate | None:
+        data = document.data
+        if not isinstance(data, dict):
+            self.problem(rel, document.line, "", "a document must be a mapping")
+            return None
+        key = _key_of(data)
+        if "apiVersion" not in data:
+            self.problem(rel, document.line, "apiVersion", "required field is missing", key)
+            return None
+        if data["apiVersion"] != API_VERSION:
+            self.problem(
+                rel, document.line_of(("apiVersion",)), "apiVersion", f"must be {API_VERSION}", key
+            )
+            return None
+        kind = data.get("kind")
+        if kind == "Config":
+            self.problem(
+                rel, document.line_of(("kind",)), "kind",
+                f"a Config belongs in {CONFIG_FILE} at the repository root",
+            )  # fmt: skip
+            return None
+        if kind not in KINDS:
+            choices = ", ".join(KINDS)
+            message = (
+                "required field is missing"
+                if kind is None
+                else f"'{kind}' is not one of {choices}"
+                if isinstance(kind, str) and len(kind) <= 64
+                else f"must be one of {choices}"
+            )
+            self.problem(rel, document.line_of(("kind",)), "kind", message)
+            return None
+        found = False
+        if "status" in data:
+            self.problem(
+                rel, document.line_of(("status",)), "status",
+                "status is written by Seshat on the status branch; remove it", key,
+            )  # fmt: skip
+            found = True
+        metadata = data.get("metadata")
+        if isinstance(metadata, dict) and "uid" in metadata:
+            self.problem(
+                rel, document.line_of(("metadata", "uid")), "metadata.uid",
+                "the uid is assigned by Seshat; remove it", key,
+            )  # fmt: skip
+            found = True
+        try:
+            resource = KINDS[kind].model.model_validate(data)
+        except ValidationError as error:
+            for field, message in field_errors(error):
+                self.problem(rel, document.line_of(field), field, message, key)
+            return None
+        return None if found else _Candidate(resource, rel, document)
+
+    # -- across documents ---------------------------------------------------------------
+
+    def cross_check(self, candidates: list[_Candidate]) -> list[_Candidate]:
+        by_key: dict[ResourceKey, list[_Candidate]] = defaultdict(list)
+        for candidate in candidates:
+            by_key[_candidate_key(candidate)].append(candidate)
+        unique: list[_Candidate] = []
+        for key, group in by_key.items():
+            if len(group) == 1:
+                unique.append(group[0])
+                continue
+            for candidate in group:
+                others = ", ".join(
+                    f"{o.path}:{o.document.line}" for o in group if o is not candidate
+                )
+                self.problem(
+                    candidate.path, candidate.document.line, "metadata.name",
+                    f"{key.kind} {key.namespace}/{key.name} is declared more than once "
+                    f"(also at {others})", key,
+                )  # fmt: skip
+        kept = [c for c in unique if self._paths_ok(c) and self._location_ok(c)]
+        valid = {_candidate_key(c) for c in kept}
+        return [c for c in kept if self._references_ok(c, valid)]
+
+    def _paths_ok(self, candidate: _Candidate) -> bool:
+        resource = candidate.resource
+        if not isinstance(resource, (VerificationPolicy, ApprovalPolicy)):
+            return True
+        ok = True
+        for field, value in resource.repo_paths():
+            target = self.root / value
+            if Path(value).is_absolute():
+                message = "must be a path relative to the repository root"
+            elif not _inside(self.root, target):
+                message = "leads outside the repository"
+            elif not target.is_file():
+                message = f"no such file in the repository: {value}"
+            else:
+                continue
+            ok = False
+            self.problem(
+                candidate.path, candidate.document.line_of(field), field, message,
+                _candidate_key(candidate),
+            )  # fmt: skip
+        return ok
+
+    def _location_ok(self, candidate: _Candidate) -> bool:
+        resource = candidate.resource
+        if isinstance(resource, Approval):
+            expected = (
+                f"approvals/{resource.spec.resource.namespace}/{resource.spec.resource.name}/"
+                f"{digest_hex(resource.spec.plan.id)}.yaml"
+            )
+        elif isinstance(resource, RunAcknowledgment):
+            expected = (
+                f"acknowledgments/{resource.spec.resource.namespace}/"
+                f"{resource.spec.resource.name}/{resource.spec.operation_id}.yaml"
+            )
+        else:
+            return True
+        key = _candidate_key(candidate)
+        if resource.metadata.namespace != resource.spec.resource.namespace:
+            self.problem(
+                candidate.path, candidate.document.line_of(("metadata", "namespace")),
+                "metadata.namespace",
+                f"must be the namespace of the resource it is about "
+                f"({resource.spec.resource.namespace})", key,
+            )  # fmt: skip
+            return False
+        if candidate.path != expected:
+            self.problem(
+                candidate.path, candidate.document.line, "", f"must be stored at {expected}", key
+            )
+            return False
+        return True
+
+    def _references_ok(self, candidate: _Candidate, valid: set[ResourceKey]) -> bool:
+        resource = candidate.resource
+        if not isinstance(resource, (DatabaseSchema, DatabaseMigration)):
+            return True
+        name = resource.spec.artifact.verification.policy
+        wanted = ResourceKey("VerificationPolicy", resource.metadata.namespace, name)
+        if wanted in valid:
+            return True
+        message = (
+            f"VerificationPolicy '{name}' has problems of its own"
+            if wanted in self.broken
+            else f"no VerificationPolicy '{name}' in namespace '{wanted.namespace}'"
+        )
+        field = ("spec", "artifact", "verification", "policy")
+        self.problem(
+            candidate.path, candidate.document.line_of(field), field, message,
+            _candidate_key(candidate),
+        )  # fmt: skip
+        return False
+
+
+def _key_of(data: dict[str, object]) -> ResourceKey | None:
+    kind, metadata = data.get("kind"), data.get("metadata")
+    if not isinstance(kind, str) or kind not in KINDS or not isinstance(metadata, dict):
+        return None
+    name, namespace = metadata.get("name"), metadata.get("namespace", "default")
+    if isinstance(name, str) and isinstance(namespace, str):
+        return ResourceKey(kind, namespace, name)
+    return None
+
+
+def _candidate_key(candidate: _Candidate) -> ResourceKey:
+    meta = candidate.resource.metadata
+    return ResourceKey(candidate.resource.kind, meta.namespace, meta.name)
+
+
+def load_repository(root: Path | str, uids: UidSource | None = None) -> Repository:
+    """Load every declaration under ``root``; see the module docstring for the guarantees.
+
+    ``uids`` defaults to :class:`~gitops.repo.uids.GitHistoryUids` over ``root``'s work
+    tree. Raises :class:`~runner.errors.CanNotRunError` only when ``root`` is not a folder.
+    """
+    base = Path(root)
+    if not base.is_dir():
+        raise CanNotRunError(f"{root}: not a folder")
+    base = base.resolve()
+    loader = _Loader(base)
+    config = loader.config()
+    candidates: list[_Candidate] = []
+    for path in loader.files(config):
+        documents = loader.read(path)
+        for document in documents or []:
+            candidate = loader.document(_relative(base, path), document)
+            if candidate is not None:
+                candidates.append(candidate)
+    valid = loader.cross_check(candidates)
+    source = uids if uids is not None else GitHistoryUids(base, config.spec.paths)
+    loaded = []
+    for candidate in valid:
+        key = _candidate_key(candidate)
+        meta = candidate.resource.metadata.model_copy(update={"uid": source.uid_for(key)})
+        resource = candidate.resource.model_copy(update={"metadata": meta})
+        loaded.append(LoadedResource(resource, candidate.path, candidate.document.line))
+    loaded.sort(key=lambda r: (list(KINDS).index(r.key.kind), r.key.namespace, r.key.name))
+    problems = sorted(set(loader.problems), key=Problem.sort_key)
+    return Repository(base, config, tuple(loaded), tuple(problems))

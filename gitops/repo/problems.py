@@ -1,0 +1,57 @@
+"""A problem found in a repository: where it is, which field, what is wrong, whose it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Problem", "ResourceKey"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ResourceKey:
+    """(kind, namespace, name): what identifies a resource within one repository."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One reason a declaration cannot be used, located as ``path:line: field: message``.
+
+    ``path`` is relative to the repository root, ``line`` is 1-based (``None`` when the
+    problem is about a whole file), ``field`` is the dotted field path (empty for the whole
+    document) and ``resource`` names the resource the problem belongs to, when known, so the
+    reconciler can give that resource a ``Blocked/ConfigurationError`` verdict of its own.
+    Messages never contain a value that could be a credential.
+    """
+
+    path: str
+    line: int | None
+    field: str
+    message: str
+    resource: ResourceKey | None = None
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """The ``seshat validate --format json`` form of this problem."""
+        return {
+            "path": self.path,
+            "line": self.line,
+            "field": self.field,
+            "message": self.message,
+            "resource": str(self.resource) if self.resource else None,
+        }
+
+    def sort_key(self) -> tuple[str, int, str, str]:
+        """Problems are reported in file, line and field order, so output is stable."""
+        return (self.path, self.line or 0, self.field, self.message)

@@ -1,0 +1,155 @@
+"""Reading one YAML file safely, keeping the line of every field.
+
+A declaration file is untrusted input. Before anything else looks at it this module refuses
+files over :data:`MAX_FILE_BYTES`, bytes that are not UTF-8, YAML that does not parse,
+duplicate keys, and "YAML bombs": anchors and aliases let a few hundred bytes describe
+billions of nodes, so the size of every document *after* alias expansion is computed (with
+memoization, never by expanding) and bounded by :data:`MAX_NODES`.
+
+What comes out is plain Python data (dicts, lists, str, int, float, bool, None, datetime)
+plus a map from each field's path to its 1-based line, so errors can say
+``path:line: field: message``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Final
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+__all__ = ["MAX_FILE_BYTES", "MAX_NODES", "Document", "FileError", "read_documents"]
+
+MAX_FILE_BYTES: Final = 1024 * 1024
+"""A declaration file larger than 1 MiB is refused."""
+MAX_NODES: Final = 100_000
+"""A document that expands to more nodes than this (counting aliases) is refused."""
+
+Path = tuple[str | int, ...]
+_DUPLICATE = re.compile(r'found duplicate key ("[^"]*")')
+
+
+class FileError(Exception):
+    """The file as a whole cannot be read; ``line`` is 1-based when known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One YAML document of a file: its data, its first line and the line of each field."""
+
+    data: object
+    line: int
+    lines: dict[Path, int] = field(default_factory=dict)
+
+    def line_of(self, path: Path) -> int:
+        """The line of the longest prefix of ``path`` that exists in the document."""
+        for end in range(len(path), 0, -1):
+            found = self.lines.get(path[:end])
+            if found is not None:
+                return found
+        return self.line
+
+
+def _expanded_size(node: object, memo: dict[int, int], active: set[int]) -> int:
+    """Nodes in ``node`` once aliases are expanded, computed without expanding them."""
+    if not isinstance(node, (dict, list)):
+        return 1
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in active:
+        raise FileError("a YAML alias refers to its own ancestor (recursive document)")
+    active.add(key)
+    children = node.values() if isinstance(node, dict) else node
+    total = 1
+    for child in children:
+        total += _expanded_size(child, memo, active)
+        if total > MAX_NODES:
+            break
+    active.discard(key)
+    memo[key] = total
+    return total
+
+
+def _plain(node: object, path: Path, lines: dict[Path, int]) -> object:
+    """Convert ruamel's round-trip objects to plain data, recording each field's line."""
+    if isinstance(node, CommentedMap):
+        out: dict[str, object] = {}
+        for key, value in node.items():
+            name = key if isinstance(key, str) else str(key)
+            here = (*path, name)
+            with contextlib.suppress(KeyError, TypeError):
+                lines[here] = node.lc.key(key)[0] + 1
+            out[name] = _plain(value, here, lines)
+        return out
+    if isinstance(node, CommentedSeq):
+        items: list[object] = []
+        for index, value in enumerate(node):
+            here = (*path, index)
+            with contextlib.suppress(KeyError, TypeError, IndexError):
+                lines[here] = node.lc.item(index)[0] + 1
+            items.append(_plain(value, here, lines))
+        return items
+    if isinstance(node, bool) or node is None:
+        return node
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    if isinstance(node, datetime):
+        return datetime.fromisoformat(node.isoformat())
+    if isinstance(node, date):
+        return node.isoformat()
+    return str(node)
+
+
+def read_documents(raw: bytes) -> list[Document]:
+    """Parse every document of a YAML file, or raise :class:`FileError` saying why not."""
+    if len(raw) > MAX_FILE_BYTES:
+        raise FileError(f"file is {len(raw)} bytes; the limit is {MAX_FILE_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        bad_line = raw[: error.start].count(b"\n") + 1
+        raise FileError(f"not valid UTF-8 (byte {error.start})", bad_line) from None
+    yaml = YAML(typ="rt", pure=True)
+    yaml.allow_duplicate_keys = False
+    documents: list[Document] = []
+    try:
+        for loaded in yaml.load_all(text):
+            if loaded is None:
+                continue
+            start = getattr(getattr(loaded, "lc", None), "line", 0) + 1
+            if _expanded_size(loaded, {}, set()) > MAX_NODES:
+                raise FileError(
+                    f"a document expands to more than {MAX_NODES} nodes through YAML aliases",
+                    start,
+                )
+            lines: dict[Path, int] = {}
+            documents.append(Document(_plain(loaded, (), lines), start, lines))
+    except MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line: int | None = mark.line + 1 if mark is not None else None
+        reason = error.problem or error.context or "invalid YAML"
+        duplicate = _DUPLICATE.match(reason)
+        if duplicate:
+            # ruamel quotes both values; a duplicated `url:` could carry a password.
+            reason = f"duplicate key {duplicate.group(1)}"
+        raise FileError(f"invalid YAML: {reason}", line) from None
+    except YAMLError as error:
+        raise FileError(f"invalid YAML: {error}") from None
+    except RecursionError:
+        raise FileError("invalid YAML: nested too deeply") from None
+    return documents

@@ -1,0 +1,72 @@
+"""``Approval`` and ``RunAcknowledgment``: signed statements people add to the repository.
+
+Only their shape is checked here. Whether a signature verifies and the policy accepts it is
+decided when the reconciler evaluates them; an approval for a plan that is not current
+authorizes nothing and is reported as stale.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from gitops.resources.base import API_VERSION, DNS_LABEL, Model, ObjectMeta
+
+__all__ = ["Approval", "ApprovalSpec", "PlanRef", "ResourceRef", "RunAcknowledgment"]
+
+UID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class ResourceRef(Model):
+    """The exact resource a statement is about, including the uid of its current lifetime."""
+
+    kind: Literal["DatabaseSchema", "DatabaseMigration"]
+    namespace: Annotated[str, Field(pattern=DNS_LABEL)] = "default"
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
+    uid: Annotated[
+        str, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    ]
+
+
+class PlanRef(Model):
+    """The plan id an approval names (the plan fingerprint, ``sha256:<hex>``)."""
+
+    id: Digest
+
+
+class ApprovalSpec(Model):
+    """One approval of one plan of one resource."""
+
+    resource: ResourceRef
+    plan: PlanRef
+    expires_at: datetime | None = None
+    comment: Annotated[str, Field(max_length=1024)] = ""
+
+
+class Approval(Model):
+    """A signed approval file under ``approvals/<namespace>/<name>/<plan-id-hex>.yaml``."""
+
+    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
+    kind: Literal["Approval"] = "Approval"
+    metadata: ObjectMeta
+    spec: ApprovalSpec
+
+
+class RunAcknowledgmentSpec(Model):
+    """A person's statement that they settled an uncertain migration run."""
+
+    resource: ResourceRef
+    operation_id: Annotated[str, Field(pattern=r"^[0-9a-f]{16,64}$")]
+    comment: Annotated[str, Field(max_length=1024)] = ""
+
+
+class RunAcknowledgment(Model):
+    """A signed file under ``acknowledgments/<namespace>/<name>/<operation-id-hex>.yaml``."""
+
+    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
+    kind: Literal["RunAcknowledgment"] = "RunAcknowledgment"
+    metadata: ObjectMeta
+    spec: RunAcknowledgmentSpec

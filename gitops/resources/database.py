@@ -1,0 +1,132 @@
+"""The spec parts a ``DatabaseSchema`` and a ``DatabaseMigration`` share.
+
+A database URL carries a password, so it never appears in Git: ``target.url`` (and a
+schema's ``dev.url``) is only ever a *reference* that the runner resolves in its own process.
+The control plane passes the reference along and never reads what it names.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Self
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from gitops.resources.base import Interval, Model, RetryInterval
+
+__all__ = [
+    "KNOWN_ENGINES",
+    "ApplyPolicy",
+    "Artifact",
+    "ArtifactVerification",
+    "DatabaseSpec",
+    "SecretKeyRef",
+    "Target",
+    "UrlReference",
+]
+
+KNOWN_ENGINES = ("postgresql", "mysql", "sqlite")
+"""Engines the runner implements. Other names are accepted here and refused at run time."""
+
+ARTIFACT_REF = (
+    r"^(oci://[^\s?#@]+(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}|@sha256:[0-9a-f]{64})"
+    r"|oci-layout://[^\s?#@]+(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}|@sha256:[0-9a-f]{64}))$"
+)
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+COORDINATION_KEY = r"^[a-z0-9]([a-z0-9._:/-]{0,251}[a-z0-9])?$"
+
+
+class ApplyPolicy(StrEnum):
+    """When a computed plan may be applied."""
+
+    ON_APPROVAL = "OnApproval"
+    ALWAYS = "Always"
+    NEVER = "Never"
+
+
+class SecretKeyRef(Model):
+    """A key of a Kubernetes Secret in the resource's namespace (Kubernetes mode)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
+    key: Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]{1,253}$")]
+
+
+class UrlReference(Model):
+    """Where the runner finds a database URL: exactly one of the three sources."""
+
+    from_env: Annotated[str, Field(pattern=ENV_NAME, max_length=128)] | None = None
+    from_file: Annotated[str, Field(pattern=r"^/\S*$", max_length=4096)] | None = None
+    secret_key_ref: SecretKeyRef | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_inline(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            # Never include the value: it is very likely a URL with a password in it.
+            raise PydanticCustomError(
+                "inline_credential",
+                "a database URL must not be written in Git; reference it with fromEnv, "
+                "fromFile or secretKeyRef (the value is not shown)",
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        given = [x for x in (self.from_env, self.from_file, self.secret_key_ref) if x is not None]
+        if len(given) != 1:
+            raise PydanticCustomError(
+                "url_reference", "set exactly one of fromEnv, fromFile or secretKeyRef"
+            )
+        return self
+
+
+class Target(Model):
+    """The database a resource converges, named for coordination without its credential."""
+
+    engine: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,31}$")]
+    url: UrlReference
+    coordination_key: Annotated[str, Field(pattern=COORDINATION_KEY)] | None = None
+    realm: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] | None = None
+    shared_realm: bool = False
+
+    @model_validator(mode="after")
+    def _one_coordination_name(self) -> Self:
+        if (self.coordination_key is None) == (self.realm is None):
+            raise PydanticCustomError("coordination", "set exactly one of coordinationKey or realm")
+        return self
+
+
+class ArtifactVerification(Model):
+    """Which ``VerificationPolicy`` (same namespace) the artifact must satisfy."""
+
+    policy: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
+
+
+class Artifact(Model):
+    """The OCI artifact holding the desired schema or the migration directory."""
+
+    ref: Annotated[str, Field(max_length=1024)]
+    verification: ArtifactVerification
+
+    @field_validator("ref")
+    @classmethod
+    def _ref_shape(cls, ref: str) -> str:
+        if not re.match(ARTIFACT_REF, ref):
+            raise PydanticCustomError(
+                "artifact_ref",
+                "must be oci://HOST/REPOSITORY:TAG, oci://HOST/REPOSITORY@sha256:DIGEST "
+                "or oci-layout://PATH:TAG",
+            )
+        return ref
+
+
+class DatabaseSpec(Model):
+    """Fields both lifecycles share."""
+
+    target: Target
+    artifact: Artifact
+    interval: Interval = 600
+    retry_interval: RetryInterval = 30
+    suspend: bool = False

@@ -1,0 +1,68 @@
+"""``DatabaseSchema``: a database converged toward a declared schema artifact."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from gitops.resources.base import API_VERSION, Model, ObjectMeta, SchemaLockTimeout
+from gitops.resources.database import ApplyPolicy, DatabaseSpec, UrlReference
+from gitops.resources.status import DatabaseSchemaStatus
+
+__all__ = ["DatabaseSchema", "DatabaseSchemaSpec", "DevDatabase", "SchemaPolicy"]
+
+TABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?$"
+
+
+class SchemaTransactionMode(StrEnum):
+    """How a schema plan's statements are wrapped.
+
+    ``auto`` runs the plan in one transaction where the engine's DDL is transactional and runs
+    statements that cannot be in a transaction (``CREATE INDEX CONCURRENTLY``) outside it;
+    ``all`` refuses a plan that cannot run as one transaction; ``none`` runs each statement on
+    its own.
+    """
+
+    AUTO = "auto"
+    ALL = "all"
+    NONE = "none"
+
+
+class SchemaPolicy(Model):
+    """What a schema plan may do and when it is applied."""
+
+    apply: ApplyPolicy = ApplyPolicy.ON_APPROVAL
+    allow_destructive: bool = False
+    protected_tables: Annotated[
+        list[Annotated[str, Field(pattern=TABLE_NAME)]], Field(max_length=128)
+    ] = Field(default_factory=list)
+    exclude: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=128)
+    ] = Field(default_factory=list)
+    lock_timeout: SchemaLockTimeout = 30
+    transaction_mode: SchemaTransactionMode = SchemaTransactionMode.AUTO
+
+
+class DevDatabase(Model):
+    """A scratch database of the same engine used to normalize the desired schema."""
+
+    url: UrlReference
+
+
+class DatabaseSchemaSpec(DatabaseSpec):
+    """The declared state of one database's schema."""
+
+    policy: SchemaPolicy = Field(default_factory=SchemaPolicy)
+    dev: DevDatabase | None = None
+
+
+class DatabaseSchema(Model):
+    """A database whose schema Seshat converges to the artifact's DDL."""
+
+    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
+    kind: Literal["DatabaseSchema"] = "DatabaseSchema"
+    metadata: ObjectMeta
+    spec: DatabaseSchemaSpec
+    status: DatabaseSchemaStatus | None = None

@@ -1,0 +1,205 @@
+"""Status models: phases from the seed's two lifecycles, conditions, and what each records.
+
+Status is written only by Seshat, on the status branch; a declaration that carries a
+``status`` is refused by the loader. The condition reasons are stable CamelCase words: tools
+(Argo CD, Flux, scripts) match on them, so a reason is added, never renamed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from gitops.resources.base import Model
+
+__all__ = [
+    "Condition",
+    "ConditionType",
+    "DatabaseMigrationStatus",
+    "DatabaseSchemaStatus",
+    "DriftSummary",
+    "HistorySummary",
+    "MigrationPhase",
+    "PlanSummary",
+    "Reason",
+    "RunRecord",
+    "SchemaPhase",
+    "SourceStatus",
+]
+
+
+class SchemaPhase(StrEnum):
+    """The states of the declared-schema lifecycle (seed: "The schema lifecycle")."""
+
+    PENDING = "Pending"
+    RESOLVING = "Resolving"
+    VERIFYING = "Verifying"
+    OBSERVING = "Observing"
+    PLANNING = "Planning"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    READY_TO_APPLY = "ReadyToApply"
+    APPLYING = "Applying"
+    VERIFYING_CONVERGENCE = "VerifyingConvergence"
+    IN_SYNC = "InSync"
+    BLOCKED = "Blocked"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+class MigrationPhase(StrEnum):
+    """The states of the versioned-migration lifecycle (seed: "The migration lifecycle")."""
+
+    PENDING = "Pending"
+    RESOLVING = "Resolving"
+    VERIFYING = "Verifying"
+    READING = "Reading"
+    PLANNING = "Planning"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    APPLYING = "Applying"
+    VERIFYING_HISTORY = "VerifyingHistory"
+    IN_SYNC = "InSync"
+    BLOCKED = "Blocked"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+class ConditionType(StrEnum):
+    """Kubernetes-style summary conditions plus the specific ones each step sets."""
+
+    READY = "Ready"
+    RECONCILING = "Reconciling"
+    STALLED = "Stalled"
+    SOURCE_RESOLVED = "SourceResolved"
+    SOURCE_VERIFIED = "SourceVerified"
+    ENGINE_SUPPORTED = "EngineSupported"
+    REALM_EXCLUSIVE = "RealmExclusive"
+    PLANNED = "Planned"
+    APPROVED = "Approved"
+    APPLIED = "Applied"
+    HISTORY_CLEAN = "HistoryClean"
+
+
+class Reason(StrEnum):
+    """Every stable reason a condition or verdict can carry."""
+
+    # Progress and success.
+    PROGRESSING = "Progressing"
+    IN_SYNC = "InSync"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    READY_TO_APPLY = "ReadyToApply"
+    APPLYING = "Applying"
+    SUSPENDED = "Suspended"
+    # Blocked: a refusal that will not change until an input changes.
+    CONFIGURATION_ERROR = "ConfigurationError"
+    REALM_CONFLICT = "RealmConflict"
+    UNSUPPORTED_ENGINE = "UnsupportedEngine"
+    ARTIFACT_REFUSED = "ArtifactRefused"
+    PROTECTED_TABLE = "ProtectedTable"
+    DESTRUCTIVE_DISALLOWED = "DestructiveChangesDisallowed"
+    APPLY_DISABLED = "ApplyDisabled"
+    HISTORY_DIRTY = "HistoryDirty"
+    CHECKSUM_MODIFIED = "ChecksumModified"
+    HISTORY_OUT_OF_ORDER = "HistoryOutOfOrder"
+    DATABASE_AHEAD = "DatabaseAhead"
+    RUN_UNRESOLVED = "RunUnresolved"
+    # Failed: a fault where a retry is reasonable.
+    DISPATCH_FAILED = "DispatchFailed"
+    OPERATION_FAILED = "OperationFailed"
+    APPLY_FAILED = "ApplyFailed"
+    LEASE_CONTINUITY_LOST = "LeaseContinuityLost"
+
+
+class Condition(Model):
+    """One Kubernetes-style condition, tied to the declarations' commit it judged."""
+
+    type: ConditionType
+    status: Literal["True", "False", "Unknown"]
+    reason: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]*$", max_length=64)]
+    message: Annotated[str, Field(max_length=1024)] = ""
+    last_transition_time: datetime
+    observed_revision: Annotated[str, Field(pattern=r"^([0-9a-f]{40}|[0-9a-f]{64})?$")] = ""
+
+
+Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class SourceStatus(Model):
+    """The artifact as requested and as pinned by Resolve."""
+
+    requested: str
+    digest: Digest | None = None
+    verified: bool = False
+
+
+class DriftSummary(Model):
+    """The bounded aggregates of an Observe; the detail stays inside the runner."""
+
+    digest: Digest
+    dialect: str
+    total: Annotated[int, Field(ge=0)]
+    highest_severity: Literal["none", "info", "warning", "destructive"]
+    missing: Annotated[int, Field(ge=0)] = 0
+    extra: Annotated[int, Field(ge=0)] = 0
+    changed: Annotated[int, Field(ge=0)] = 0
+    invalid: Annotated[int, Field(ge=0)] = 0
+
+
+class PlanSummary(Model):
+    """The plan a status points at; the documents live beside it on the status branch."""
+
+    id: Digest
+    statements: Annotated[int, Field(ge=0)] = 0
+    destructive: bool = False
+    privilege_changes: list[str] = Field(default_factory=list)
+    path: str = ""
+
+
+class RunRecord(Model):
+    """One Apply as it ended (``lastApplied``) or as it was left uncertain (``unresolvedRun``)."""
+
+    operation_id: str
+    plan_id: Digest
+    outcome: Literal["Applied", "UpToDate", "Failed", "Partial", "Unknown"]
+    target_identity_digest: Digest | None = None
+    recorded_at: datetime
+    applied_versions: Annotated[list[str], Field(max_length=256)] = Field(default_factory=list)
+    message: Annotated[str, Field(max_length=1024)] = ""
+
+
+class HistorySummary(Model):
+    """What a migration history reading found (versions listed explicitly, never counted)."""
+
+    verdict: Literal[
+        "dirty", "checksum_modified", "database_ahead", "out_of_order", "nothing_pending", "ready"
+    ]
+    fingerprint: Digest
+    current_version: str | None = None
+    applied_count: Annotated[int, Field(ge=0)] = 0
+    pending_versions: Annotated[list[str], Field(max_length=256)] = Field(default_factory=list)
+    involved_versions: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
+
+
+class _Status(Model):
+    observed_revision: str = ""
+    conditions: list[Condition] = Field(default_factory=list)
+    source: SourceStatus | None = None
+    plan: PlanSummary | None = None
+    last_applied: RunRecord | None = None
+
+
+class DatabaseSchemaStatus(_Status):
+    """Status of a ``DatabaseSchema`` (written to ``status/<namespace>/<name>.yaml``)."""
+
+    phase: SchemaPhase = SchemaPhase.PENDING
+    drift: DriftSummary | None = None
+
+
+class DatabaseMigrationStatus(_Status):
+    """Status of a ``DatabaseMigration``; ``unresolvedRun`` blocks every Apply while set."""
+
+    phase: MigrationPhase = MigrationPhase.PENDING
+    history: HistorySummary | None = None
+    unresolved_run: RunRecord | None = None
