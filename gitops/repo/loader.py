@@ -24,7 +24,7 @@ from gitops.repo.uids import GitHistoryUids, UidSource
 from gitops.repo.yamlfile import MAX_FILE_BYTES, Document, FileError, read_documents
 from gitops.resources.approvals import Approval, RunAcknowledgment
 from gitops.resources.base import API_VERSION
-from gitops.resources.config import Config
+from gitops.resources.config import DEFAULT_PATHS, Config, ConfigSpec
 from gitops.resources.kinds import KINDS, Resource
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
@@ -136,7 +136,7 @@ class _Loader:
         except ValidationError as error:
             for field, message in field_errors(error):
                 self.problem(CONFIG_FILE, document.line_of(field), field, message)
-        return Config()
+        return Config(spec=ConfigSpec(paths=_usable_paths(document.data)))
 
     def files(self, config: Config) -> Iterator[Path]:
         explicit = "paths" in config.spec.model_fields_set
@@ -146,8 +146,11 @@ class _Loader:
             where = ("spec", "paths", index)
             line = self.config_document.line_of(where) if self.config_document else None
             base = self.root / entry
-            if Path(entry).is_absolute() or not _inside(self.root, base):
+            if Path(entry).is_absolute() or os.path.normpath(entry).startswith(".."):
                 self.problem(CONFIG_FILE, line, where, "leads outside the repository")
+                continue
+            if not _inside(self.root, base):
+                self.problem(entry, None, "", "symbolic link leads outside the repository")
                 continue
             if not base.exists():
                 if explicit:
@@ -245,6 +248,10 @@ class _Loader:
                 "the uid is assigned by Seshat; remove it", key,
             )  # fmt: skip
             found = True
+        if found:  # already reported; validate the rest without them to report it too
+            data = {k: v for k, v in data.items() if k != "status"}
+            if isinstance(metadata, dict):
+                data["metadata"] = {k: v for k, v in metadata.items() if k != "uid"}
         try:
             resource = KINDS[kind].model.model_validate(data)
         except ValidationError as error:
@@ -348,6 +355,15 @@ class _Loader:
             _candidate_key(candidate),
         )  # fmt: skip
         return False
+
+
+def _usable_paths(data: object) -> list[str]:
+    """The configured ``paths`` of an otherwise invalid config, so they are still checked."""
+    spec = data.get("spec") if isinstance(data, dict) else None
+    paths = spec.get("paths") if isinstance(spec, dict) else None
+    if isinstance(paths, list) and paths and all(isinstance(p, str) and p for p in paths):
+        return list(paths)
+    return list(DEFAULT_PATHS)
 
 
 def _key_of(data: dict[str, object]) -> ResourceKey | None:

@@ -136,19 +136,27 @@ class GitHistoryUids:
         contents = _read_blobs(top, [f"{commit}:{path}" for commit, path in changes])
         in_file: dict[str, set[ResourceKey]] = {}
         present: Counter[ResourceKey] = Counter()
-        for (commit, path), content in zip(changes, contents, strict=True):
-            now = declared_keys(content.decode("utf-8", "replace")) if content else set()
-            before = in_file.get(path, set())
-            for key in before - now:
-                present[key] -= 1
-                if present[key] == 0:
+        index = 0
+        while index < len(changes):
+            commit = changes[index][0]
+            # A commit is applied as a whole, so moving a resource between files (removed
+            # from one, added to another in the same commit) keeps its lifetime.
+            existed: dict[ResourceKey, bool] = {}
+            while index < len(changes) and changes[index][0] == commit:
+                path, content = changes[index][1], contents[index]
+                now = declared_keys(content.decode("utf-8", "replace")) if content else set()
+                before = in_file.get(path, set())
+                for key in before ^ now:
+                    existed.setdefault(key, present[key] > 0)
+                    present[key] += 1 if key in now else -1
+                in_file[path] = now
+                index += 1
+            for key, was_there in existed.items():
+                if was_there and present[key] <= 0:
                     del present[key]
                     self._introduced.pop(key, None)
-            for key in now - before:
-                if present[key] == 0:
+                elif not was_there and present[key] > 0:
                     self._introduced[key] = commit
-                present[key] += 1
-            in_file[path] = now
 
     def uid_for(self, key: ResourceKey) -> str:
         return uid_from(key, self._introduced.get(key, WORKTREE))
