@@ -1,0 +1,140 @@
+"""Shared pytest fixtures: real services from the test harness in ``tests/harness``.
+
+Servers are session-scoped (starting PostgreSQL or MariaDB per test would be
+far too slow) and are started lazily, only when a test asks for them.  Per-test
+isolation comes from the function-scoped fixtures: a fresh database, a fresh
+Git remote, fresh SSH keys.  Every fixture stops what it started in teardown,
+also when the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import pytest
+from harness.gitrepo import GitRemote, git_remote_with_clone
+from harness.mariadb import (
+    MariaDBDatabase,
+    MariaDBServer,
+    running_mariadb,
+    temporary_mariadb_database,
+)
+from harness.postgres import (
+    PostgresDatabase,
+    PostgresServer,
+    running_postgres,
+    temporary_postgres_database,
+)
+from harness.registry import (
+    AuthRegistryServer,
+    RegistryServer,
+    running_auth_registry,
+    running_registry,
+)
+from harness.sshkeys import SSHKeyFactory
+
+KEEP_ENV = "SESHAT_KEEP_HARNESS_DIR"
+
+
+def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"pytest received signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Treat SIGTERM like Ctrl-C so fixture teardown stops the servers.
+
+    Why: Python's default SIGTERM action exits without running finally blocks
+    or atexit, and SIGTERM is what CI runners send on cancel/timeout.  Only
+    installed when nobody else handles SIGTERM.
+    """
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if in_main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Restore the default SIGTERM action if we installed ours."""
+    if signal.getsignal(signal.SIGTERM) is _sigterm_as_interrupt:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.fixture(scope="session")
+def harness_base_dir() -> Iterator[Path]:
+    """Session temp directory for server data and logs (0755 so postgres/mysql can traverse).
+
+    Removed at the end of the session unless SESHAT_KEEP_HARNESS_DIR is set
+    (then its path is printed, for reading the server logs).
+    """
+    base = Path(tempfile.mkdtemp(prefix="seshat-harness-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        if os.environ.get(KEEP_ENV):
+            print(f"\nseshat harness: keeping {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(harness_base_dir: Path) -> Iterator[PostgresServer]:
+    """A private PostgreSQL cluster on 127.0.0.1:<free port> for the whole session."""
+    with running_postgres(harness_base_dir) as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_database(postgres_server: PostgresServer) -> Iterator[PostgresDatabase]:
+    """A fresh database (owned by the app role) for one test, dropped afterwards."""
+    with temporary_postgres_database(postgres_server) as database:
+        yield database
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(harness_base_dir: Path) -> Iterator[MariaDBServer]:
+    """A private MariaDB server on 127.0.0.1:<free port> for the whole session."""
+    with running_mariadb(harness_base_dir) as server:
+        yield server
+
+
+@pytest.fixture
+def mariadb_database(mariadb_server: MariaDBServer) -> Iterator[MariaDBDatabase]:
+    """A fresh database (granted to the app user) for one test, dropped afterwards."""
+    with temporary_mariadb_database(mariadb_server) as database:
+        yield database
+
+
+@pytest.fixture(scope="session")
+def oci_registry(harness_base_dir: Path) -> Iterator[RegistryServer]:
+    """An open OCI registry over plain HTTP for the whole session."""
+    with running_registry(harness_base_dir) as registry:
+        yield registry
+
+
+@pytest.fixture(scope="session")
+def oci_registry_auth(harness_base_dir: Path) -> Iterator[AuthRegistryServer]:
+    """An OCI registry with htpasswd basic auth and self-signed TLS, for the whole session."""
+    with running_auth_registry(harness_base_dir) as registry:
+        yield registry
+
+
+@pytest.fixture
+def git_remote(tmp_path: Path) -> Iterator[GitRemote]:
+    """A bare remote on ``main`` and a working clone with a test identity, per test."""
+    with git_remote_with_clone(tmp_path / "git") as remote:
+        yield remote
+
+
+@pytest.fixture
+def ssh_key_factory(tmp_path: Path) -> SSHKeyFactory:
+    """Call it with an e-mail address to get a new ed25519 identity (as many as needed)."""
+    directory = tmp_path / "ssh-keys"
+    directory.mkdir()
+    return SSHKeyFactory(directory)

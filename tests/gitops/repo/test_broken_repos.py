@@ -1,0 +1,163 @@
+"""``seshat validate`` on deliberately broken repositories prints exactly these lines.
+
+Each fixture repository under ``tests/fixtures/repos`` is broken in many ways at once; the
+point is that every problem is reported in one run, located by file, line and field, while
+the documents that are fine still load.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "repos"
+SESHAT = [sys.executable, "-c", "from gitops.cli import main; main()"]
+
+
+def validate(repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SESHAT, "validate", str(repo), *extra], capture_output=True, text=True, timeout=60
+    )
+
+
+EXPECTED = {
+    "bad-fields": [
+        "databases/app/migrations.yaml:9: spec.target.url: a database URL must not be written "
+        "in Git; reference it with fromEnv, fromFile or secretKeyRef (the value is not shown)",
+        "databases/app/migrations.yaml:10: spec.target.password: unknown field; credentials are "
+        "never written in declarations, reference the database URL with fromEnv, fromFile or "
+        "secretKeyRef (the value is not shown)",
+        "databases/app/migrations.yaml:13: spec.artifact.ref: must be oci://HOST/REPOSITORY:TAG, "
+        "oci://HOST/REPOSITORY@sha256:DIGEST or oci-layout://PATH:TAG",
+        "databases/app/migrations.yaml:28: spec.signatures.authorities[0].keyless.subjectRegExp: "
+        "is not a valid regular expression: missing ), unterminated subpattern at position 5",
+        "databases/app/schema.yaml:7: spec.colour: unknown field",
+        "databases/app/schema.yaml:8: spec.target.engine: required field is missing",
+        "databases/app/schema.yaml:14: spec.interval: must be between 10s and 24h",
+        "databases/app/schema.yaml:16: spec.policy.apply: 'Sometimes' is not one of OnApproval, "
+        "Always, Never",
+        "databases/app/schema.yaml:17: spec.policy.lockTimeout: must be between 1s and 10m",
+    ],
+    "bad-files": [
+        "databases/bomb.yaml:1: a document expands to more than 100000 nodes through YAML aliases",
+        "databases/broken-syntax.yaml:4: invalid YAML: expected ',' or '}', but got ':'",
+        'databases/duplicate-key.yaml:7: invalid YAML: duplicate key "artifactTypes"',
+        "databases/kinds.yaml:2: kind: 'DatabaseTable' is not one of DatabaseSchema, "
+        "DatabaseMigration, VerificationPolicy, ApprovalPolicy, Approval, RunAcknowledgment",
+        "databases/kinds.yaml:5: apiVersion: must be seshat.dev/v1alpha1",
+        "databases/kinds.yaml:10: kind: a Config belongs in seshat.yaml at the repository root",
+        "databases/kinds.yaml:13: a document must be a mapping",
+        "databases/kinds.yaml:20: metadata.uid: the uid is assigned by Seshat; remove it",
+        "databases/kinds.yaml:24: status: status is written by Seshat on the status branch; "
+        "remove it",
+        "databases/latin1.yaml:4: not valid UTF-8 (byte 74)",
+    ],
+    "bad-references": [
+        "approvals/app/web/misplaced.yaml:1: must be stored at approvals/app/web/"
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.yaml",
+        "databases/app/copy.yaml:1: metadata.name: DatabaseMigration app/jobs is declared more "
+        "than once (also at databases/app/jobs.yaml:1)",
+        "databases/app/jobs.yaml:1: metadata.name: DatabaseMigration app/jobs is declared more "
+        "than once (also at databases/app/copy.yaml:1)",
+        "databases/app/web.yaml:13: spec.artifact.verification.policy: no VerificationPolicy "
+        "'does-not-exist' in namespace 'app'",
+        "databases/app/web.yaml:27: spec.artifact.verification.policy: VerificationPolicy "
+        "'escaping' has problems of its own",
+        "policies/policies.yaml:11: spec.signatures.authorities[0].key.publicKey: leads outside "
+        "the repository",
+        "policies/policies.yaml:29: spec.rules[0]: destructiveCount (1) must not be lower than "
+        "count (2)",
+    ],
+    "bad-config": [
+        "seshat.yaml:3: spec: statusBranch must differ from the watched branch",
+        "seshat.yaml:8: spec.paths[1]: leads outside the repository",
+        "seshat.yaml:9: spec.paths[2]: no such folder in the repository",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_validate_prints_every_problem_with_file_line_and_field(name: str) -> None:
+    result = validate(FIXTURES / name)
+    assert result.stdout.splitlines() == EXPECTED[name]
+    assert result.returncode == 1
+
+
+def test_the_good_documents_of_a_broken_file_still_load() -> None:
+    result = validate(FIXTURES / "bad-files", "--format", "json")
+    report = json.loads(result.stdout)
+    names = [r["metadata"]["name"] for r in report["resources"]]
+    assert names == ["fine"]
+    assert result.returncode == 1
+
+
+def test_problems_name_the_resource_they_belong_to() -> None:
+    report = json.loads(validate(FIXTURES / "bad-references", "--format", "json").stdout)
+    owners = {(p["path"], p["line"]): p["resource"] for p in report["problems"]}
+    assert owners[("databases/app/web.yaml", 13)] == "DatabaseSchema/app/web"
+    assert owners[("databases/app/copy.yaml", 1)] == "DatabaseMigration/app/jobs"
+    assert owners[("policies/policies.yaml", 11)] == "VerificationPolicy/app/escaping"
+    assert set(report["problems"][0]) == {"path", "line", "field", "message", "resource"}
+    # The migration whose policy is fine is still refused: it is declared twice.
+    assert [r["metadata"]["name"] for r in report["resources"]] == ["good"]
+
+
+def test_an_inline_password_is_never_echoed(tmp_path: Path) -> None:
+    for output_format in ("text", "json"):
+        result = validate(FIXTURES / "bad-fields", "--format", output_format)
+        assert "hunter2" not in result.stdout + result.stderr
+        assert "db.internal" not in result.stdout + result.stderr
+    # Also not when the password is the value of a duplicated key.
+    repo = tmp_path / "repo"
+    (repo / "databases").mkdir(parents=True)
+    (repo / "databases" / "x.yaml").write_text(
+        "apiVersion: seshat.dev/v1alpha1\nkind: DatabaseSchema\nmetadata: {name: x}\n"
+        "spec:\n  target:\n    url: postgresql://u:hunter2@h/db\n    url: {fromEnv: X}\n"
+    )
+    result = validate(repo)
+    assert result.returncode == 1
+    assert "hunter2" not in result.stdout + result.stderr
+    assert 'duplicate key "url"' in result.stdout
+
+
+def test_oversized_files_are_refused_without_being_parsed(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "databases").mkdir(parents=True)
+    (repo / "databases" / "huge.yaml").write_text("# filler\n" * 120_000)
+    result = validate(repo)
+    assert result.stdout.splitlines() == [
+        "databases/huge.yaml: file is 1080000 bytes; the limit is 1048576"
+    ]
+
+
+def test_a_symlink_leaving_the_repository_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.yaml"
+    shutil.copy(FIXTURES.parents[2] / "examples/repo/policies/verification.yaml", outside)
+    repo = tmp_path / "repo"
+    (repo / "policies").mkdir(parents=True)
+    (repo / "approvals").mkdir()
+    (repo / "policies" / "link.yaml").symlink_to(outside)
+    (repo / "approvals" / "out").symlink_to(tmp_path, target_is_directory=True)
+    (repo / "databases").symlink_to(tmp_path, target_is_directory=True)
+    result = validate(repo)
+    assert result.stdout.splitlines() == [
+        "approvals/out: symbolic link leads outside the repository",
+        "databases: symbolic link leads outside the repository",
+        "policies/link.yaml: symbolic link leads outside the repository",
+    ]
+    assert result.returncode == 1
+
+
+def test_validate_exit_codes() -> None:
+    examples = FIXTURES.parents[2] / "examples" / "repo"
+    ok = validate(examples)
+    assert (ok.returncode, ok.stdout) == (0, "")
+    assert ok.stderr.strip() == "6 valid resources, no problems"
+    missing = validate(FIXTURES / "no-such-repository")
+    assert missing.returncode == 2
+    assert "not a folder" in missing.stderr

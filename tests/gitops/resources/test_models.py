@@ -1,0 +1,161 @@
+"""The resource models: defaults, bounds, enums and the URL-by-reference rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from gitops.repo.messages import field_errors, format_field
+from gitops.resources import DatabaseMigration, DatabaseSchema
+from gitops.resources.config import Config
+from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
+
+
+def schema(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "target": {"engine": "postgresql", "url": {"fromEnv": "DB_URL"}, "coordinationKey": "db"},
+        "artifact": {"ref": "oci://localhost:5000/a/b:v1", "verification": {"policy": "p"}},
+    }
+    return {"metadata": {"name": "orders", "namespace": "shop"}, "spec": {**base, **spec}}
+
+
+def errors(model: Any, data: dict[str, Any]) -> list[str]:
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate(data)
+    return [f"{format_field(f)}: {m}" for f, m in field_errors(caught.value)]
+
+
+def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
+    resource = DatabaseSchema.model_validate(schema())
+    spec = resource.model_dump(mode="json", by_alias=True)["spec"]
+    assert spec["interval"] == "10m"
+    assert spec["retryInterval"] == "30s"
+    assert spec["suspend"] is False
+    assert spec["policy"] == {
+        "apply": "OnApproval",
+        "allowDestructive": False,
+        "protectedTables": [],
+        "exclude": [],
+        "lockTimeout": "30s",
+        "transactionMode": "auto",
+    }
+    assert resource.metadata.namespace == "shop"
+    migration = DatabaseMigration.model_validate(schema())
+    assert migration.spec.policy.lock_timeout == 300
+    assert migration.spec.policy.out_of_order is False
+
+
+@pytest.mark.parametrize(
+    ("interval", "seconds"), [("10s", 10), ("90s", 90), ("1h30m", 5400), ("24h", 86400)]
+)
+def test_interval_accepts_durations_within_bounds(interval: str, seconds: int) -> None:
+    assert DatabaseSchema.model_validate(schema(interval=interval)).spec.interval == seconds
+
+
+@pytest.mark.parametrize("interval", ["9s", "25h", "2d", "ten minutes", "", "1.5h"])
+def test_interval_outside_10s_to_24h_is_refused(interval: str) -> None:
+    assert errors(DatabaseSchema, schema(interval=interval))[0].startswith("spec.interval: must")
+
+
+def test_the_engine_is_open_but_the_apply_policy_is_an_enum() -> None:
+    data = schema(policy={"apply": "Always"})
+    data["spec"]["target"]["engine"] = "cockroachdb"  # refused later, at run time
+    assert DatabaseSchema.model_validate(data).spec.target.engine == "cockroachdb"
+    assert errors(DatabaseSchema, schema(policy={"apply": "Sometimes"})) == [
+        "spec.policy.apply: 'Sometimes' is not one of OnApproval, Always, Never"
+    ]
+
+
+def test_an_inline_url_is_refused_without_echoing_it() -> None:
+    data = schema()
+    data["spec"]["target"]["url"] = "postgresql://app:s3cr3t@db/x"
+    found = errors(DatabaseSchema, data)
+    assert found == [
+        "spec.target.url: a database URL must not be written in Git; reference it with "
+        "fromEnv, fromFile or secretKeyRef (the value is not shown)"
+    ]
+    assert "s3cr3t" not in " ".join(found)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        {},
+        {"fromEnv": "A", "fromFile": "/run/secret"},
+        {"fromEnv": "postgres://u:p@h/d"},
+        {"value": "postgres://u:p@h/d"},
+    ],
+)
+def test_a_url_reference_names_exactly_one_source(url: dict[str, str]) -> None:
+    data = schema()
+    data["spec"]["target"]["url"] = url
+    found = errors(DatabaseSchema, data)
+    assert found and all(e.startswith("spec.target.url") for e in found)
+    assert "u:p@" not in " ".join(found)
+
+
+def test_exactly_one_coordination_name() -> None:
+    data = schema()
+    data["spec"]["target"]["realm"] = "shared"
+    assert errors(DatabaseSchema, data) == [
+        "spec.target: set exactly one of coordinationKey or realm"
+    ]
+
+
+def test_unknown_fields_are_refused_everywhere() -> None:
+    assert errors(DatabaseSchema, schema(colour="blue")) == ["spec.colour: unknown field"]
+    data = schema()
+    data["metadata"]["finalizers"] = []
+    assert errors(DatabaseSchema, data) == ["metadata.finalizers: unknown field"]
+
+
+def test_verification_policy_count_cannot_exceed_its_authorities() -> None:
+    data = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "artifactTypes": ["application/vnd.seshat.schema.v1"],
+            "signatures": {
+                "count": 2,
+                "authorities": [{"name": "a", "key": {"publicKey": "k.pub"}}],
+            },
+        },
+    }
+    assert errors(VerificationPolicy, data) == [
+        "spec.signatures: count is 2 but only 1 authorities are listed"
+    ]
+
+
+def test_keyless_identity_needs_one_issuer_and_one_subject_form() -> None:
+    identity = {"issuer": "https://i", "issuerRegExp": "https://.*", "subject": "s"}
+    data = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "artifactTypes": ["application/vnd.seshat.schema.v1"],
+            "signatures": {"authorities": [{"name": "a", "keyless": identity}]},
+        },
+    }
+    assert errors(VerificationPolicy, data) == [
+        "spec.signatures.authorities[0].keyless: set exactly one of issuer or issuerRegExp"
+    ]
+
+
+def test_approval_policy_higher_quorums_and_max_age() -> None:
+    rule = {"approvers": {"allowedSigners": "policies/allowed_signers"}, "count": 2,
+            "privilegeCount": 1, "maxAge": "30s"}  # fmt: skip
+    data = {"metadata": {"name": "a"}, "spec": {"rules": [rule]}}
+    assert errors(ApprovalPolicy, data) == ["spec.rules[0].maxAge: must be between 1m and 366d"]
+    rule["maxAge"] = "7d"
+    assert errors(ApprovalPolicy, data) == [
+        "spec.rules[0]: privilegeCount (1) must not be lower than count (2)"
+    ]
+
+
+def test_config_defaults_and_forge_requirements() -> None:
+    config = Config()
+    assert (config.spec.branch, config.spec.status_branch) == ("main", "seshat/status")
+    assert config.spec.paths == ["databases", "policies", "approvals", "acknowledgments"]
+    assert errors(Config, {"spec": {"reviews": {"forge": "github"}}}) == [
+        "spec.reviews: forge github needs repository and tokenFromEnv"
+    ]

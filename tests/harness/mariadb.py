@@ -1,0 +1,335 @@
+"""A throw-away MariaDB server for the test session, plus per-test databases.
+
+Why a private server instead of the system one on 3306: tests create and drop
+databases and users freely and must not depend on or disturb the machine's
+server.  The data directory lives under the session base directory; the server
+listens only on 127.0.0.1 on a port picked at run time, with ``--no-defaults``
+so no /etc/mysql configuration leaks in, and with InnoDB log flushing relaxed
+for speed.  Because ``--no-defaults`` would leave the compiled-in latin1
+default, the server character set is set to utf8mb4 explicitly.
+
+Accounts: ``root`` has an empty password (install-db's "normal" method) and is
+reachable over TCP as root@127.0.0.1; ``seshat_app``@127.0.0.1 has a random
+password and is granted each per-test database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pymysql
+import pymysql.connections
+
+from .ports import LOOPBACK, free_port, is_port_conflict
+from .processes import (
+    HarnessError,
+    ManagedProcess,
+    clean_environment,
+    cleanup_guard,
+    give_to_service_user,
+    log_size,
+    read_from,
+    require_binary,
+    run_logged,
+    tail,
+    wait_until,
+)
+
+PACKAGE = "mariadb-server"
+ROOT_USER = "root"
+APP_USER = "seshat_app"
+_OS_USER = "mysql"
+_START_TIMEOUT = 30.0
+_PING_INTERVAL = 0.1
+
+
+def _quote_ident(name: str) -> str:
+    """Backtick-quote a MariaDB identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _url(host: str, port: int, user: str, dbname: str, password: str | None = None) -> str:
+    auth = quote(user, safe="")
+    if password is not None:
+        auth += ":" + quote(password, safe="")
+    return f"mysql://{auth}@{host}:{port}/{quote(dbname, safe='')}"
+
+
+@dataclass(frozen=True)
+class MariaDBServer:
+    """Where the session's MariaDB server listens and how to reach it."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    app_user: str
+    app_password: str
+    data_dir: Path
+    socket_path: Path
+    log_path: Path
+    pid: int
+
+    def url(self, dbname: str = "") -> str:
+        """Root URL, empty password: ``mysql://root@127.0.0.1:PORT/dbname``."""
+        return _url(self.host, self.port, self.user, dbname)
+
+    def url_with_password(self, dbname: str = "") -> str:
+        """URL for the password-protected app user, password included."""
+        return _url(self.host, self.port, self.app_user, dbname, self.app_password)
+
+    def connect(
+        self,
+        database: str | None = None,
+        *,
+        user: str | None = None,
+        password: str | None = None,
+        autocommit: bool = True,
+    ) -> pymysql.connections.Connection:
+        """pymysql connection over TCP (root by default); close it (use ``with``)."""
+        return pymysql.connect(
+            host=self.host,
+            port=self.port,
+            user=self.user if user is None else user,
+            password=self.password if password is None else password,
+            database=database,
+            autocommit=autocommit,
+            charset="utf8mb4",
+            connect_timeout=10,
+        )
+
+    def connect_as_app(
+        self, database: str | None = None, *, autocommit: bool = True
+    ) -> pymysql.connections.Connection:
+        """pymysql connection as the app user, authenticating with its password."""
+        return self.connect(
+            database, user=self.app_user, password=self.app_password, autocommit=autocommit
+        )
+
+
+@dataclass(frozen=True)
+class MariaDBDatabase:
+    """A database that exists for one test; the app user has all privileges on it."""
+
+    server: MariaDBServer
+    name: str
+    url: str
+    url_with_password: str
+
+    def connect(self, *, autocommit: bool = True) -> pymysql.connections.Connection:
+        """Root connection to this database."""
+        return self.server.connect(self.name, autocommit=autocommit)
+
+    def connect_as_app(self, *, autocommit: bool = True) -> pymysql.connections.Connection:
+        """App-user connection to this database (password auth)."""
+        return self.server.connect_as_app(self.name, autocommit=autocommit)
+
+
+def _start_mariadbd(
+    mariadbd: str,
+    data_dir: Path,
+    socket_path: Path,
+    pid_file: Path,
+    port: int,
+    error_log: Path,
+    tool_log: Path,
+    env: dict[str, str],
+) -> ManagedProcess:
+    """Launch mariadbd in the foreground as our child (so we hold its PID)."""
+    return ManagedProcess(
+        [
+            mariadbd,
+            "--no-defaults",
+            f"--user={_OS_USER}",
+            f"--datadir={data_dir}",
+            f"--socket={socket_path}",
+            f"--pid-file={pid_file}",
+            f"--port={port}",
+            f"--bind-address={LOOPBACK}",
+            "--skip-name-resolve",
+            "--innodb-flush-log-at-trx-commit=0",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_unicode_ci",
+            f"--log-error={error_log}",
+        ],
+        log_path=tool_log,
+        cwd=data_dir.parent,
+        env=env,
+    )
+
+
+def _start_once(
+    mariadbd: str,
+    admin: str,
+    data_dir: Path,
+    socket_path: Path,
+    pid_file: Path,
+    port: int,
+    error_log: Path,
+    tool_log: Path,
+    env: dict[str, str],
+) -> ManagedProcess | None:
+    """Start mariadbd on *port* and wait for it; None if the port turned out to be taken."""
+    log_offset = log_size(error_log)
+    process = _start_mariadbd(
+        mariadbd, data_dir, socket_path, pid_file, port, error_log, tool_log, env
+    )
+    try:
+        wait_until(
+            # An exited server ends the polling; the exit is examined below.
+            lambda: process.exit_code() is not None or _ping(admin, socket_path),
+            timeout=_START_TIMEOUT,
+            interval=_PING_INTERVAL,
+            describe=lambda: (
+                f"MariaDB did not answer ping within {_START_TIMEOUT:.0f}s; "
+                f"error log {error_log}:\n{tail(error_log)}"
+            ),
+        )
+    except BaseException:
+        process.stop()
+        raise
+    if process.exit_code() is None:
+        return process
+    process.stop()
+    recent = read_from(error_log, log_offset)
+    if is_port_conflict(recent):
+        return None
+    raise HarnessError(
+        f"mariadbd exited with code {process.exit_code()} during start-up; "
+        f"error log {error_log}:\n{recent}\ntool log {tool_log}:\n{tail(tool_log)}"
+    )
+
+
+def _ping(admin: str, socket_path: Path) -> bool:
+    """mariadb-admin ping over the socket; True once the server answers."""
+    completed = subprocess.run(
+        [
+            admin,
+            "--no-defaults",
+            f"--socket={socket_path}",
+            "-uroot",
+            "--connect-timeout=2",
+            "ping",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=10,
+        check=False,
+    )
+    return completed.returncode == 0
+
+
+@contextlib.contextmanager
+def running_mariadb(base_dir: Path, *, attempts: int = 3) -> Iterator[MariaDBServer]:
+    """Install and start a private MariaDB under *base_dir*; stop it when the block ends."""
+    mariadbd = require_binary("/usr/sbin/mariadbd", PACKAGE)
+    install_db = require_binary("mariadb-install-db", PACKAGE)
+    admin = require_binary("mariadb-admin", "mariadb-client")
+    root = base_dir / "mariadb"
+    root.mkdir()
+    give_to_service_user(root, _OS_USER, PACKAGE)
+    data_dir = root / "data"
+    socket_path = root / "mariadb.sock"
+    pid_file = root / "mariadb.pid"
+    error_log = root / "error.log"
+    tool_log = root / "tools.log"
+    env = clean_environment(drop_prefixes=("MYSQL", "MARIADB"))
+
+    run_logged(
+        [
+            install_db,
+            "--no-defaults",
+            f"--user={_OS_USER}",
+            f"--datadir={data_dir}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            "--skip-name-resolve",
+        ],
+        log_path=tool_log,
+        what="mariadb-install-db",
+        cwd=root,
+        env=env,
+    )
+
+    process: ManagedProcess | None = None
+    port = 0
+
+    def stop() -> None:
+        if process is not None:
+            process.stop(timeout=30.0)
+
+    with cleanup_guard(stop):
+        for _ in range(attempts):
+            port = free_port()
+            process = _start_once(
+                mariadbd, admin, data_dir, socket_path, pid_file, port, error_log, tool_log, env
+            )
+            if process is not None:
+                break
+        else:
+            raise HarnessError(f"MariaDB could not bind a free port in {attempts} attempts")
+
+        assert process is not None
+        server = MariaDBServer(
+            host=LOOPBACK,
+            port=port,
+            user=ROOT_USER,
+            password="",
+            app_user=APP_USER,
+            app_password=secrets.token_urlsafe(24),
+            data_dir=data_dir,
+            socket_path=socket_path,
+            log_path=error_log,
+            pid=process.pid,
+        )
+        _create_accounts(server)
+        yield server
+
+
+def _create_accounts(server: MariaDBServer) -> None:
+    """Make sure root works over TCP and create the app user (over the admin socket)."""
+    with (
+        pymysql.connect(
+            unix_socket=str(server.socket_path), user=ROOT_USER, password="", autocommit=True
+        ) as conn,
+        conn.cursor() as cur,
+    ):
+        cur.execute(f"CREATE USER IF NOT EXISTS '{ROOT_USER}'@'{LOOPBACK}'")
+        cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{ROOT_USER}'@'{LOOPBACK}' WITH GRANT OPTION")
+        cur.execute(
+            f"CREATE USER '{server.app_user}'@'{LOOPBACK}' IDENTIFIED BY %s",
+            (server.app_password,),
+        )
+
+
+@contextlib.contextmanager
+def temporary_mariadb_database(
+    server: MariaDBServer, prefix: str = "seshat_t"
+) -> Iterator[MariaDBDatabase]:
+    """CREATE a uniquely named utf8mb4 database, grant it to the app user; DROP it afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    grantee = f"'{server.app_user}'@'{LOOPBACK}'"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            f"CREATE DATABASE {_quote_ident(name)} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+        )
+        cur.execute(f"GRANT ALL PRIVILEGES ON {_quote_ident(name)}.* TO {grantee}")
+    try:
+        yield MariaDBDatabase(
+            server=server,
+            name=name,
+            url=server.url(name),
+            url_with_password=server.url_with_password(name),
+        )
+    finally:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {_quote_ident(name)}")
+            cur.execute(f"REVOKE ALL PRIVILEGES ON {_quote_ident(name)}.* FROM {grantee}")
