@@ -9,7 +9,16 @@ import pytest
 
 @pytest.mark.parametrize(
     "module",
-    ["runner", "runner.digests", "runner.errors", "gitops", "gitops.resources", "gitops.repo"],
+    [
+        "runner",
+        "runner.digests",
+        "runner.errors",
+        "runner.protocol",
+        "runner.redact",
+        "gitops",
+        "gitops.resources",
+        "gitops.repo",
+    ],
 )
 def test_all_names_exist(module: str) -> None:
     loaded = importlib.import_module(module)

@@ -1,0 +1,34 @@
+"""Every spelling of every credential is removed from what the runner prints."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote, quote_plus
+
+from runner.redact import MASK, Redactor, secrets_in_url
+
+SECRET = 'p@ss w/rd"é&'
+
+
+def test_raw_json_escaped_and_url_escaped_spellings_are_redacted() -> None:
+    redact = Redactor([SECRET])
+    for spelling in (SECRET, json.dumps(SECRET)[1:-1], quote(SECRET, safe=""), quote_plus(SECRET)):
+        text = f"error: could not connect with {spelling} (retrying)"
+        assert redact(text) == f"error: could not connect with {MASK} (retrying)"
+    payload = json.dumps({"message": f"auth failed for {SECRET}"})
+    assert SECRET not in redact(payload)
+    assert json.dumps(SECRET)[1:-1] not in redact(payload)
+
+
+def test_a_secret_containing_another_is_removed_whole() -> None:
+    assert Redactor(["abc", "abcdef"])("xx abcdef yy abc") == f"xx {MASK} yy {MASK}"
+
+
+def test_secrets_in_a_url_are_its_password_and_secret_parameters() -> None:
+    url = "postgresql://app:s%40cret@db:5432/shop?sslmode=require&sslpassword=keypass"
+    assert secrets_in_url(url) == ["s@cret", "s%40cret", "keypass"]
+    assert secrets_in_url("postgresql://app@db/shop") == []
+    redact = Redactor(secrets_in_url(url))
+    assert redact(f"connecting to {url}") == (
+        f"connecting to postgresql://app:{MASK}@db:5432/shop?sslmode=require&sslpassword={MASK}"
+    )
