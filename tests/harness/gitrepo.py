@@ -23,7 +23,7 @@ from pathlib import Path
 
 import git
 
-from .processes import HarnessError, require_binary
+from .processes import require_binary, run_captured
 
 BRANCH = "main"
 AUTHOR_NAME = "Seshat Test"
@@ -105,16 +105,12 @@ def git_remote_with_clone(directory: Path) -> Iterator[GitRemote]:
     git_binary = require_binary("git", "git")
     remote_path = directory / "remote.git"
     work_dir = directory / "work"
-    completed = subprocess.run(
+    run_captured(
         [git_binary, "init", "--quiet", "--bare", f"--initial-branch={BRANCH}", str(remote_path)],
+        what="git init --bare",
         env={**os.environ, **GIT_ENV},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        check=False,
+        timeout=None,
     )
-    if completed.returncode != 0:
-        raise HarnessError(f"git init --bare failed: {completed.stderr}")
     remote_url = remote_path.as_uri()
     work = git.Repo.clone_from(remote_url, work_dir, env=GIT_ENV)
     try:

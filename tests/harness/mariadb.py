@@ -18,28 +18,24 @@ from __future__ import annotations
 import contextlib
 import secrets
 import subprocess
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 import pymysql
 import pymysql.connections
 
-from .ports import LOOPBACK, free_port, is_port_conflict
+from .databases import database_url, unique_database_name
+from .ports import LOOPBACK
 from .processes import (
-    HarnessError,
     ManagedProcess,
     clean_environment,
-    cleanup_guard,
     give_to_service_user,
     log_size,
-    read_from,
     require_binary,
     run_logged,
-    tail,
-    wait_until,
+    serving_on_free_port,
+    wait_for_start,
 )
 
 PACKAGE = "mariadb-server"
@@ -53,13 +49,6 @@ _PING_INTERVAL = 0.1
 def _quote_ident(name: str) -> str:
     """Backtick-quote a MariaDB identifier."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def _url(host: str, port: int, user: str, dbname: str, password: str | None = None) -> str:
-    auth = quote(user, safe="")
-    if password is not None:
-        auth += ":" + quote(password, safe="")
-    return f"mysql://{auth}@{host}:{port}/{quote(dbname, safe='')}"
 
 
 @dataclass(frozen=True)
@@ -79,11 +68,11 @@ class MariaDBServer:
 
     def url(self, dbname: str = "") -> str:
         """Root URL, empty password: ``mysql://root@127.0.0.1:PORT/dbname``."""
-        return _url(self.host, self.port, self.user, dbname)
+        return database_url("mysql", self.host, self.port, self.user, dbname)
 
     def url_with_password(self, dbname: str = "") -> str:
         """URL for the password-protected app user, password included."""
-        return _url(self.host, self.port, self.app_user, dbname, self.app_password)
+        return database_url("mysql", self.host, self.port, self.app_user, dbname, self.app_password)
 
     def connect(
         self,
@@ -132,78 +121,64 @@ class MariaDBDatabase:
         return self.server.connect_as_app(self.name, autocommit=autocommit)
 
 
-def _start_mariadbd(
-    mariadbd: str,
-    data_dir: Path,
-    socket_path: Path,
-    pid_file: Path,
-    port: int,
-    error_log: Path,
-    tool_log: Path,
-    env: dict[str, str],
-) -> ManagedProcess:
+class _Installation:
+    """The programs, files and environment of the private server: what every start needs.
+
+    Why a class: the install step, each start attempt and the server
+    description all need the same paths; deriving them from *root* in one
+    place keeps them from drifting apart.
+    """
+
+    def __init__(self, *, mariadbd: str, admin: str, root: Path, env: dict[str, str]) -> None:
+        self.mariadbd = mariadbd
+        self.admin = admin
+        self.root = root
+        self.env = env
+        self.data_dir = root / "data"
+        self.socket_path = root / "mariadb.sock"
+        self.pid_file = root / "mariadb.pid"
+        self.error_log = root / "error.log"
+        self.tool_log = root / "tools.log"
+
+
+def _start_mariadbd(install: _Installation, port: int) -> ManagedProcess:
     """Launch mariadbd in the foreground as our child (so we hold its PID)."""
     return ManagedProcess(
         [
-            mariadbd,
+            install.mariadbd,
             "--no-defaults",
             f"--user={_OS_USER}",
-            f"--datadir={data_dir}",
-            f"--socket={socket_path}",
-            f"--pid-file={pid_file}",
+            f"--datadir={install.data_dir}",
+            f"--socket={install.socket_path}",
+            f"--pid-file={install.pid_file}",
             f"--port={port}",
             f"--bind-address={LOOPBACK}",
             "--skip-name-resolve",
             "--innodb-flush-log-at-trx-commit=0",
             "--character-set-server=utf8mb4",
             "--collation-server=utf8mb4_unicode_ci",
-            f"--log-error={error_log}",
+            f"--log-error={install.error_log}",
         ],
-        log_path=tool_log,
-        cwd=data_dir.parent,
-        env=env,
+        log_path=install.tool_log,
+        cwd=install.root,
+        env=install.env,
     )
 
 
-def _start_once(
-    mariadbd: str,
-    admin: str,
-    data_dir: Path,
-    socket_path: Path,
-    pid_file: Path,
-    port: int,
-    error_log: Path,
-    tool_log: Path,
-    env: dict[str, str],
-) -> ManagedProcess | None:
+def _start_once(install: _Installation, port: int) -> ManagedProcess | None:
     """Start mariadbd on *port* and wait for it; None if the port turned out to be taken."""
-    log_offset = log_size(error_log)
-    process = _start_mariadbd(
-        mariadbd, data_dir, socket_path, pid_file, port, error_log, tool_log, env
-    )
-    try:
-        wait_until(
-            # An exited server ends the polling; the exit is examined below.
-            lambda: process.exit_code() is not None or _ping(admin, socket_path),
-            timeout=_START_TIMEOUT,
-            interval=_PING_INTERVAL,
-            describe=lambda: (
-                f"MariaDB did not answer ping within {_START_TIMEOUT:.0f}s; "
-                f"error log {error_log}:\n{tail(error_log)}"
-            ),
-        )
-    except BaseException:
-        process.stop()
-        raise
-    if process.exit_code() is None:
-        return process
-    process.stop()
-    recent = read_from(error_log, log_offset)
-    if is_port_conflict(recent):
-        return None
-    raise HarnessError(
-        f"mariadbd exited with code {process.exit_code()} during start-up; "
-        f"error log {error_log}:\n{recent}\ntool log {tool_log}:\n{tail(tool_log)}"
+    log_offset = log_size(install.error_log)
+    return wait_for_start(
+        _start_mariadbd(install, port),
+        ready=lambda: _ping(install.admin, install.socket_path),
+        what="mariadbd",
+        not_ready="MariaDB did not answer ping",
+        timeout=_START_TIMEOUT,
+        interval=_PING_INTERVAL,
+        log_name="error log",
+        log_path=install.error_log,
+        log_offset=log_offset,
+        tool_log=install.tool_log,
     )
 
 
@@ -234,50 +209,37 @@ def running_mariadb(base_dir: Path, *, attempts: int = 3) -> Iterator[MariaDBSer
     install_db = require_binary("mariadb-install-db", PACKAGE)
     admin = require_binary("mariadb-admin", "mariadb-client")
     root = base_dir / "mariadb"
+    install = _Installation(
+        mariadbd=mariadbd,
+        admin=admin,
+        root=root,
+        env=clean_environment(drop_prefixes=("MYSQL", "MARIADB")),
+    )
     root.mkdir()
     give_to_service_user(root, _OS_USER, PACKAGE)
-    data_dir = root / "data"
-    socket_path = root / "mariadb.sock"
-    pid_file = root / "mariadb.pid"
-    error_log = root / "error.log"
-    tool_log = root / "tools.log"
-    env = clean_environment(drop_prefixes=("MYSQL", "MARIADB"))
 
     run_logged(
         [
             install_db,
             "--no-defaults",
             f"--user={_OS_USER}",
-            f"--datadir={data_dir}",
+            f"--datadir={install.data_dir}",
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
             "--skip-name-resolve",
         ],
-        log_path=tool_log,
+        log_path=install.tool_log,
         what="mariadb-install-db",
         cwd=root,
-        env=env,
+        env=install.env,
     )
 
-    process: ManagedProcess | None = None
-    port = 0
-
-    def stop() -> None:
-        if process is not None:
-            process.stop(timeout=30.0)
-
-    with cleanup_guard(stop):
-        for _ in range(attempts):
-            port = free_port()
-            process = _start_once(
-                mariadbd, admin, data_dir, socket_path, pid_file, port, error_log, tool_log, env
-            )
-            if process is not None:
-                break
-        else:
-            raise HarnessError(f"MariaDB could not bind a free port in {attempts} attempts")
-
-        assert process is not None
+    with serving_on_free_port(
+        lambda port: _start_once(install, port),
+        attempts=attempts,
+        what="MariaDB",
+        stop_timeout=30.0,
+    ) as (process, port):
         server = MariaDBServer(
             host=LOOPBACK,
             port=port,
@@ -285,9 +247,9 @@ def running_mariadb(base_dir: Path, *, attempts: int = 3) -> Iterator[MariaDBSer
             password="",
             app_user=APP_USER,
             app_password=secrets.token_urlsafe(24),
-            data_dir=data_dir,
-            socket_path=socket_path,
-            log_path=error_log,
+            data_dir=install.data_dir,
+            socket_path=install.socket_path,
+            log_path=install.error_log,
             pid=process.pid,
         )
         _create_accounts(server)
@@ -315,7 +277,7 @@ def temporary_mariadb_database(
     server: MariaDBServer, prefix: str = "seshat_t"
 ) -> Iterator[MariaDBDatabase]:
     """CREATE a uniquely named utf8mb4 database, grant it to the app user; DROP it afterwards."""
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    name = unique_database_name(prefix)
     grantee = f"'{server.app_user}'@'{LOOPBACK}'"
     with server.connect() as conn, conn.cursor() as cur:
         cur.execute(

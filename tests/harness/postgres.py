@@ -18,29 +18,28 @@ import contextlib
 import secrets
 import shlex
 import signal
-import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
 
 from . import watchdog
+from .databases import database_url, unique_database_name
 from .pids import pid_alive, terminate_pid
-from .ports import LOOPBACK, free_port, is_port_conflict
+from .ports import LOOPBACK
 from .processes import (
     HarnessError,
     as_service_user,
     clean_environment,
     cleanup_guard,
+    fail_unless_port_conflict,
     give_to_service_user,
     log_size,
-    read_from,
     run_logged,
-    tail,
+    start_on_free_port,
 )
 
 PACKAGE = "postgresql"
@@ -72,14 +71,6 @@ def postgres_bin_dir() -> Path:
     return max(candidates)[1]
 
 
-def _conninfo(host: str, port: int, user: str, dbname: str, password: str | None = None) -> str:
-    """A postgresql:// URL with user and password percent-encoded."""
-    auth = quote(user, safe="")
-    if password is not None:
-        auth += ":" + quote(password, safe="")
-    return f"postgresql://{auth}@{host}:{port}/{quote(dbname, safe='')}"
-
-
 @dataclass(frozen=True)
 class PostgresServer:
     """Where the session's PostgreSQL server listens and how to reach it."""
@@ -96,11 +87,13 @@ class PostgresServer:
 
     def url(self, dbname: str = "postgres") -> str:
         """Superuser URL, no password (trusted from 127.0.0.1): ``postgresql://postgres@…``."""
-        return _conninfo(self.host, self.port, self.user, dbname)
+        return database_url("postgresql", self.host, self.port, self.user, dbname)
 
     def url_with_password(self, dbname: str = "postgres") -> str:
         """URL for the password-protected app role, password included."""
-        return _conninfo(self.host, self.port, self.app_user, dbname, self.app_password)
+        return database_url(
+            "postgresql", self.host, self.port, self.app_user, dbname, self.app_password
+        )
 
     def connect(
         self, dbname: str = "postgres", *, autocommit: bool = True
@@ -157,34 +150,42 @@ class _Postmaster:
         self.env = clean_environment(drop_prefixes=("PG",))
         self.pid: int | None = None
 
-    def initdb(self) -> None:
-        """Create the cluster and install our pg_hba.conf."""
-        run_logged(
-            as_service_user(
-                _OS_USER,
-                [
-                    str(self.bin_dir / "initdb"),
-                    "-D",
-                    str(self.data_dir),
-                    "-U",
-                    SUPERUSER,
-                    "--auth=trust",
-                    "-E",
-                    "UTF8",
-                    "--no-locale",
-                    "--no-sync",
-                ],
-            ),
+    def _run(self, tool: str, args: Sequence[str], *, what: str, check: bool = True) -> int:
+        """Run initdb/pg_ctl from our bin dir as the postgres user, output in the tool log."""
+        return run_logged(
+            as_service_user(_OS_USER, [str(self.bin_dir / tool), *args]),
             log_path=self.tool_log,
-            what="initdb",
+            what=what,
             cwd=self.root,
             env=self.env,
+            check=check,
+        )
+
+    def initdb(self) -> None:
+        """Create the cluster and install our pg_hba.conf."""
+        self._run(
+            "initdb",
+            [
+                "-D",
+                str(self.data_dir),
+                "-U",
+                SUPERUSER,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ],
+            what="initdb",
         )
         # Overwriting keeps the file's owner (postgres) and mode.
         (self.data_dir / "pg_hba.conf").write_text(PG_HBA)
 
-    def start(self, port: int) -> bool:
-        """pg_ctl start on *port*; False if the port was taken, HarnessError on other failures."""
+    def start(self, port: int) -> int | None:
+        """pg_ctl start on *port*; the postmaster PID, or None if the port was taken.
+
+        Other failures raise HarnessError quoting the server and tool logs.
+        """
         options = " ".join(
             [
                 f"-c listen_addresses={LOOPBACK}",
@@ -196,27 +197,21 @@ class _Postmaster:
             ]
         )
         before = log_size(self.log_path)
-        code = run_logged(
-            as_service_user(
-                _OS_USER,
-                [
-                    str(self.bin_dir / "pg_ctl"),
-                    "-D",
-                    str(self.data_dir),
-                    "-l",
-                    str(self.log_path),
-                    "-w",
-                    "-t",
-                    "30",
-                    "-o",
-                    options,
-                    "start",
-                ],
-            ),
-            log_path=self.tool_log,
+        code = self._run(
+            "pg_ctl",
+            [
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.log_path),
+                "-w",
+                "-t",
+                "30",
+                "-o",
+                options,
+                "start",
+            ],
             what="pg_ctl start",
-            cwd=self.root,
-            env=self.env,
             check=False,
         )
         self.pid = _read_postmaster_pid(self.data_dir) or self.pid
@@ -228,15 +223,16 @@ class _Postmaster:
                 raise HarnessError(
                     f"pg_ctl started PostgreSQL but {self.data_dir}/postmaster.pid is missing"
                 )
-            return True
+            return self.pid
         self.stop()  # in case pg_ctl gave up waiting on a postmaster that still runs
-        server_log = read_from(self.log_path, before)
-        if is_port_conflict(server_log):
-            return False
-        raise HarnessError(
-            f"pg_ctl start failed with exit code {code}; server log {self.log_path}:\n"
-            f"{server_log}\ntool log {self.tool_log}:\n{tail(self.tool_log)}"
+        fail_unless_port_conflict(
+            f"pg_ctl start failed with exit code {code}",
+            log_name="server log",
+            log_path=self.log_path,
+            log_offset=before,
+            tool_log=self.tool_log,
         )
+        return None
 
     def stop(self) -> None:
         """pg_ctl -m fast stop; if the postmaster survives, signal the recorded PID."""
@@ -244,25 +240,10 @@ class _Postmaster:
         if pid is None:
             return
         if pid_alive(pid):
-            run_logged(
-                as_service_user(
-                    _OS_USER,
-                    [
-                        str(self.bin_dir / "pg_ctl"),
-                        "-D",
-                        str(self.data_dir),
-                        "-m",
-                        "fast",
-                        "-w",
-                        "-t",
-                        "30",
-                        "stop",
-                    ],
-                ),
-                log_path=self.tool_log,
+            self._run(
+                "pg_ctl",
+                ["-D", str(self.data_dir), "-m", "fast", "-w", "-t", "30", "stop"],
                 what="pg_ctl stop",
-                cwd=self.root,
-                env=self.env,
                 check=False,
             )
             # SIGQUIT is PostgreSQL's "immediate shutdown"; terminate_pid escalates to SIGKILL.
@@ -283,13 +264,7 @@ def running_postgres(base_dir: Path, *, attempts: int = 3) -> Iterator[PostgresS
     give_to_service_user(postmaster.socket_dir, _OS_USER, PACKAGE)
     with cleanup_guard(postmaster.stop):
         postmaster.initdb()
-        for _ in range(attempts):
-            port = free_port()
-            if postmaster.start(port):
-                break
-        else:
-            raise HarnessError(f"PostgreSQL could not bind a free port in {attempts} attempts")
-        assert postmaster.pid is not None
+        pid, port = start_on_free_port(postmaster.start, attempts=attempts, what="PostgreSQL")
         server = PostgresServer(
             host=LOOPBACK,
             port=port,
@@ -299,7 +274,7 @@ def running_postgres(base_dir: Path, *, attempts: int = 3) -> Iterator[PostgresS
             data_dir=postmaster.data_dir,
             socket_dir=postmaster.socket_dir,
             log_path=postmaster.log_path,
-            pid=postmaster.pid,
+            pid=pid,
         )
         with server.connect() as conn:
             conn.execute(
@@ -320,7 +295,7 @@ def temporary_postgres_database(
     create objects in ``public``, and tests want the app credential to be able
     to apply migrations.  FORCE ends connections a failing test left open.
     """
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    name = unique_database_name(prefix)
     with server.connect() as conn:
         conn.execute(
             sql.SQL("CREATE DATABASE {} OWNER {}").format(

@@ -33,8 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO, TypeVar
 
 from . import watchdog
+from .ports import free_port, is_port_conflict
+
+_T = TypeVar("_T")
 
 _PR_SET_PDEATHSIG = 1
 
@@ -211,6 +215,19 @@ def wait_until(
         time.sleep(interval)
 
 
+@contextlib.contextmanager
+def _command_log(argv: Sequence[str], log_path: Path) -> Iterator[BinaryIO]:
+    """Open *log_path* for appending, headed by the command line that will write to it.
+
+    Why: several tools and servers share one log; the ``$ argv`` line tells
+    which output came from which command.
+    """
+    with log_path.open("ab") as log:
+        log.write(f"\n$ {' '.join(argv)}\n".encode())
+        log.flush()
+        yield log
+
+
 def run_logged(
     argv: Sequence[str],
     *,
@@ -225,9 +242,7 @@ def run_logged(
 
     With *check*, a non-zero exit raises HarnessError quoting the log's tail.
     """
-    with log_path.open("ab") as log:
-        log.write(f"\n$ {' '.join(argv)}\n".encode())
-        log.flush()
+    with _command_log(argv, log_path) as log:
         completed = subprocess.run(
             list(argv),
             stdin=subprocess.DEVNULL,
@@ -244,6 +259,32 @@ def run_logged(
             f"log {log_path}:\n{tail(log_path)}"
         )
     return completed.returncode
+
+
+def run_captured(
+    argv: Sequence[str],
+    *,
+    what: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = 30.0,
+) -> bytes:
+    """Run a short-lived tool without a log file; return its stdout.
+
+    Why not :func:`run_logged`: its stdout is the result (a hash entry) or
+    nothing, and stderr is the only diagnostic worth keeping, so a non-zero
+    exit raises HarnessError quoting stderr instead of a log's tail.
+    """
+    completed = subprocess.run(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=dict(env) if env is not None else None,
+        timeout=timeout,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise HarnessError(f"{what} failed: {completed.stderr.decode(errors='replace')}")
+    return completed.stdout
 
 
 # --------------------------------------------------------------------------- child processes
@@ -291,9 +332,7 @@ class ManagedProcess:
     ) -> None:
         self.argv = list(argv)
         self.log_path = log_path
-        with log_path.open("ab") as log:
-            log.write(f"\n$ {' '.join(self.argv)}\n".encode())
-            log.flush()
+        with _command_log(self.argv, log_path) as log:
             self._popen = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
@@ -329,3 +368,109 @@ class ManagedProcess:
                 self._popen.wait(timeout=10.0)
         watchdog.forget(self._popen.pid)
         return self._popen.returncode
+
+
+# --------------------------------------------------------------------------- start-up on free ports
+
+
+def fail_unless_port_conflict(
+    failure: str,
+    *,
+    log_name: str,
+    log_path: Path,
+    log_offset: int,
+    tool_log: Path | None = None,
+) -> None:
+    """After a failed start: return if the server's log says its port was taken, else raise.
+
+    Why: :func:`~harness.ports.free_port` cannot reserve the port, so another
+    program may take it first; only that case is worth a retry on a fresh port.
+    Anything else raises HarnessError quoting what this attempt appended to
+    *log_path* (from *log_offset*) and, if given, the tail of *tool_log*.
+    """
+    recent = read_from(log_path, log_offset)
+    if is_port_conflict(recent):
+        return
+    message = f"{failure}; {log_name} {log_path}:\n{recent}"
+    if tool_log is not None:
+        message += f"\ntool log {tool_log}:\n{tail(tool_log)}"
+    raise HarnessError(message)
+
+
+def wait_for_start(
+    process: ManagedProcess,
+    *,
+    ready: Callable[[], bool],
+    what: str,
+    not_ready: str,
+    timeout: float,
+    interval: float,
+    log_name: str,
+    log_path: Path,
+    log_offset: int,
+    tool_log: Path | None = None,
+) -> ManagedProcess | None:
+    """Wait until the just-started *process* is *ready*; None if it exited over a port conflict.
+
+    Why one place: a server that exits during start-up must not be polled
+    until the timeout, and must be stopped (by PID) whichever way the wait
+    ends.  A timeout raises HarnessError starting with *not_ready*; an exit
+    for any reason but a taken port raises one naming *what* and its exit code
+    (see :func:`fail_unless_port_conflict` for the logs it quotes).
+    """
+    try:
+        wait_until(
+            # An exited server ends the polling; the exit is examined below.
+            lambda: process.exit_code() is not None or ready(),
+            timeout=timeout,
+            interval=interval,
+            describe=lambda: (
+                f"{not_ready} within {timeout:.0f}s; {log_name} {log_path}:\n{tail(log_path)}"
+            ),
+        )
+    except BaseException:
+        process.stop()
+        raise
+    if process.exit_code() is None:
+        return process
+    process.stop()
+    fail_unless_port_conflict(
+        f"{what} exited with code {process.exit_code()} during start-up",
+        log_name=log_name,
+        log_path=log_path,
+        log_offset=log_offset,
+        tool_log=tool_log,
+    )
+    return None
+
+
+def start_on_free_port(
+    start: Callable[[int], _T | None], *, attempts: int, what: str
+) -> tuple[_T, int]:
+    """Call ``start(port)`` with fresh free ports until it succeeds; return its result and the port.
+
+    *start* returns None when the port turned out to be taken (someone bound
+    it between :func:`~harness.ports.free_port` and the server's bind); other
+    failures should raise.  After *attempts* conflicts, HarnessError names *what*.
+    """
+    for _ in range(attempts):
+        port = free_port()
+        started = start(port)
+        if started is not None:
+            return started, port
+    raise HarnessError(f"{what} could not bind a free port in {attempts} attempts")
+
+
+@contextlib.contextmanager
+def serving_on_free_port(
+    start: Callable[[int], ManagedProcess | None], *, attempts: int, what: str, stop_timeout: float
+) -> Iterator[tuple[ManagedProcess, int]]:
+    """Start a server process as :func:`start_on_free_port` does; stop it when the block ends.
+
+    Yields the process and its port.  Failed attempts are already stopped by
+    *start* (see :func:`wait_for_start`); the one that succeeded is stopped by
+    PID, with *stop_timeout* before SIGKILL, however the block ends.
+    """
+    process, port = start_on_free_port(start, attempts=attempts, what=what)
+    with cleanup_guard(lambda: process.stop(timeout=stop_timeout)):
+        yield process, port

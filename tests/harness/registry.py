@@ -17,29 +17,28 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import secrets
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
+from typing import TypeVar
 
-from .ports import LOOPBACK, free_port, is_port_conflict
+from .ports import LOOPBACK
 from .processes import (
-    HarnessError,
     ManagedProcess,
     clean_environment,
-    cleanup_guard,
     log_size,
-    read_from,
     require_binary,
+    run_captured,
     run_logged,
-    tail,
-    wait_until,
+    serving_on_free_port,
+    wait_for_start,
 )
 
 PACKAGE = "docker-registry"
@@ -132,6 +131,9 @@ class AuthRegistryServer(RegistryServer):
         return {"Authorization": f"Basic {token}"}
 
 
+_Server = TypeVar("_Server", bound=RegistryServer)
+
+
 def _config_yaml(
     root: Path, port: int, *, tls: tuple[Path, Path] | None, htpasswd: Path | None
 ) -> str:
@@ -206,23 +208,15 @@ def make_self_signed_cert(directory: Path, log_path: Path) -> tuple[Path, Path]:
 def make_htpasswd(path: Path, username: str, password: str) -> None:
     """Write a bcrypt htpasswd file (the only hash distribution accepts)."""
     htpasswd = require_binary("htpasswd", "apache2-utils")
-    completed = subprocess.run(
-        [htpasswd, "-Bbn", username, password],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=30,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise HarnessError(f"htpasswd failed: {completed.stderr.decode(errors='replace')}")
-    path.write_bytes(completed.stdout.strip() + b"\n")
+    entry = run_captured([htpasswd, "-Bbn", username, password], what="htpasswd")
+    path.write_bytes(entry.strip() + b"\n")
 
 
 def _start_once(
     binary: str, root: Path, port: int, tls: tuple[Path, Path] | None, htpasswd: Path | None
 ) -> ManagedProcess | None:
     """Start the registry on *port*; None if the port turned out to be taken."""
-    config = root / "config.yml"
+    config = _config_path(root)
     log_path = root / "registry.log"
     config.write_text(_config_yaml(root, port, tls=tls, htpasswd=htpasswd))
     offset = log_size(log_path)
@@ -240,8 +234,6 @@ def _start_once(
     )
 
     def answers() -> bool:
-        if process.exit_code() is not None:
-            return True  # examined below
         try:
             with opener.open(f"{scheme}://{LOOPBACK}:{port}/v2/", timeout=1.0) as resp:
                 return int(resp.status) == 200
@@ -251,51 +243,54 @@ def _start_once(
         except OSError:
             return False
 
-    try:
-        wait_until(
-            answers,
-            timeout=_START_TIMEOUT,
-            interval=_POLL_INTERVAL,
-            describe=lambda: (
-                f"registry did not answer GET /v2/ within {_START_TIMEOUT:.0f}s; "
-                f"log {log_path}:\n{tail(log_path)}"
-            ),
-        )
-    except BaseException:
-        process.stop()
-        raise
-    if process.exit_code() is None:
-        return process
-    process.stop()
-    recent = read_from(log_path, offset)
-    if is_port_conflict(recent):
-        return None
-    raise HarnessError(
-        f"docker-registry exited with code {process.exit_code()} during start-up; "
-        f"log {log_path}:\n{recent}"
+    return wait_for_start(
+        process,
+        ready=answers,
+        what="docker-registry",
+        not_ready="registry did not answer GET /v2/",
+        timeout=_START_TIMEOUT,
+        interval=_POLL_INTERVAL,
+        log_name="log",
+        log_path=log_path,
+        log_offset=offset,
     )
+
+
+def _config_path(root: Path) -> Path:
+    """Where a registry rooted at *root* keeps its config.yml."""
+    return root / "config.yml"
 
 
 @contextlib.contextmanager
 def _running(
-    root: Path, *, tls: tuple[Path, Path] | None, htpasswd: Path | None, attempts: int
-) -> Iterator[tuple[ManagedProcess, int]]:
+    root: Path,
+    *,
+    tls: tuple[Path, Path] | None,
+    htpasswd: Path | None,
+    attempts: int,
+    describe: Callable[..., _Server],
+) -> Iterator[_Server]:
+    """Start a registry in *root* on a free port; yield ``describe(**where)``; stop it afterwards.
+
+    Why *describe*: both flavours share the fields that say where the registry
+    runs (host, port, root_dir, config_path, log_path, pid, passed as keywords);
+    the caller binds whatever else its dataclass needs (scheme, credentials).
+    """
     binary = require_binary("docker-registry", PACKAGE)
-    process: ManagedProcess | None = None
-
-    def stop() -> None:
-        if process is not None:
-            process.stop(timeout=10.0)
-
-    with cleanup_guard(stop):
-        for _ in range(attempts):
-            port = free_port()
-            process = _start_once(binary, root, port, tls, htpasswd)
-            if process is not None:
-                break
-        else:
-            raise HarnessError(f"registry could not bind a free port in {attempts} attempts")
-        yield process, port
+    with serving_on_free_port(
+        lambda port: _start_once(binary, root, port, tls, htpasswd),
+        attempts=attempts,
+        what="registry",
+        stop_timeout=10.0,
+    ) as (process, port):
+        yield describe(
+            host=LOOPBACK,
+            port=port,
+            root_dir=root,
+            config_path=_config_path(root),
+            log_path=process.log_path,
+            pid=process.pid,
+        )
 
 
 @contextlib.contextmanager
@@ -303,15 +298,10 @@ def running_registry(base_dir: Path, *, attempts: int = 3) -> Iterator[RegistryS
     """An open (no auth, plain HTTP) registry under *base_dir*/registry."""
     root = base_dir / "registry"
     root.mkdir()
-    with _running(root, tls=None, htpasswd=None, attempts=attempts) as (process, port):
-        yield RegistryServer(
-            host=LOOPBACK,
-            port=port,
-            root_dir=root,
-            config_path=root / "config.yml",
-            log_path=process.log_path,
-            pid=process.pid,
-        )
+    with _running(
+        root, tls=None, htpasswd=None, attempts=attempts, describe=RegistryServer
+    ) as registry:
+        yield registry
 
 
 @contextlib.contextmanager
@@ -325,16 +315,10 @@ def running_auth_registry(
     tls = make_self_signed_cert(root, root / "tools.log")
     htpasswd = root / "htpasswd"
     make_htpasswd(htpasswd, username, password)
-    with _running(root, tls=tls, htpasswd=htpasswd, attempts=attempts) as (process, port):
-        yield AuthRegistryServer(
-            host=LOOPBACK,
-            port=port,
-            root_dir=root,
-            config_path=root / "config.yml",
-            log_path=process.log_path,
-            pid=process.pid,
-            scheme="https",
-            ca_path=tls[0],
-            username=username,
-            password=password,
-        )
+    describe = functools.partial(
+        AuthRegistryServer, scheme="https", ca_path=tls[0], username=username, password=password
+    )
+    with _running(
+        root, tls=tls, htpasswd=htpasswd, attempts=attempts, describe=describe
+    ) as registry:
+        yield registry

@@ -9,12 +9,11 @@ impostor, ...).  Keys have no passphrase and live in a per-test directory.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .processes import HarnessError, require_binary
+from .processes import require_binary, run_captured
 
 DEFAULT_NAMESPACE = "seshat-approval"
 
@@ -60,7 +59,7 @@ class SSHKeyFactory:
         self._count += 1
         stem = re.sub(r"[^A-Za-z0-9_.-]", "_", email)
         private_key = self.directory / f"id_ed25519_{self._count}_{stem}"
-        completed = subprocess.run(
+        run_captured(
             [
                 self._ssh_keygen,
                 "-q",
@@ -73,13 +72,8 @@ class SSHKeyFactory:
                 "-f",
                 str(private_key),
             ],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=30,
-            check=False,
+            what="ssh-keygen",
         )
-        if completed.returncode != 0:
-            raise HarnessError(f"ssh-keygen failed: {completed.stderr.decode(errors='replace')}")
         public_key = private_key.with_name(private_key.name + ".pub")
         key_type, key_base64, *_comment = public_key.read_text().split()
         return SSHIdentity(
