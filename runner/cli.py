@@ -1,41 +1,267 @@
 """``seshat-runner``: the data plane's command line.
 
-The runner executes one operation per process with exactly the credential that operation
-needs. Its operations arrive in later work; until then its help lists them as planned and
-no command pretends to run one.
+The runner executes one database operation per process with exactly the credential that
+operation needs. ``schema ...`` are the commands for people (and for measuring the engine);
+every line they print passes through the redactor, which knows the database password and
+the names of the scratch databases, in every spelling.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
 import click
 
+from runner.digests import canonical_json
+from runner.errors import SeshatError
+from runner.redact import Redactor, secrets_in_url
+
 __all__ = ["main"]
+
+EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
 
 PLANNED = """\b
 Planned commands (not available yet):
   op --input FILE         run one operation for the control plane, print one framed result
-  schema plan|apply|drift|inspect
-                          the declarative schema engine, for people and for measurement
   migrations status|up|baseline
                           versioned migrations: read the history, apply, adopt a database
 """
 
 
-@click.group(
-    context_settings={"help_option_names": ["-h", "--help"]},
-    epilog=PLANNED,
-    invoke_without_command=True,
-)
+class Output:
+    """Everything the runner prints goes through here, redacted."""
+
+    def __init__(self) -> None:
+        self.secrets: list[str] = []
+        self.redact = Redactor()
+
+    def learn(self, *secrets: str) -> None:
+        """Secrets to redact from now on (passwords, scratch database names)."""
+        self.secrets += [s for s in secrets if s]
+        self.redact = Redactor(self.secrets)
+
+    def out(self, text: str, *, err: bool = False, nl: bool = True) -> None:
+        click.echo(self.redact(text), err=err, nl=nl)
+
+    def fail(self, message: str, code: int = EXIT_CANNOT_RUN) -> NoReturn:
+        self.out(f"seshat-runner: {message}", err=True)
+        sys.exit(code)
+
+
+def _output() -> Output:
+    context = click.get_current_context()
+    if not isinstance(context.obj, Output):
+        context.obj = Output()
+    return context.obj
+
+
+def _secrets_from_environment() -> list[str]:
+    return [v for k, v in os.environ.items() if k in ("PGPASSWORD", "MYSQL_PWD") and v]
+
+
+def _resolve_url(url: str | None, url_env: str | None) -> str:
+    """The target URL, refusing a password written on the command line."""
+    _output().learn(*_secrets_from_environment())
+    if url_env:
+        value = os.environ.get(url_env)
+        if not value:
+            _output().fail(f"environment variable {url_env} is not set")
+        _output().learn(*secrets_in_url(value))
+        return value
+    if not url:
+        _output().fail("give the database with --url URL or --url-env NAME")
+    if secrets_in_url(url):
+        _output().learn(*secrets_in_url(url))
+        _output().fail(
+            "refusing a credential in the command line (every user of this machine can read "
+            "it); put the password in PGPASSWORD or ~/.pgpass, or pass the URL in an "
+            "environment variable with --url-env NAME"
+        )
+    return url
+
+
+def _engine(url: str, dev_url: str | None) -> Any:
+    scheme = urlsplit(url).scheme.lower()
+    if scheme in ("postgresql", "postgres"):
+        from runner.engines.postgresql.engine import PostgresEngine
+
+        return PostgresEngine(url, dev_url)
+    _output().fail(f"unsupported database URL scheme {scheme!r} (supported: postgresql://)")
+
+
+def _run(action: Any) -> Any:
+    """Run ``action`` and turn Seshat errors into messages and exit status 2."""
+    try:
+        return action()
+    except SeshatError as error:
+        _output().fail(str(error))
+
+
+def _stop_on_sigterm() -> None:
+    # Unwind through `finally` so scratch databases are dropped when we are told to stop.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=PLANNED)
 @click.version_option(package_name="seshat", prog_name="seshat-runner")
-@click.pass_context
-def cli(ctx: click.Context) -> None:
+def cli() -> None:
     """Seshat's runner: one database operation per process.
 
     It never holds a Git, forge or Kubernetes credential; the control plane starts it with
     the one database credential an operation needs and reads its single framed result.
     """
-    if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+    _stop_on_sigterm()
+    _output()
+
+
+@cli.group()
+def schema() -> None:
+    """Declarative schemas: plan, apply, drift and inspect (PostgreSQL).
+
+    Give the database as a URL without its password (`postgresql://user@host:5432/db`,
+    password from PGPASSWORD or ~/.pgpass), or name an environment variable holding the
+    whole URL with --url-env.
+    """
+
+
+url_option = click.option("--url", help="The target database (no password).")
+url_env_option = click.option("--url-env", help="An environment variable holding the URL.")
+dev_option = click.option(
+    "--dev-url", help="A server for scratch databases (default: the target's)."
+)
+exclude_option = click.option(
+    "--exclude", multiple=True, help="Leave objects matching this glob alone."
+)
+
+
+@schema.command()
+@url_option
+@url_env_option
+@click.option("--desired", required=True, type=click.Path(exists=True, path_type=Path),
+              help="A .sql file, or a folder of them (run in lexical order).")  # fmt: skip
+@dev_option
+@click.option("--allow-destructive", is_flag=True, help="Allow drops and narrowing changes.")
+@click.option("--protected-table", multiple=True, help="Refuse any plan that changes this table.")
+@exclude_option
+@click.option("--format", "output_format", type=click.Choice(["json", "sql"]), default="json",
+              show_default=True)  # fmt: skip
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the plan here instead of stdout.")  # fmt: skip
+def plan(url: str | None, url_env: str | None, desired: Path, dev_url: str | None,
+         allow_destructive: bool, protected_table: tuple[str, ...], exclude: tuple[str, ...],
+         output_format: str, output: Path | None) -> None:  # fmt: skip
+    """Plan the changes that take the database to the desired schema.
+
+    The plan is verified first: it is dry-run on a copy of the live schema in a scratch
+    database, which must then equal the desired schema. Exit status: 0 plan computed (an
+    empty plan means the database has converged), 1 refused by policy, 2 could not run.
+    """
+    from runner.engines.plan import plan_bytes, plan_sql
+    from runner.engines.planner import PlanOptions, PlanRefused
+
+    target = _resolve_url(url, url_env)
+    engine = _engine(target, dev_url)
+    options = PlanOptions(allow_destructive, protected_table, exclude)
+    try:
+        document = _run(lambda: engine.plan(desired, options))
+    except PlanRefused as refusal:
+        _output().learn(*engine.scratch_names)
+        _output().out(json.dumps({"refusal": {"code": refusal.reason, "message": refusal.message}}))
+        sys.exit(EXIT_REFUSED)
+    finally:
+        _output().learn(*engine.scratch_names)
+    text = plan_bytes(document).decode() if output_format == "json" else plan_sql(document)
+    if output is not None:
+        output.write_text(_output().redact(text), encoding="utf-8")
+    else:
+        _output().out(text, nl=False)
+
+
+@schema.command()
+@url_option
+@url_env_option
+@click.option(
+    "--plan",
+    "plan_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+)
+@click.option(
+    "--expect-digest", help="Refuse unless the plan file hashes to this sha256:... digest."
+)
+@click.option("--lock-timeout", default=30, show_default=True, help="Seconds to wait for locks.")
+def apply(url: str | None, url_env: str | None, plan_file: Path, expect_digest: str | None,
+          lock_timeout: int) -> None:  # fmt: skip
+    """Apply a plan file exactly as written, then check the database converged.
+
+    The plan's bytes are hashed again first; a plan computed from a live schema that has
+    changed since is refused. Exit status: 0 applied and converged, 1 refused (digest
+    mismatch, stale plan), 2 failed (the report says which statements ran).
+    """
+    from runner.digests import sha256_digest
+    from runner.engines.plan import read_plan
+    from runner.engines.planner import PlanRefused
+
+    data = plan_file.read_bytes()
+    if expect_digest is not None and sha256_digest(data) != expect_digest:
+        _output().out(json.dumps({"refusal": {"code": "digest_mismatch",
+                                           "message": "the plan file does not hash to the expected digest"}}))  # fmt: skip
+        sys.exit(EXIT_REFUSED)
+    try:
+        document = read_plan(data)
+    except ValueError as error:
+        _output().fail(f"{plan_file}: not a plan: {str(error).splitlines()[0]}")
+    target = _resolve_url(url, url_env)
+    engine = _engine(target, None)
+    try:
+        report = _run(lambda: engine.apply(document, lock_timeout_ms=lock_timeout * 1000))
+    except PlanRefused as refusal:
+        _output().out(json.dumps({"refusal": {"code": refusal.reason, "message": refusal.message}}))
+        sys.exit(EXIT_REFUSED)
+    _output().out(json.dumps(report.to_json(), sort_keys=True))
+    sys.exit(EXIT_OK if report.failed is None and report.converged else EXIT_CANNOT_RUN)
+
+
+@schema.command()
+@url_option
+@url_env_option
+@click.option("--desired", required=True, type=click.Path(exists=True, path_type=Path))
+@dev_option
+@exclude_option
+def drift(url: str | None, url_env: str | None, desired: Path, dev_url: str | None,
+          exclude: tuple[str, ...]) -> None:  # fmt: skip
+    """Report how the database differs from the desired schema (read-only).
+
+    Exit status: 0 no drift, 1 drift (a JSON report of bounded aggregates), 2 could not run.
+    """
+    target = _resolve_url(url, url_env)
+    engine = _engine(target, dev_url)
+    try:
+        report = _run(lambda: engine.drift(desired, exclude))
+    finally:
+        _output().learn(*engine.scratch_names)
+    _output().out(json.dumps(report, sort_keys=True))
+    sys.exit(EXIT_OK if report["total"] == 0 else EXIT_REFUSED)
+
+
+@schema.command()
+@url_option
+@url_env_option
+@exclude_option
+def inspect(url: str | None, url_env: str | None, exclude: tuple[str, ...]) -> None:
+    """Print the database's schema as canonical JSON (the engine's object model)."""
+    from runner.engines.planner import model_document
+
+    target = _resolve_url(url, url_env)
+    engine = _engine(target, None)
+    model = _run(lambda: engine.inspect(exclude))
+    _output().out(canonical_json(model_document(model)).decode())
 
 
 def main() -> None:

@@ -1,0 +1,366 @@
+"""Comparing a live model with a desired one, producing :class:`~runner.engines.changes.Change`.
+
+The differ decides *what* changes; :mod:`runner.engines.order` decides in which order, the
+dialect renderer how each is spelled, :mod:`runner.engines.hazards` how risky it is.
+
+Rules worth knowing:
+
+* Schemas are created but never dropped; objects outside the managed scope (excluded by the
+  caller) are never seen here, so never dropped.
+* Column order is not compared: PostgreSQL cannot reorder columns in place.
+* An object whose definition changed in a way that cannot be altered is dropped and created
+  again, and so is everything in the live database that depends on it (views on a table
+  whose column types change, triggers on a replaced function, ...): the *recreate closure*.
+* Sub-objects of a dropped table (its constraints, indexes, triggers, policies, comments)
+  are not dropped one by one: dropping the table removes them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from runner.engines.changes import Change, Phase
+from runner.engines.model import Column, Constraint, Database, Definition, Table
+
+__all__ = ["diff"]
+
+_RECREATE_ON_TABLE_REWRITE = ("view", "matview")
+
+
+def _owner(key: str, db: Database) -> str | None:
+    """The table (or view) a sub-object belongs to."""
+    if key in db.constraints:
+        return db.constraints[key].table
+    if key in db.indexes:
+        return db.indexes[key].table
+    if key in db.definitions:
+        return db.definitions[key].table
+    return None
+
+
+class _Differ:
+    def __init__(self, live: Database, desired: Database) -> None:
+        self.live = live
+        self.desired = desired
+        self.changes: list[Change] = []
+        self.recreate: set[str] = set()  # live keys dropped and created again
+        self.dropped_tables = {k for k in live.tables if k not in desired.tables}
+        self.new_tables = {k for k in desired.tables if k not in live.tables}
+        self.rewritten_tables: set[str] = set()  # column type changes or drops
+        self.dependents: dict[str, set[str]] = defaultdict(set)
+        for dependent, dependency in live.depends:
+            self.dependents[dependency].add(dependent)
+
+    def add(self, change: Change) -> None:
+        self.changes.append(change)
+
+    def existing(self, table: str | None) -> bool:
+        return table is not None and table in self.live.tables and table not in self.recreate
+
+    # -- tables --------------------------------------------------------------------------
+
+    def tables(self) -> None:
+        for key in sorted(self.dropped_tables):
+            self.add(Change("drop_table", key, Phase.DROP, (key,), before=self.live.tables[key]))
+        for key in sorted(self.new_tables):
+            self.add(
+                Change("create_table", key, Phase.CREATE, (key,), after=self.desired.tables[key])
+            )
+        for key in sorted(self.live.tables.keys() & self.desired.tables.keys()):
+            self.table(self.live.tables[key], self.desired.tables[key])
+
+    def table(self, old: Table, new: Table) -> None:
+        key = old.key
+        if (old.partition_key, old.partition_of, old.partition_bound) != (
+            new.partition_key,
+            new.partition_of,
+            new.partition_bound,
+        ):
+            # Partitioning cannot be altered in place: the table is replaced.
+            self.add(Change("drop_table", key, Phase.DROP, (key,), before=old))
+            self.add(Change("create_table", key, Phase.CREATE, (key,), after=new))
+            self.dropped_tables.add(key)
+            self.new_tables.add(key)
+            return
+        old_columns = {c.name: c for c in old.columns}
+        new_columns = {c.name: c for c in new.columns}
+        for name in sorted(old_columns.keys() - new_columns.keys()):
+            self.rewritten_tables.add(key)
+            self.add(Change("drop_column", key, Phase.DROP, (key,), before=old_columns[name],
+                            detail=name, existing_table=True))  # fmt: skip
+        for column in new.columns:
+            if column.name not in old_columns:
+                self.add(Change("add_column", key, Phase.CREATE, (key,), after=column,
+                                detail=column.name, existing_table=True))  # fmt: skip
+        for name in sorted(old_columns.keys() & new_columns.keys()):
+            self.column(key, old_columns[name], new_columns[name])
+        if old.unlogged != new.unlogged:
+            self.add(Change("set_logged", key, Phase.CREATE, (key,), before=old, after=new))
+        if (old.row_security, old.force_row_security) != (new.row_security, new.force_row_security):
+            self.add(Change("set_row_security", key, Phase.CREATE, (key,), before=old, after=new))
+
+    def column(self, table: str, old: Column, new: Column) -> None:
+        def change(op: str, phase: Phase = Phase.CREATE) -> None:
+            self.add(Change(op, table, phase, (table,), before=old, after=new, detail=new.name,
+                            existing_table=True))  # fmt: skip
+
+        if old.generated != new.generated:
+            # A generation expression cannot be altered: the column is replaced.
+            self.rewritten_tables.add(table)
+            self.add(Change("drop_column", table, Phase.DROP, (table,), before=old,
+                            detail=old.name, existing_table=True))  # fmt: skip
+            change("add_column")
+            return
+        if (old.type, old.collation) != (new.type, new.collation):
+            self.rewritten_tables.add(table)
+            if old.default is not None and old.default == new.default:
+                change("drop_default", Phase.DROP)  # a default of the old type may not cast
+                change("alter_column_type")
+                change("set_default")
+            else:
+                change("alter_column_type")
+        if old.default != new.default and old.identity == new.identity:
+            if new.default is None:
+                change("drop_default", Phase.DROP)
+            else:
+                change("set_default")
+        if old.identity != new.identity:
+            if not old.identity:
+                if old.default is not None:
+                    change("drop_default", Phase.DROP)
+                change("add_identity")
+            elif not new.identity:
+                change("drop_identity", Phase.DROP)
+                if new.default is not None:
+                    change("set_default")
+            else:
+                change("set_identity")
+        if old.not_null != new.not_null and not (new.identity and not old.identity):
+            change("set_not_null" if new.not_null else "drop_not_null")
+
+    # -- constraints and indexes -----------------------------------------------------------
+
+    def constraints(self) -> None:
+        live, desired = self.live.constraints, self.desired.constraints
+        for key in sorted(live.keys() | desired.keys()):
+            old, new = live.get(key), desired.get(key)
+            if old is not None and (new is None or _constraint_differs(old, new)):
+                if old.table not in self.dropped_tables:
+                    self.add(Change("drop_constraint", key, Phase.DROP, _tables_of(old), before=old,
+                                    existing_table=True))  # fmt: skip
+            if new is not None and (old is None or _constraint_differs(old, new)
+                                    or old.table in self.dropped_tables):  # fmt: skip
+                self.add(Change("add_constraint", key, Phase.CREATE, _tables_of(new), after=new,
+                                existing_table=self.existing(new.table)
+                                and new.table not in self.new_tables))  # fmt: skip
+
+    def indexes(self) -> None:
+        live, desired = self.live.indexes, self.desired.indexes
+        for key in sorted(live.keys() | desired.keys()):
+            old, new = live.get(key), desired.get(key)
+            if old is not None and (new is None or old.definition != new.definition):
+                if old.table not in self.dropped_tables:
+                    self.add(Change("drop_index", key, Phase.DROP, (old.table,), before=old))
+            if new is not None and (old is None or old.definition != new.definition
+                                    or old.table in self.dropped_tables):  # fmt: skip
+                existing = new.table in self.live.tables and new.table not in self.new_tables
+                parent = self.desired.tables.get(new.table)
+                partitioned = parent is not None and parent.partition_key is not None
+                self.add(Change("create_index", key, Phase.CREATE, (new.table,), after=new,
+                                existing_table=existing,
+                                detail="partitioned" if partitioned else ""))  # fmt: skip
+
+    # -- sequences ---------------------------------------------------------------------------
+
+    def sequences(self) -> None:
+        live, desired = self.live.sequences, self.desired.sequences
+        for key in sorted(live.keys() - desired.keys()):
+            self.add(Change("drop_sequence", key, Phase.DROP, before=live[key]))
+        for key in sorted(desired.keys() - live.keys()):
+            self.add(Change("create_sequence", key, Phase.CREATE, after=desired[key]))
+            if desired[key].owned_by:
+                self.add(Change("set_sequence_owner", key, Phase.FINISH, after=desired[key]))
+        for key in sorted(live.keys() & desired.keys()):
+            old, new = live[key], desired[key]
+            if (old.data_type, old.start, old.increment, old.minimum, old.maximum, old.cache,
+                    old.cycle) != (new.data_type, new.start, new.increment, new.minimum,
+                                   new.maximum, new.cache, new.cycle):  # fmt: skip
+                self.add(Change("alter_sequence", key, Phase.CREATE, before=old, after=new))
+            if old.owned_by != new.owned_by:
+                self.add(Change("set_sequence_owner", key, Phase.FINISH, before=old, after=new))
+
+    # -- whole definitions ---------------------------------------------------------------
+
+    def definitions(self) -> None:
+        live, desired = self.live.definitions, self.desired.definitions
+        replaced: set[str] = set()
+        in_place: list[tuple[str, Definition, Definition]] = []
+        for key in sorted(live.keys() & desired.keys()):
+            old, new = live[key], desired[key]
+            if old.definition == new.definition:
+                continue
+            if _alterable(old, new):
+                in_place.append((key, old, new))
+            else:
+                replaced.add(key)
+        self.recreate = self._closure(replaced)
+        for key, old, new in in_place:
+            if key in self.recreate:
+                continue  # dropped and created again anyway
+            if old.kind == "enum":
+                self.add(Change("add_enum_values", key, Phase.PREPARE, before=old, after=new))
+            elif old.kind == "domain":
+                self.add(Change("alter_domain", key, Phase.CREATE, before=old, after=new))
+            elif old.kind == "extension":
+                self.add(Change("alter_extension", key, Phase.CREATE, before=old, after=new))
+            else:
+                self.add(Change("replace_definition", key, Phase.CREATE, before=old, after=new))
+        for key in sorted(live.keys() - desired.keys()):
+            old = live[key]
+            if old.kind == "schema" or _owner(key, self.live) in self.dropped_tables:
+                continue
+            self.add(Change("drop_definition", key, Phase.DROP, _tables(old), before=old))
+        for key in sorted(desired.keys() - live.keys()):
+            self.add(Change("create_definition", key, Phase.CREATE, _tables(desired[key]),
+                            after=desired[key]))  # fmt: skip
+
+    def _closure(self, seeds: set[str]) -> set[str]:
+        """Live objects to drop and create again: ``seeds`` and what depends on them."""
+        pending = sorted(seeds)
+        for table in sorted(self.rewritten_tables):
+            pending += [d for d in sorted(self.dependents[table])
+                        if d in self.live.definitions
+                        and self.live.definitions[d].kind in _RECREATE_ON_TABLE_REWRITE]  # fmt: skip
+        closure: set[str] = set()
+        while pending:
+            key = pending.pop()
+            if key in closure:
+                continue
+            closure.add(key)
+            for dependent in sorted(self.dependents[key]):
+                if (
+                    dependent in self.live.definitions
+                    or dependent in self.live.indexes
+                    or (dependent in self.live.constraints)
+                ):
+                    pending.append(dependent)
+        return closure
+
+    def recreated(self) -> None:
+        """Emit the drop and create of every object in the recreate closure."""
+        for key in sorted(self.recreate):
+            if key in self.live.definitions:
+                old = self.live.definitions[key]
+                if _owner(key, self.live) in self.dropped_tables:
+                    continue
+                self.add(Change("drop_definition", key, Phase.DROP, _tables(old), before=old))
+                new = self.desired.definitions.get(key)
+                if new is not None:
+                    self.add(Change("create_definition", key, Phase.CREATE, _tables(new),
+                                    after=new))  # fmt: skip
+            elif key in self.live.indexes and key in self.desired.indexes:
+                if self.live.indexes[key].definition == self.desired.indexes[key].definition:
+                    self.add(Change("drop_index", key, Phase.DROP, before=self.live.indexes[key]))
+                    self.add(Change("create_index", key, Phase.CREATE,
+                                    after=self.desired.indexes[key]))  # fmt: skip
+            elif key in self.live.constraints and key in self.desired.constraints:
+                old_c, new_c = self.live.constraints[key], self.desired.constraints[key]
+                if not _constraint_differs(old_c, new_c):
+                    self.add(Change("drop_constraint", key, Phase.DROP, _tables_of(old_c),
+                                    before=old_c, existing_table=True))  # fmt: skip
+                    self.add(Change("add_constraint", key, Phase.CREATE, _tables_of(new_c),
+                                    after=new_c, existing_table=True))  # fmt: skip
+
+    # -- comments ------------------------------------------------------------------------
+
+    def comments(self) -> None:
+        live, desired = self.live.comments, self.desired.comments
+        fresh = {c.key for c in self.changes if c.op in ("create_table", "create_definition",
+                 "create_index", "add_constraint", "create_sequence", "add_column")}  # fmt: skip
+        fresh |= {f"column:{c.key.removeprefix('table:')}.{c.detail}" for c in self.changes
+                  if c.op == "add_column"}  # fmt: skip
+        for key in sorted(live.keys() | desired.keys()):
+            old, new = live.get(key), desired.get(key)
+            if new is not None and (old is None or old.text != new.text or new.on in fresh):
+                self.add(Change("set_comment", key, Phase.FINISH, after=new))
+            elif new is None and old is not None and not self._gone(old.on):
+                self.add(Change("drop_comment", key, Phase.FINISH, before=old))
+
+    def _gone(self, key: str) -> bool:
+        if key in self.recreate:
+            return True
+        if key.startswith("column:"):
+            table = "table:" + key.removeprefix("column:").rsplit(".", 1)[0]
+            name = key.rsplit(".", 1)[1]
+            if table in self.dropped_tables:
+                return True
+            desired_table = self.desired.tables.get(table)
+            return desired_table is None or desired_table.column(name) is None
+        in_desired = any(key in part for part in (self.desired.tables, self.desired.constraints,
+                         self.desired.indexes, self.desired.sequences, self.desired.definitions))  # fmt: skip
+        return not in_desired or _owner(key, self.live) in self.dropped_tables
+
+
+def _tables_of(constraint: Constraint) -> tuple[str, ...]:
+    if constraint.references and constraint.references != constraint.table:
+        return (constraint.table, constraint.references)
+    return (constraint.table,)
+
+
+def _tables(definition: Definition) -> tuple[str, ...]:
+    return (definition.table,) if definition.table and definition.table.startswith("table:") else ()
+
+
+def _constraint_differs(old: Constraint, new: Constraint) -> bool:
+    return (old.kind, old.definition, old.validated) != (new.kind, new.definition, new.validated)
+
+
+def _alterable(old: Definition, new: Definition) -> bool:
+    """Whether ``old`` can become ``new`` without being dropped."""
+    if old.kind == "enum":
+        return _labels_appended(old, new)
+    if old.kind == "domain":
+        return _same_domain_base(old, new)
+    if old.kind == "extension":
+        return True
+    if old.kind == "function":
+        return old.fact("result") == new.fact("result") and (
+            old.fact("arguments") == new.fact("arguments")
+        )
+    return old.kind == "view" and _columns_extended(old, new)
+
+
+def _labels_appended(old: Definition, new: Definition) -> bool:
+    """New enum labels only inserted, none removed or reordered: ``ADD VALUE`` can do it."""
+    before = json.loads(old.fact("labels") or "[]")
+    after = json.loads(new.fact("labels") or "[]")
+    remaining = iter(after)
+    return all(label in remaining for label in before)
+
+
+def _same_domain_base(old: Definition, new: Definition) -> bool:
+    a = json.loads(old.fact("facts") or "{}")
+    b = json.loads(new.fact("facts") or "{}")
+    return bool(a.get("base") == b.get("base") and a.get("collation") == b.get("collation"))
+
+
+def _columns_extended(old: Definition, new: Definition) -> bool:
+    before, after = old.fact("columns") or "", new.fact("columns") or ""
+    return after == before or (bool(before) and after.startswith(before + ", "))
+
+
+def diff(live: Database, desired: Database) -> list[Change]:
+    """Every change that takes ``live`` to ``desired``, in no particular order."""
+    differ = _Differ(live, desired)
+    differ.tables()
+    differ.definitions()  # computes the recreate closure the rest consults
+    differ.constraints()
+    differ.indexes()
+    differ.sequences()
+    differ.recreated()
+    differ.comments()
+    unique: dict[tuple[int, str, str, str], Change] = {}
+    for change in differ.changes:
+        unique.setdefault(change.sort_key, change)
+    return [unique[k] for k in sorted(unique)]

@@ -1,0 +1,180 @@
+"""The engine's object model: what a database schema *is*, independent of how it was read.
+
+Every object is a frozen, slotted dataclass with a canonical ``key`` (``table:public.orders``,
+``index:public.orders_status_idx``, ``function:public.f(integer, text)``). Two models are
+compared by key; everything that reaches output is sorted by key, never by set or hash
+order. Definitions the server renders itself (index, constraint, view, function and trigger
+definitions, type names, default expressions) are kept as the server printed them in a fixed
+session, so two databases with the same schema produce the same model.
+
+Volatile values are never part of the model: no OIDs, no sequence positions, no statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Column",
+    "Comment",
+    "Constraint",
+    "Database",
+    "Definition",
+    "Index",
+    "Sequence",
+    "Table",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column, with the server's own spelling of its type and default."""
+
+    name: str
+    type: str
+    not_null: bool = False
+    default: str | None = None
+    identity: str = ""  # "" | "ALWAYS" | "BY DEFAULT"
+    generated: str | None = None  # STORED generation expression
+    collation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A table constraint as ``pg_get_constraintdef`` prints it.
+
+    ``kind``: ``p`` primary key, ``u`` unique, ``c`` check, ``f`` foreign key, ``x`` exclusion.
+    ``references`` is the referenced table's key for foreign keys (used for ordering).
+    """
+
+    table: str
+    name: str
+    kind: str
+    definition: str
+    validated: bool = True
+    references: str | None = None
+    columns: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"constraint:{self.table.removeprefix('table:')}.{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A table (ordinary or partitioned) with its columns in physical order."""
+
+    schema: str
+    name: str
+    columns: tuple[Column, ...]
+    partition_key: str | None = None  # "RANGE (created_at)" for a partitioned table
+    partition_of: str | None = None  # parent table key for a partition
+    partition_bound: str | None = None  # "FOR VALUES FROM (...) TO (...)"
+    unlogged: bool = False
+    row_security: bool = False
+    force_row_security: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"table:{self.schema}.{self.name}"
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    """A stand-alone index (not one that backs a constraint), as ``pg_get_indexdef`` prints it."""
+
+    schema: str
+    name: str
+    table: str
+    definition: str
+    unique: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"index:{self.schema}.{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Sequence:
+    """A sequence's options; ``owned_by`` is ``column:s.t.c`` for a serial's sequence."""
+
+    schema: str
+    name: str
+    data_type: str
+    start: int
+    increment: int
+    minimum: int
+    maximum: int
+    cache: int
+    cycle: bool
+    owned_by: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"sequence:{self.schema}.{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """An object that is created and dropped whole from its server-rendered definition.
+
+    Views, materialized views, functions, procedures, triggers, policies, enum, composite and
+    domain types, schemas and extensions: any change to ``definition`` replaces the object
+    (or uses ``replace`` when the engine can change it in place).
+    """
+
+    key: str
+    kind: str
+    create: str
+    drop: str
+    definition: str
+    replace: str | None = None
+    table: str | None = None  # for triggers and policies: the table they belong to
+    extra: tuple[tuple[str, str], ...] = ()  # kind-specific facts, e.g. enum labels
+
+    def fact(self, name: str) -> str | None:
+        return next((v for k, v in self.extra if k == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """``COMMENT ON <target> IS '<text>'``; ``target`` is the SQL that names the object."""
+
+    on: str  # the key of the object commented on
+    target: str
+    text: str
+
+    @property
+    def key(self) -> str:
+        return f"comment:{self.on}"
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    """A whole schema: every object by key, plus the dependency edges the catalog records.
+
+    ``depends`` holds (dependent key, dependency key) pairs between top-level objects;
+    creations are ordered by the desired model's edges and drops by the live model's.
+    """
+
+    dialect: str
+    server_major: int
+    tables: dict[str, Table] = field(default_factory=dict)
+    constraints: dict[str, Constraint] = field(default_factory=dict)
+    indexes: dict[str, Index] = field(default_factory=dict)
+    sequences: dict[str, Sequence] = field(default_factory=dict)
+    definitions: dict[str, Definition] = field(default_factory=dict)
+    comments: dict[str, Comment] = field(default_factory=dict)
+    depends: frozenset[tuple[str, str]] = frozenset()
+
+    def keys(self) -> Iterable[str]:
+        yield from self.tables
+        yield from self.constraints
+        yield from self.indexes
+        yield from self.sequences
+        yield from self.definitions
+        yield from self.comments

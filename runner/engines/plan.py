@@ -1,0 +1,112 @@
+"""The canonical plan document, its digest, and the SQL rendering made from it alone.
+
+``plan.json`` is the canonical JSON of :class:`PlanDocument` (sorted keys, no whitespace,
+UTF-8, integers only) followed by one newline; the plan's content digest is the SHA-256 of
+those bytes. ``plan.sql`` is rendered from the document only, so what a reviewer reads in
+Git is exactly what the apply path executes. Nothing host- or time-specific is in it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runner.digests import CONTRACT_VERSION, canonical_json, sha256_digest
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAX_PLAN_BYTES",
+    "HazardEntry",
+    "PlanDocument",
+    "PlanStatement",
+    "PlanSummary",
+    "plan_bytes",
+    "plan_digest",
+    "plan_sql",
+    "read_plan",
+]
+
+FORMAT_VERSION = 1
+MAX_PLAN_BYTES = 8 * 1024 * 1024
+Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HazardEntry(_Frozen):
+    kind: Literal["destructive", "data", "lock", "privilege"]
+    code: str
+
+
+class PlanStatement(_Frozen):
+    op: str
+    key: str
+    sql: str
+    transactional: bool
+    hazards: list[HazardEntry]
+
+
+class PlanSummary(_Frozen):
+    statements: int
+    destructive: bool
+    privilege_changes: list[str]
+    hazards: dict[str, int]
+
+
+class PlanDocument(_Frozen):
+    """Everything a plan says; its bytes are what an approval ultimately authorizes."""
+
+    contract_version: Literal[1] = 1
+    format_version: Literal[1] = 1
+    dialect: str
+    server_major: int
+    observed: Digest  # fingerprint of the live schema the plan was computed from
+    desired: Digest  # fingerprint of the normalized desired schema
+    expected: Digest  # fingerprint of the live schema once the plan has run (from the dry run)
+    options: Digest  # digest of the planning options (exclude, protected tables, ...)
+    exclude: list[str]  # the managed scope, so apply re-reads the live schema the same way
+    statements: list[PlanStatement]
+    summary: PlanSummary
+
+    @property
+    def empty(self) -> bool:
+        return not self.statements
+
+
+def plan_bytes(document: PlanDocument) -> bytes:
+    """The exact bytes of ``plan.json``."""
+    return canonical_json(document.model_dump(mode="json")) + b"\n"
+
+
+def plan_digest(document: PlanDocument) -> str:
+    """The plan's content digest: ``sha256`` of :func:`plan_bytes`."""
+    assert document.contract_version == CONTRACT_VERSION
+    return sha256_digest(plan_bytes(document))
+
+
+def read_plan(data: bytes) -> PlanDocument:
+    """Parse plan bytes (refusing anything over :data:`MAX_PLAN_BYTES`)."""
+    if len(data) > MAX_PLAN_BYTES:
+        raise ValueError(f"plan is {len(data)} bytes; the limit is {MAX_PLAN_BYTES}")
+    return PlanDocument.model_validate(json.loads(data))
+
+
+def plan_sql(document: PlanDocument) -> str:
+    """``plan.sql``: a commented SQL rendering of the document and nothing else."""
+    lines = [
+        f"-- Seshat plan {plan_digest(document)}",
+        f"-- {document.dialect} {document.server_major}; {document.summary.statements} statements"
+        + ("; DESTRUCTIVE" if document.summary.destructive else ""),
+        "",
+    ]
+    for number, statement in enumerate(document.statements, start=1):
+        hazards = ",".join(h.code for h in statement.hazards) or "none"
+        where = "" if statement.transactional else " (outside a transaction)"
+        lines.append(f"-- [{number:04d}] {statement.op} {statement.key} hazards={hazards}{where}")
+        lines.append(f"{statement.sql};")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,299 @@
+"""The PostgreSQL engine: plan, dry-run, apply, drift and inspect against real servers."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from runner.engines.changes import Change
+from runner.engines.diff import diff
+from runner.engines.hazards import hazards_of
+from runner.engines.model import Database
+from runner.engines.plan import PlanDocument, plan_digest
+from runner.engines.planner import PlanOptions, PlanRefused, fingerprint, plan_changes
+from runner.engines.postgresql.connection import connection
+from runner.engines.postgresql.introspect import introspect, prepare_session
+from runner.engines.postgresql.quoting import ident
+from runner.engines.postgresql.render import render
+from runner.engines.postgresql.scratch import scratch_database
+from runner.engines.scope import apply_exclude
+from runner.errors import SeshatError
+from runner.sql.split import split_postgresql
+
+__all__ = [
+    "ADVISORY_LOCK_KEY",
+    "ApplyReport",
+    "DesiredSchemaError",
+    "PostgresEngine",
+    "desired_files",
+]
+
+ADVISORY_LOCK_KEY = int.from_bytes(
+    hashlib.sha256(b"seshat-schema-apply").digest()[:8], "big", signed=True
+)
+"""The ``pg_advisory_lock`` key every schema apply holds on its target database."""
+
+
+class DesiredSchemaError(SeshatError):
+    """The desired schema does not load; the message names the file, line and server error."""
+
+    code = "DesiredSchemaInvalid"
+    blocked = True
+
+
+def desired_files(path: Path) -> list[tuple[str, str]]:
+    """(name, text) of the desired schema: one ``.sql`` file, or a folder's in lexical order."""
+    if path.is_file():
+        return [(path.name, path.read_text(encoding="utf-8"))]
+    if not path.is_dir():
+        raise DesiredSchemaError(f"{path}: no such file or folder")
+    files = sorted(p for p in path.rglob("*.sql") if p.is_file())
+    return [(p.relative_to(path).as_posix(), p.read_text(encoding="utf-8")) for p in files]
+
+
+def _error_text(error: psycopg.Error) -> str:
+    primary = error.diag.message_primary or str(error).strip().splitlines()[0]
+    return primary
+
+
+def _load(
+    conn: psycopg.Connection[Any], files: list[tuple[str, str]], schemas: Sequence[str] = ()
+) -> None:
+    """Run the desired schema; statements that fail are retried until nothing progresses.
+
+    Files may create objects before what they use (a foreign key before its table); a loader
+    that retries failed statements while any statement succeeds accepts every order.
+    """
+    with conn.cursor() as cur:
+        cur.execute("SET check_function_bodies = off")
+    pending: list[tuple[str, int, str]] = []
+    for name, text in files:
+        pending += [(name, piece.line, piece.sql) for piece in split_postgresql(text)]
+    while pending:
+        failed: list[tuple[str, int, str, psycopg.Error]] = []
+        for name, line, sql in pending:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(sql.encode("utf-8"))
+            except psycopg.Error as error:
+                failed.append((name, line, sql, error))
+        if not failed:
+            return
+        if len(failed) == len(pending) and schemas:
+            with conn.cursor() as cur:
+                for schema in schemas:
+                    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}".encode())
+            schemas = ()
+        elif len(failed) == len(pending):
+            first_name, first_line, _, first_error = failed[0]
+            raise DesiredSchemaError(f"{first_name}:{first_line}: {_error_text(first_error)}")
+        pending = [(n, line, sql) for n, line, sql, _ in failed]
+
+
+@dataclass
+class ApplyReport:
+    """What an apply did: each statement ran, failed or did not run."""
+
+    plan_id: str
+    ran: list[int] = field(default_factory=list)
+    failed: int | None = None
+    error: str | None = None
+    rolled_back: list[int] = field(default_factory=list)
+    converged: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "plan": self.plan_id,
+            "ran": self.ran,
+            "failed": self.failed,
+            "error": self.error,
+            "rolledBack": self.rolled_back,
+            "converged": self.converged,
+        }
+
+
+class PostgresEngine:
+    """One PostgreSQL target (and optionally a dev server for scratch databases)."""
+
+    dialect = "postgresql"
+    transactional_ddl = True
+
+    def __init__(self, url: str, dev_url: str | None = None) -> None:
+        self.url = url
+        self.dev_url = dev_url or url
+        self.scratch_names: list[str] = []  # never printed: the caller redacts them
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def inspect(self, exclude: Sequence[str] = ()) -> Database:
+        with connection(self.url) as conn:
+            return apply_exclude(introspect(conn), exclude)
+
+    @contextlib.contextmanager
+    def _scratch(self) -> Iterator[str]:
+        with scratch_database(self.dev_url) as (url, name):
+            self.scratch_names.append(name)
+            yield url
+
+    def desired(self, path: Path, live: Database, exclude: Sequence[str] = ()) -> Database:
+        """The desired schema, normalized in a scratch database and introspected."""
+        files = desired_files(path)
+        with self._scratch() as url, connection(url) as conn:
+            # Schemas are never dropped, so the desired schema may use one only the live
+            # database creates; those are created when nothing else lets loading progress.
+            schemas = [d.definition for d in live.definitions.values() if d.kind == "schema"]
+            _load(conn, files, schemas)
+            return apply_exclude(introspect(conn), exclude)
+
+    # -- planning --------------------------------------------------------------------------
+
+    def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
+        """A verified plan from the live schema to ``desired_path``.
+
+        The plan is dry-run on a copy of the live schema before it is returned; a plan that
+        fails there, or does not reach the desired schema, is refused.
+        """
+        live = self.inspect(options.exclude)
+        desired = self.desired(desired_path, live, options.exclude)
+        planned = plan_changes(live, desired, options, render)
+        expected = self._dry_run(live, desired, planned.statements, options)
+        return planned.document(live, desired, expected, options)
+
+    def _dry_run(self, live: Database, desired: Database, statements: Sequence[Any],
+                 options: PlanOptions) -> str:  # fmt: skip
+        """Apply ``statements`` to a copy of ``live`` in a scratch database; return the result."""
+        with self._scratch() as url, connection(url) as conn:
+            baseline = introspect(conn)
+            copy = plan_changes(baseline, live, PlanOptions(allow_destructive=True), render)
+            try:
+                _execute(conn, [(s.sql, s.transactional) for s in copy.statements])
+            except _StatementFailed as failure:
+                raise PlanRefused(
+                    "dry_run_failed",
+                    f"could not rebuild the live schema for the dry run: {failure.error}",
+                ) from None
+            try:
+                _execute(conn, [(s.sql, s.transactional) for s in statements])
+            except _StatementFailed as failure:
+                raise PlanRefused(
+                    "dry_run_failed",
+                    f"statement {failure.index + 1} failed in the dry run: {failure.error}",
+                ) from None
+            result = apply_exclude(introspect(conn), options.exclude)
+            remaining = diff(result, desired)
+            if remaining:
+                first = remaining[0]
+                raise PlanRefused(
+                    "dry_run_not_converged",
+                    f"after the dry run {len(remaining)} differences remain "
+                    f"(first: {first.op} {first.key})",
+                )
+            return fingerprint(result)
+
+    # -- applying --------------------------------------------------------------------------
+
+    def apply(self, document: PlanDocument, *, lock_timeout_ms: int = 30_000) -> ApplyReport:
+        """Run ``document`` against the live database under the advisory lock."""
+        report = ApplyReport(plan_digest(document))
+        exclude = document.exclude
+        with connection(self.url) as conn:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT set_config('lock_timeout', %s, false)", (f"{lock_timeout_ms}ms",)
+                )
+                try:
+                    cur.execute("SELECT pg_advisory_lock(%s)", (ADVISORY_LOCK_KEY,))
+                except psycopg.errors.LockNotAvailable:
+                    raise PlanRefused(
+                        "locked", "another apply holds this database's lock"
+                    ) from None
+            live = apply_exclude(introspect(conn), exclude)
+            if fingerprint(live) != document.observed:
+                raise PlanRefused("stale_plan", "the live schema changed since the plan was made")
+            try:
+                _execute(conn, [(s.sql, s.transactional) for s in document.statements], report)
+            except _StatementFailed as failure:
+                report.failed = failure.index
+                report.error = failure.error
+                return report
+            after = apply_exclude(introspect(conn), exclude)
+            report.converged = fingerprint(after) == document.expected
+        return report
+
+    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
+        """A bounded drift report: the live schema against the desired one."""
+        live = self.inspect(exclude)
+        desired = self.desired(desired_path, live, exclude)
+        return drift_report(diff(live, desired), live.dialect)
+
+
+class _StatementFailed(Exception):
+    def __init__(self, index: int, error: str) -> None:
+        super().__init__(error)
+        self.index = index
+        self.error = error
+
+
+def _execute(conn: psycopg.Connection[Any], statements: Sequence[tuple[str, bool]],
+             report: ApplyReport | None = None) -> None:  # fmt: skip
+    """Run statements: consecutive transactional ones in one transaction, others alone."""
+    prepare_session(conn)
+    index = 0
+    while index < len(statements):
+        sql, transactional = statements[index]
+        if not transactional:
+            try:
+                conn.execute(sql.encode("utf-8"))
+            except psycopg.Error as error:
+                raise _StatementFailed(index, _error_text(error)) from None
+            if report is not None:
+                report.ran.append(index)
+            index += 1
+            continue
+        group: list[int] = []
+        while index < len(statements) and statements[index][1]:
+            group.append(index)
+            index += 1
+        current = group[0]
+        try:
+            with conn.transaction():
+                for current in group:
+                    conn.execute(statements[current][0].encode("utf-8"))
+        except psycopg.Error as error:
+            if report is not None:
+                report.rolled_back = [i for i in group if i < current]
+            raise _StatementFailed(current, _error_text(error)) from None
+        if report is not None:
+            report.ran.extend(group)
+
+
+def drift_report(changes: Sequence[Change], dialect: str) -> dict[str, object]:
+    """Digest, total, highest severity and per-category counts of ``changes``."""
+    from runner.digests import digest
+
+    categories = {"missing": 0, "extra": 0, "changed": 0, "invalid": 0}
+    severity = "none"
+    for change in changes:
+        if change.op.startswith(("create_", "add_")) and change.before is None:
+            categories["missing"] += 1
+        elif change.op.startswith("drop_") and change.after is None:
+            categories["extra"] += 1
+        else:
+            categories["changed"] += 1
+        if any(h.kind == "destructive" for h in hazards_of(change)):
+            severity = "destructive"
+        elif severity == "none":
+            severity = "warning"
+    return {
+        "digest": digest("drift", {"changes": [[c.op, c.key, c.detail] for c in changes]}),
+        "dialect": dialect,
+        "total": len(changes),
+        "highestSeverity": severity,
+        "categories": categories,
+    }

@@ -1,0 +1,379 @@
+"""Spelling each change as PostgreSQL statements.
+
+Safe forms by default: an index on a table that already holds rows is built
+``CONCURRENTLY`` outside the transaction; a CHECK or FOREIGN KEY added to such a table is
+added ``NOT VALID`` and validated afterwards (a brief lock, then a scan that lets reads and
+writes continue); enum values are added with ``ADD VALUE`` in their own committed step.
+Nothing is dropped with ``CASCADE``: dependents are dropped explicitly, in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from runner.engines.changes import Change, Statement, UnsupportedChange
+from runner.engines.model import Column, Comment, Constraint, Definition, Index, Sequence, Table
+from runner.engines.postgresql.quoting import ident, literal, qualified
+
+__all__ = ["render"]
+
+
+def _table_name(key: str) -> str:
+    schema, name = key.split(":", 1)[1].split(".", 1)
+    return qualified(schema, name)
+
+
+def _column_sql(column: Column) -> str:
+    sql = f"{ident(column.name)} {column.type}"
+    if column.collation:
+        sql += f" COLLATE {column.collation}"
+    if column.generated is not None:
+        sql += f" GENERATED ALWAYS AS ({column.generated}) STORED"
+    elif column.identity:
+        sql += f" GENERATED {column.identity} AS IDENTITY"
+    elif column.default is not None:
+        sql += f" DEFAULT {column.default}"
+    if column.not_null:
+        sql += " NOT NULL"
+    return sql
+
+
+def _create_table(change: Change) -> list[Statement]:
+    table = change.after
+    assert isinstance(table, Table)
+    name = _table_name(table.key)
+    unlogged = "UNLOGGED " if table.unlogged else ""
+    if table.partition_of is not None:
+        sql = f"CREATE {unlogged}TABLE {name} PARTITION OF {_table_name(table.partition_of)}"
+        if table.columns:
+            sql += " (" + ", ".join(_column_sql(c) for c in table.columns) + ")"
+        sql += f" {table.partition_bound}"
+    else:
+        columns = ",\n    ".join(_column_sql(c) for c in table.columns)
+        sql = (
+            f"CREATE {unlogged}TABLE {name} (\n    {columns}\n)"
+            if columns
+            else (f"CREATE {unlogged}TABLE {name} ()")
+        )
+    if table.partition_key:
+        sql += f" PARTITION BY {table.partition_key}"
+    statements = [Statement(sql)]
+    if table.row_security:
+        statements.append(Statement(f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY"))
+    if table.force_row_security:
+        statements.append(Statement(f"ALTER TABLE {name} FORCE ROW LEVEL SECURITY"))
+    return statements
+
+
+def _alter(change: Change, action: str) -> list[Statement]:
+    return [Statement(f"ALTER TABLE {_table_name(change.key)} {action}")]
+
+
+def _column(change: Change) -> Column:
+    column = change.after if change.after is not None else change.before
+    assert isinstance(column, Column)
+    return column
+
+
+def _add_column(change: Change) -> list[Statement]:
+    return _alter(change, f"ADD COLUMN {_column_sql(_column(change))}")
+
+
+def _drop_column(change: Change) -> list[Statement]:
+    return _alter(change, f"DROP COLUMN {ident(change.detail)}")
+
+
+def _alter_column_type(change: Change) -> list[Statement]:
+    column = _column(change)
+    collate = f" COLLATE {column.collation}" if column.collation else ""
+    name = ident(column.name)
+    return _alter(
+        change, f"ALTER COLUMN {name} TYPE {column.type}{collate} USING {name}::{column.type}"
+    )
+
+
+def _set_default(change: Change) -> list[Statement]:
+    column = _column(change)
+    return _alter(change, f"ALTER COLUMN {ident(column.name)} SET DEFAULT {column.default}")
+
+
+def _drop_default(change: Change) -> list[Statement]:
+    return _alter(change, f"ALTER COLUMN {ident(change.detail)} DROP DEFAULT")
+
+
+def _add_identity(change: Change) -> list[Statement]:
+    column = _column(change)
+    return _alter(
+        change, f"ALTER COLUMN {ident(column.name)} ADD GENERATED {column.identity} AS IDENTITY"
+    )
+
+
+def _set_identity(change: Change) -> list[Statement]:
+    column = _column(change)
+    return _alter(change, f"ALTER COLUMN {ident(column.name)} SET GENERATED {column.identity}")
+
+
+def _drop_identity(change: Change) -> list[Statement]:
+    return _alter(change, f"ALTER COLUMN {ident(change.detail)} DROP IDENTITY")
+
+
+def _set_not_null(change: Change) -> list[Statement]:
+    return _alter(change, f"ALTER COLUMN {ident(change.detail)} SET NOT NULL")
+
+
+def _drop_not_null(change: Change) -> list[Statement]:
+    return _alter(change, f"ALTER COLUMN {ident(change.detail)} DROP NOT NULL")
+
+
+def _set_logged(change: Change) -> list[Statement]:
+    assert isinstance(change.after, Table)
+    return _alter(change, "SET UNLOGGED" if change.after.unlogged else "SET LOGGED")
+
+
+def _set_row_security(change: Change) -> list[Statement]:
+    table = change.after
+    assert isinstance(table, Table)
+    return [
+        *_alter(
+            change,
+            "ENABLE ROW LEVEL SECURITY" if table.row_security else "DISABLE ROW LEVEL SECURITY",
+        ),
+        *_alter(
+            change,
+            "FORCE ROW LEVEL SECURITY"
+            if table.force_row_security
+            else "NO FORCE ROW LEVEL SECURITY",
+        ),
+    ]
+
+
+def _drop_table(change: Change) -> list[Statement]:
+    return [Statement(f"DROP TABLE {_table_name(change.key)}")]
+
+
+def _add_constraint(change: Change) -> list[Statement]:
+    constraint = change.after
+    assert isinstance(constraint, Constraint)
+    table = _table_name(constraint.table)
+    name = ident(constraint.name)
+    definition = constraint.definition
+    deferred_validation = (
+        change.existing_table and constraint.kind in ("c", "f") and constraint.validated
+    )
+    if deferred_validation:
+        return [
+            Statement(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition} NOT VALID"),
+            Statement(f"ALTER TABLE {table} VALIDATE CONSTRAINT {name}"),
+        ]
+    return [Statement(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")]
+
+
+def _drop_constraint(change: Change) -> list[Statement]:
+    constraint = change.before
+    assert isinstance(constraint, Constraint)
+    return [
+        Statement(
+            f"ALTER TABLE {_table_name(constraint.table)} DROP CONSTRAINT {ident(constraint.name)}"
+        )
+    ]
+
+
+def _create_index(change: Change) -> list[Statement]:
+    index = change.after
+    assert isinstance(index, Index)
+    # Concurrent builds cannot run on a partitioned table, nor inside a transaction.
+    if change.existing_table and " USING " in index.definition and not _on_partitioned(change):
+        head, _, rest = index.definition.partition(" INDEX ")
+        return [Statement(f"{head} INDEX CONCURRENTLY {rest}", transactional=False)]
+    return [Statement(index.definition)]
+
+
+def _on_partitioned(change: Change) -> bool:
+    return change.detail == "partitioned"
+
+
+def _drop_index(change: Change) -> list[Statement]:
+    index = change.before
+    assert isinstance(index, Index)
+    return [Statement(f"DROP INDEX {qualified(index.schema, index.name)}")]
+
+
+def _sequence_options(sequence: Sequence) -> str:
+    return (
+        f" AS {sequence.data_type} INCREMENT BY {sequence.increment} MINVALUE {sequence.minimum}"
+        f" MAXVALUE {sequence.maximum} START WITH {sequence.start} CACHE {sequence.cache}"
+        f" {'CYCLE' if sequence.cycle else 'NO CYCLE'}"
+    )
+
+
+def _create_sequence(change: Change) -> list[Statement]:
+    sequence = change.after
+    assert isinstance(sequence, Sequence)
+    return [
+        Statement(
+            f"CREATE SEQUENCE {qualified(sequence.schema, sequence.name)}{_sequence_options(sequence)}"
+        )
+    ]
+
+
+def _alter_sequence(change: Change) -> list[Statement]:
+    sequence = change.after
+    assert isinstance(sequence, Sequence)
+    return [
+        Statement(
+            f"ALTER SEQUENCE {qualified(sequence.schema, sequence.name)}{_sequence_options(sequence)}"
+        )
+    ]
+
+
+def _set_sequence_owner(change: Change) -> list[Statement]:
+    sequence = change.after
+    assert isinstance(sequence, Sequence)
+    if sequence.owned_by is None:
+        owner = "NONE"
+    else:
+        schema, table, column = sequence.owned_by.removeprefix("column:").split(".", 2)
+        owner = f"{qualified(schema, table)}.{ident(column)}"
+    return [
+        Statement(f"ALTER SEQUENCE {qualified(sequence.schema, sequence.name)} OWNED BY {owner}")
+    ]
+
+
+def _drop_sequence(change: Change) -> list[Statement]:
+    sequence = change.before
+    assert isinstance(sequence, Sequence)
+    return [Statement(f"DROP SEQUENCE {qualified(sequence.schema, sequence.name)}")]
+
+
+def _definition(change: Change) -> Definition:
+    definition = change.after if change.after is not None else change.before
+    assert isinstance(definition, Definition)
+    return definition
+
+
+def _create_definition(change: Change) -> list[Statement]:
+    return [Statement(_definition(change).create)]
+
+
+def _replace_definition(change: Change) -> list[Statement]:
+    definition = _definition(change)
+    if definition.replace is None:
+        raise UnsupportedChange(change, "cannot be replaced in place")
+    return [Statement(definition.replace)]
+
+
+def _drop_definition(change: Change) -> list[Statement]:
+    return [Statement(_definition(change).drop)]
+
+
+def _add_enum_values(change: Change) -> list[Statement]:
+    old, new = change.before, change.after
+    assert isinstance(old, Definition) and isinstance(new, Definition)
+    before = json.loads(old.fact("labels") or "[]")
+    after = json.loads(new.fact("labels") or "[]")
+    name = new.key.split(":", 1)[1].split(".", 1)
+    statements: list[Statement] = []
+    for position, label in enumerate(after):
+        if label in before:
+            continue
+        where = (
+            f" AFTER {literal(after[position - 1])}"
+            if position > 0
+            else (f" BEFORE {literal(after[1])}" if len(after) > 1 else "")
+        )
+        statements.append(
+            Statement(
+                f"ALTER TYPE {qualified(*name)} ADD VALUE {literal(label)}{where}",
+                transactional=False,
+            )
+        )
+    return statements
+
+
+def _alter_domain(change: Change) -> list[Statement]:
+    old, new = change.before, change.after
+    assert isinstance(old, Definition) and isinstance(new, Definition)
+    a = json.loads(old.fact("facts") or "{}")
+    b = json.loads(new.fact("facts") or "{}")
+    name = qualified(*new.key.split(":", 1)[1].split(".", 1))
+    out: list[Statement] = []
+    for constraint in sorted(a["checks"]):
+        if constraint not in b["checks"] or a["checks"][constraint] != b["checks"][constraint]:
+            out.append(Statement(f"ALTER DOMAIN {name} DROP CONSTRAINT {ident(constraint)}"))
+    if a["default"] != b["default"]:
+        out.append(Statement(f"ALTER DOMAIN {name} DROP DEFAULT" if b["default"] is None
+                             else f"ALTER DOMAIN {name} SET DEFAULT {b['default']}"))  # fmt: skip
+    if a["notnull"] != b["notnull"]:
+        out.append(Statement(f"ALTER DOMAIN {name} {'SET' if b['notnull'] else 'DROP'} NOT NULL"))
+    for constraint in sorted(b["checks"]):
+        if constraint not in a["checks"] or a["checks"][constraint] != b["checks"][constraint]:
+            definition, validated = b["checks"][constraint]
+            suffix = "" if validated else " NOT VALID"
+            out.append(
+                Statement(
+                    f"ALTER DOMAIN {name} ADD CONSTRAINT {ident(constraint)} {definition}{suffix}"
+                )
+            )
+    return out
+
+
+def _alter_extension(change: Change) -> list[Statement]:
+    new = _definition(change)
+    name, schema = new.definition.split(" ", 1)
+    return [Statement(f"ALTER EXTENSION {ident(name)} SET SCHEMA {ident(schema)}")]
+
+
+def _set_comment(change: Change) -> list[Statement]:
+    comment = change.after
+    assert isinstance(comment, Comment)
+    return [Statement(f"COMMENT ON {comment.target} IS {literal(comment.text)}")]
+
+
+def _drop_comment(change: Change) -> list[Statement]:
+    comment = change.before
+    assert isinstance(comment, Comment)
+    return [Statement(f"COMMENT ON {comment.target} IS NULL")]
+
+
+RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
+    "create_table": _create_table,
+    "drop_table": _drop_table,
+    "add_column": _add_column,
+    "drop_column": _drop_column,
+    "alter_column_type": _alter_column_type,
+    "set_default": _set_default,
+    "drop_default": _drop_default,
+    "add_identity": _add_identity,
+    "set_identity": _set_identity,
+    "drop_identity": _drop_identity,
+    "set_not_null": _set_not_null,
+    "drop_not_null": _drop_not_null,
+    "set_logged": _set_logged,
+    "set_row_security": _set_row_security,
+    "add_constraint": _add_constraint,
+    "drop_constraint": _drop_constraint,
+    "create_index": _create_index,
+    "drop_index": _drop_index,
+    "create_sequence": _create_sequence,
+    "alter_sequence": _alter_sequence,
+    "set_sequence_owner": _set_sequence_owner,
+    "drop_sequence": _drop_sequence,
+    "create_definition": _create_definition,
+    "replace_definition": _replace_definition,
+    "drop_definition": _drop_definition,
+    "add_enum_values": _add_enum_values,
+    "alter_domain": _alter_domain,
+    "alter_extension": _alter_extension,
+    "set_comment": _set_comment,
+    "drop_comment": _drop_comment,
+}
+"""The change-class -> render-function table (one entry per op the differ emits)."""
+
+
+def render(change: Change) -> list[Statement]:
+    """The statements that carry out ``change`` on PostgreSQL."""
+    renderer = RENDERERS.get(change.op)
+    if renderer is None:
+        raise UnsupportedChange(change, "PostgreSQL has no rendering for this change")
+    return renderer(change)

@@ -1,0 +1,89 @@
+"""Splitting a PostgreSQL script into statements, with the line each one starts on.
+
+Semicolons inside string literals (``'...'``, ``E'...'``), quoted identifiers, dollar-quoted
+bodies (``$$ ... $$``, ``$fn$ ... $fn$``) and comments (``--`` and nested ``/* */``) do not
+end a statement.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Piece", "split_postgresql"]
+
+_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    sql: str
+    line: int  # 1-based line of the statement's first character
+
+
+def split_postgresql(script: str) -> list[Piece]:
+    pieces: list[Piece] = []
+    i, n, start = 0, len(script), 0
+    while i < n:
+        ch = script[i]
+        if ch == "-" and script.startswith("--", i):
+            end = script.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif ch == "/" and script.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if script.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif script.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif ch in ("'", '"'):
+            backslash = (
+                ch == "'"
+                and i > 0
+                and script[i - 1] in "eE"
+                and (i < 2 or not (script[i - 2].isalnum() or script[i - 2] == "_"))
+            )
+            i += 1
+            while i < n:
+                if backslash and script[i] == "\\":
+                    i += 2
+                    continue
+                if script[i] == ch:
+                    if i + 1 < n and script[i + 1] == ch:
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+        elif (
+            ch == "$"
+            and (match := _DOLLAR.match(script, i))
+            and not (i > 0 and (script[i - 1].isalnum() or script[i - 1] == "_"))
+        ):
+            tag = match.group(0)
+            end = script.find(tag, match.end())
+            i = n if end < 0 else end + len(tag)
+        elif ch == ";":
+            _emit(script, start, i, pieces)
+            i += 1
+            start = i
+        else:
+            i += 1
+    _emit(script, start, n, pieces)
+    return pieces
+
+
+def _emit(script: str, start: int, end: int, pieces: list[Piece]) -> None:
+    text = script[start:end]
+    stripped = _strip_comments(text).strip()
+    if not stripped:
+        return
+    offset = start + (len(text) - len(text.lstrip()))
+    pieces.append(Piece(text.strip(), script.count("\n", 0, offset) + 1))
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"--[^\n]*", "", text)
+    return re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)
