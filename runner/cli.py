@@ -96,9 +96,17 @@ def _engine(url: str, dev_url: str | None) -> Any:
 
 
 def _run(action: Any) -> Any:
-    """Run ``action`` and turn Seshat errors into messages and exit status 2."""
+    """Run ``action`` and turn Seshat errors into messages and exit status 2.
+
+    Refusals by policy (:class:`PlanRefused`) pass through: the caller reports them as
+    exit status 1 with a JSON ``refusal``.
+    """
+    from runner.engines.planner import PlanRefused
+
     try:
         return action()
+    except PlanRefused:
+        raise
     except SeshatError as error:
         _output().fail(str(error))
 
@@ -143,19 +151,39 @@ exclude_option = click.option(
 @schema.command()
 @url_option
 @url_env_option
-@click.option("--desired", required=True, type=click.Path(exists=True, path_type=Path),
-              help="A .sql file, or a folder of them (run in lexical order).")  # fmt: skip
+@click.option(
+    "--desired",
+    required=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A .sql file, or a folder of them (run in lexical order).",
+)
 @dev_option
 @click.option("--allow-destructive", is_flag=True, help="Allow drops and narrowing changes.")
 @click.option("--protected-table", multiple=True, help="Refuse any plan that changes this table.")
 @exclude_option
-@click.option("--format", "output_format", type=click.Choice(["json", "sql"]), default="json",
-              show_default=True)  # fmt: skip
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the plan here instead of stdout.")  # fmt: skip
-def plan(url: str | None, url_env: str | None, desired: Path, dev_url: str | None,
-         allow_destructive: bool, protected_table: tuple[str, ...], exclude: tuple[str, ...],
-         output_format: str, output: Path | None) -> None:  # fmt: skip
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["json", "sql"]),
+    default="json",
+    show_default=True,
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the plan here instead of stdout.",
+)
+def plan(
+    url: str | None,
+    url_env: str | None,
+    desired: Path,
+    dev_url: str | None,
+    allow_destructive: bool,
+    protected_table: tuple[str, ...],
+    exclude: tuple[str, ...],
+    output_format: str,
+    output: Path | None,
+) -> None:
     """Plan the changes that take the database to the desired schema.
 
     The plan is verified first: it is dry-run on a copy of the live schema in a scratch
@@ -196,8 +224,13 @@ def plan(url: str | None, url_env: str | None, desired: Path, dev_url: str | Non
     "--expect-digest", help="Refuse unless the plan file hashes to this sha256:... digest."
 )
 @click.option("--lock-timeout", default=30, show_default=True, help="Seconds to wait for locks.")
-def apply(url: str | None, url_env: str | None, plan_file: Path, expect_digest: str | None,
-          lock_timeout: int) -> None:  # fmt: skip
+def apply(
+    url: str | None,
+    url_env: str | None,
+    plan_file: Path,
+    expect_digest: str | None,
+    lock_timeout: int,
+) -> None:
     """Apply a plan file exactly as written, then check the database converged.
 
     The plan's bytes are hashed again first; a plan computed from a live schema that has
@@ -210,8 +243,16 @@ def apply(url: str | None, url_env: str | None, plan_file: Path, expect_digest: 
 
     data = plan_file.read_bytes()
     if expect_digest is not None and sha256_digest(data) != expect_digest:
-        _output().out(json.dumps({"refusal": {"code": "digest_mismatch",
-                                           "message": "the plan file does not hash to the expected digest"}}))  # fmt: skip
+        _output().out(
+            json.dumps(
+                {
+                    "refusal": {
+                        "code": "digest_mismatch",
+                        "message": "the plan file does not hash to the expected digest",
+                    }
+                }
+            )
+        )
         sys.exit(EXIT_REFUSED)
     try:
         document = read_plan(data)
@@ -234,8 +275,13 @@ def apply(url: str | None, url_env: str | None, plan_file: Path, expect_digest: 
 @click.option("--desired", required=True, type=click.Path(exists=True, path_type=Path))
 @dev_option
 @exclude_option
-def drift(url: str | None, url_env: str | None, desired: Path, dev_url: str | None,
-          exclude: tuple[str, ...]) -> None:  # fmt: skip
+def drift(
+    url: str | None,
+    url_env: str | None,
+    desired: Path,
+    dev_url: str | None,
+    exclude: tuple[str, ...],
+) -> None:
     """Report how the database differs from the desired schema (read-only).
 
     Exit status: 0 no drift, 1 drift (a JSON report of bounded aggregates), 2 could not run.

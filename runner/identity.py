@@ -42,8 +42,13 @@ def target_identity(url: str) -> str:
     if engine == "sqlite":
         # sqlite:///relative.db and sqlite:////absolute/path.db
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        document = {"engine": engine, "host": "", "port": 0,
-                    "database": str(PurePosixPath(path)), "user": ""}  # fmt: skip
+        document = {
+            "engine": engine,
+            "host": "",
+            "port": 0,
+            "database": str(PurePosixPath(path)),
+            "user": "",
+        }
     else:
         document = {
             "engine": engine,

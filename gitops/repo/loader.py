@@ -219,9 +219,11 @@ class _Loader:
         kind = data.get("kind")
         if kind == "Config":
             self.problem(
-                rel, document.line_of(("kind",)), "kind",
+                rel,
+                document.line_of(("kind",)),
+                "kind",
                 f"a Config belongs in {CONFIG_FILE} at the repository root",
-            )  # fmt: skip
+            )
             return None
         if kind not in KINDS:
             choices = ", ".join(KINDS)
@@ -237,16 +239,22 @@ class _Loader:
         found = False
         if "status" in data:
             self.problem(
-                rel, document.line_of(("status",)), "status",
-                "status is written by Seshat on the status branch; remove it", key,
-            )  # fmt: skip
+                rel,
+                document.line_of(("status",)),
+                "status",
+                "status is written by Seshat on the status branch; remove it",
+                key,
+            )
             found = True
         metadata = data.get("metadata")
         if isinstance(metadata, dict) and "uid" in metadata:
             self.problem(
-                rel, document.line_of(("metadata", "uid")), "metadata.uid",
-                "the uid is assigned by Seshat; remove it", key,
-            )  # fmt: skip
+                rel,
+                document.line_of(("metadata", "uid")),
+                "metadata.uid",
+                "the uid is assigned by Seshat; remove it",
+                key,
+            )
             found = True
         if found:  # already reported; validate the rest without them to report it too
             data = {k: v for k, v in data.items() if k != "status"}
@@ -276,10 +284,13 @@ class _Loader:
                     f"{o.path}:{o.document.line}" for o in group if o is not candidate
                 )
                 self.problem(
-                    candidate.path, candidate.document.line, "metadata.name",
+                    candidate.path,
+                    candidate.document.line,
+                    "metadata.name",
                     f"{key.kind} {key.namespace}/{key.name} is declared more than once "
-                    f"(also at {others})", key,
-                )  # fmt: skip
+                    f"(also at {others})",
+                    key,
+                )
         kept = [c for c in unique if self._paths_ok(c) and self._location_ok(c)]
         valid = {_candidate_key(c) for c in kept}
         return [c for c in kept if self._references_ok(c, valid)]
@@ -301,9 +312,12 @@ class _Loader:
                 continue
             ok = False
             self.problem(
-                candidate.path, candidate.document.line_of(field), field, message,
+                candidate.path,
+                candidate.document.line_of(field),
+                field,
+                message,
                 _candidate_key(candidate),
-            )  # fmt: skip
+            )
         return ok
 
     def _location_ok(self, candidate: _Candidate) -> bool:
@@ -323,11 +337,13 @@ class _Loader:
         key = _candidate_key(candidate)
         if resource.metadata.namespace != resource.spec.resource.namespace:
             self.problem(
-                candidate.path, candidate.document.line_of(("metadata", "namespace")),
+                candidate.path,
+                candidate.document.line_of(("metadata", "namespace")),
                 "metadata.namespace",
                 f"must be the namespace of the resource it is about "
-                f"({resource.spec.resource.namespace})", key,
-            )  # fmt: skip
+                f"({resource.spec.resource.namespace})",
+                key,
+            )
             return False
         if candidate.path != expected:
             self.problem(
@@ -351,9 +367,12 @@ class _Loader:
         )
         field = ("spec", "artifact", "verification", "policy")
         self.problem(
-            candidate.path, candidate.document.line_of(field), field, message,
+            candidate.path,
+            candidate.document.line_of(field),
+            field,
+            message,
             _candidate_key(candidate),
-        )  # fmt: skip
+        )
         return False
 
 

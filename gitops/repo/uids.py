@@ -126,9 +126,18 @@ class GitHistoryUids:
 
     def _walk(self, top: Path, paths: list[str]) -> None:
         log = _git(
-            top, "log", "--first-parent", "--reverse", "--no-renames",
-            "--diff-merges=first-parent", "--name-only", "--format=%x00%H", "HEAD", "--", *paths,
-        )  # fmt: skip
+            top,
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--no-renames",
+            "--diff-merges=first-parent",
+            "--name-only",
+            "--format=%x00%H",
+            "HEAD",
+            "--",
+            *paths,
+        )
         changes: list[tuple[str, str]] = []
         for chunk in log.split("\0")[1:]:
             commit, *changed = [line for line in chunk.splitlines() if line.strip()]

@@ -87,12 +87,30 @@ class _Differ:
         new_columns = {c.name: c for c in new.columns}
         for name in sorted(old_columns.keys() - new_columns.keys()):
             self.rewritten_tables.add(key)
-            self.add(Change("drop_column", key, Phase.DROP, (key,), before=old_columns[name],
-                            detail=name, existing_table=True))  # fmt: skip
+            self.add(
+                Change(
+                    "drop_column",
+                    key,
+                    Phase.DROP,
+                    (key,),
+                    before=old_columns[name],
+                    detail=name,
+                    existing_table=True,
+                )
+            )
         for column in new.columns:
             if column.name not in old_columns:
-                self.add(Change("add_column", key, Phase.CREATE, (key,), after=column,
-                                detail=column.name, existing_table=True))  # fmt: skip
+                self.add(
+                    Change(
+                        "add_column",
+                        key,
+                        Phase.CREATE,
+                        (key,),
+                        after=column,
+                        detail=column.name,
+                        existing_table=True,
+                    )
+                )
         for name in sorted(old_columns.keys() & new_columns.keys()):
             self.column(key, old_columns[name], new_columns[name])
         if old.unlogged != new.unlogged:
@@ -102,14 +120,33 @@ class _Differ:
 
     def column(self, table: str, old: Column, new: Column) -> None:
         def change(op: str, phase: Phase = Phase.CREATE) -> None:
-            self.add(Change(op, table, phase, (table,), before=old, after=new, detail=new.name,
-                            existing_table=True))  # fmt: skip
+            self.add(
+                Change(
+                    op,
+                    table,
+                    phase,
+                    (table,),
+                    before=old,
+                    after=new,
+                    detail=new.name,
+                    existing_table=True,
+                )
+            )
 
         if old.generated != new.generated:
             # A generation expression cannot be altered: the column is replaced.
             self.rewritten_tables.add(table)
-            self.add(Change("drop_column", table, Phase.DROP, (table,), before=old,
-                            detail=old.name, existing_table=True))  # fmt: skip
+            self.add(
+                Change(
+                    "drop_column",
+                    table,
+                    Phase.DROP,
+                    (table,),
+                    before=old,
+                    detail=old.name,
+                    existing_table=True,
+                )
+            )
             change("add_column")
             return
         if (old.type, old.collation) != (new.type, new.collation):
@@ -145,31 +182,57 @@ class _Differ:
         live, desired = self.live.constraints, self.desired.constraints
         for key in sorted(live.keys() | desired.keys()):
             old, new = live.get(key), desired.get(key)
-            if old is not None and (new is None or _constraint_differs(old, new)):
-                if old.table not in self.dropped_tables:
-                    self.add(Change("drop_constraint", key, Phase.DROP, _tables_of(old), before=old,
-                                    existing_table=True))  # fmt: skip
-            if new is not None and (old is None or _constraint_differs(old, new)
-                                    or old.table in self.dropped_tables):  # fmt: skip
-                self.add(Change("add_constraint", key, Phase.CREATE, _tables_of(new), after=new,
-                                existing_table=self.existing(new.table)
-                                and new.table not in self.new_tables))  # fmt: skip
+            changed = old is not None and (new is None or _constraint_differs(old, new))
+            if old is not None and changed and old.table not in self.dropped_tables:
+                self.add(
+                    Change(
+                        "drop_constraint",
+                        key,
+                        Phase.DROP,
+                        _tables_of(old),
+                        before=old,
+                        existing_table=True,
+                    )
+                )
+            if new is not None and (
+                old is None or _constraint_differs(old, new) or old.table in self.dropped_tables
+            ):
+                self.add(
+                    Change(
+                        "add_constraint",
+                        key,
+                        Phase.CREATE,
+                        _tables_of(new),
+                        after=new,
+                        existing_table=self.existing(new.table)
+                        and new.table not in self.new_tables,
+                    )
+                )
 
     def indexes(self) -> None:
         live, desired = self.live.indexes, self.desired.indexes
         for key in sorted(live.keys() | desired.keys()):
             old, new = live.get(key), desired.get(key)
-            if old is not None and (new is None or old.definition != new.definition):
-                if old.table not in self.dropped_tables:
-                    self.add(Change("drop_index", key, Phase.DROP, (old.table,), before=old))
-            if new is not None and (old is None or old.definition != new.definition
-                                    or old.table in self.dropped_tables):  # fmt: skip
+            changed = old is not None and (new is None or old.definition != new.definition)
+            if old is not None and changed and old.table not in self.dropped_tables:
+                self.add(Change("drop_index", key, Phase.DROP, (old.table,), before=old))
+            if new is not None and (
+                old is None or old.definition != new.definition or old.table in self.dropped_tables
+            ):
                 existing = new.table in self.live.tables and new.table not in self.new_tables
                 parent = self.desired.tables.get(new.table)
                 partitioned = parent is not None and parent.partition_key is not None
-                self.add(Change("create_index", key, Phase.CREATE, (new.table,), after=new,
-                                existing_table=existing,
-                                detail="partitioned" if partitioned else ""))  # fmt: skip
+                self.add(
+                    Change(
+                        "create_index",
+                        key,
+                        Phase.CREATE,
+                        (new.table,),
+                        after=new,
+                        existing_table=existing,
+                        detail="partitioned" if partitioned else "",
+                    )
+                )
 
     # -- sequences ---------------------------------------------------------------------------
 
@@ -183,9 +246,23 @@ class _Differ:
                 self.add(Change("set_sequence_owner", key, Phase.FINISH, after=desired[key]))
         for key in sorted(live.keys() & desired.keys()):
             old, new = live[key], desired[key]
-            if (old.data_type, old.start, old.increment, old.minimum, old.maximum, old.cache,
-                    old.cycle) != (new.data_type, new.start, new.increment, new.minimum,
-                                   new.maximum, new.cache, new.cycle):  # fmt: skip
+            if (
+                old.data_type,
+                old.start,
+                old.increment,
+                old.minimum,
+                old.maximum,
+                old.cache,
+                old.cycle,
+            ) != (
+                new.data_type,
+                new.start,
+                new.increment,
+                new.minimum,
+                new.maximum,
+                new.cache,
+                new.cycle,
+            ):
                 self.add(Change("alter_sequence", key, Phase.CREATE, before=old, after=new))
             if old.owned_by != new.owned_by:
                 self.add(Change("set_sequence_owner", key, Phase.FINISH, before=old, after=new))
@@ -222,16 +299,26 @@ class _Differ:
                 continue
             self.add(Change("drop_definition", key, Phase.DROP, _tables(old), before=old))
         for key in sorted(desired.keys() - live.keys()):
-            self.add(Change("create_definition", key, Phase.CREATE, _tables(desired[key]),
-                            after=desired[key]))  # fmt: skip
+            self.add(
+                Change(
+                    "create_definition",
+                    key,
+                    Phase.CREATE,
+                    _tables(desired[key]),
+                    after=desired[key],
+                )
+            )
 
     def _closure(self, seeds: set[str]) -> set[str]:
         """Live objects to drop and create again: ``seeds`` and what depends on them."""
         pending = sorted(seeds)
         for table in sorted(self.rewritten_tables):
-            pending += [d for d in sorted(self.dependents[table])
-                        if d in self.live.definitions
-                        and self.live.definitions[d].kind in _RECREATE_ON_TABLE_REWRITE]  # fmt: skip
+            pending += [
+                d
+                for d in sorted(self.dependents[table])
+                if d in self.live.definitions
+                and self.live.definitions[d].kind in _RECREATE_ON_TABLE_REWRITE
+            ]
         closure: set[str] = set()
         while pending:
             key = pending.pop()
@@ -257,29 +344,61 @@ class _Differ:
                 self.add(Change("drop_definition", key, Phase.DROP, _tables(old), before=old))
                 new = self.desired.definitions.get(key)
                 if new is not None:
-                    self.add(Change("create_definition", key, Phase.CREATE, _tables(new),
-                                    after=new))  # fmt: skip
+                    self.add(
+                        Change("create_definition", key, Phase.CREATE, _tables(new), after=new)
+                    )
             elif key in self.live.indexes and key in self.desired.indexes:
                 if self.live.indexes[key].definition == self.desired.indexes[key].definition:
                     self.add(Change("drop_index", key, Phase.DROP, before=self.live.indexes[key]))
-                    self.add(Change("create_index", key, Phase.CREATE,
-                                    after=self.desired.indexes[key]))  # fmt: skip
+                    self.add(
+                        Change("create_index", key, Phase.CREATE, after=self.desired.indexes[key])
+                    )
             elif key in self.live.constraints and key in self.desired.constraints:
                 old_c, new_c = self.live.constraints[key], self.desired.constraints[key]
                 if not _constraint_differs(old_c, new_c):
-                    self.add(Change("drop_constraint", key, Phase.DROP, _tables_of(old_c),
-                                    before=old_c, existing_table=True))  # fmt: skip
-                    self.add(Change("add_constraint", key, Phase.CREATE, _tables_of(new_c),
-                                    after=new_c, existing_table=True))  # fmt: skip
+                    self.add(
+                        Change(
+                            "drop_constraint",
+                            key,
+                            Phase.DROP,
+                            _tables_of(old_c),
+                            before=old_c,
+                            existing_table=True,
+                        )
+                    )
+                    self.add(
+                        Change(
+                            "add_constraint",
+                            key,
+                            Phase.CREATE,
+                            _tables_of(new_c),
+                            after=new_c,
+                            existing_table=True,
+                        )
+                    )
 
     # -- comments ------------------------------------------------------------------------
 
     def comments(self) -> None:
         live, desired = self.live.comments, self.desired.comments
-        fresh = {c.key for c in self.changes if c.op in ("create_table", "create_definition",
-                 "create_index", "add_constraint", "create_sequence", "add_column")}  # fmt: skip
-        fresh |= {f"column:{c.key.removeprefix('table:')}.{c.detail}" for c in self.changes
-                  if c.op == "add_column"}  # fmt: skip
+        fresh = {
+            c.key
+            for c in self.changes
+            if c.op
+            in (
+                "create_table",
+                "create_definition",
+                "create_index",
+                "add_constraint",
+                "create_sequence",
+                "add_column",
+            )
+        }
+        fresh |= {
+            f"column:{c.key.removeprefix('table:')}.{c.detail}"
+            for c in self.changes
+            if c.op == "add_column"
+        }
         for key in sorted(live.keys() | desired.keys()):
             old, new = live.get(key), desired.get(key)
             if new is not None and (old is None or old.text != new.text or new.on in fresh):
@@ -297,8 +416,16 @@ class _Differ:
                 return True
             desired_table = self.desired.tables.get(table)
             return desired_table is None or desired_table.column(name) is None
-        in_desired = any(key in part for part in (self.desired.tables, self.desired.constraints,
-                         self.desired.indexes, self.desired.sequences, self.desired.definitions))  # fmt: skip
+        in_desired = any(
+            key in part
+            for part in (
+                self.desired.tables,
+                self.desired.constraints,
+                self.desired.indexes,
+                self.desired.sequences,
+                self.desired.definitions,
+            )
+        )
         return not in_desired or _owner(key, self.live) in self.dropped_tables
 
 

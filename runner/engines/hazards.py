@@ -70,9 +70,7 @@ def is_narrowing(old: str, new: str) -> bool:
         return bool(b_args) and (not a_args or b_args[0] < a_args[0])
     if a == "real" and b == "double precision":
         return False
-    if b == "text":
-        return False
-    return True
+    return b != "text"
 
 
 def _binary_compatible(old: str, new: str) -> bool:

@@ -23,30 +23,69 @@ from runner.engines.model import Database
 __all__ = ["order"]
 
 KIND_RANK = {
-    "schema": 0, "extension": 1, "type": 2, "sequence": 3, "function": 4, "table": 5,
-    "constraint": 6, "index": 7, "view": 8, "matview": 9, "trigger": 10, "policy": 11,
+    "schema": 0,
+    "extension": 1,
+    "type": 2,
+    "sequence": 3,
+    "function": 4,
+    "table": 5,
+    "constraint": 6,
+    "index": 7,
+    "view": 8,
+    "matview": 9,
+    "trigger": 10,
+    "policy": 11,
     "comment": 12,
-}  # fmt: skip
+}
 OP_RANK = {
     op: rank
     for rank, op in enumerate(
         [
-            "drop_definition", "drop_index", "drop_constraint", "drop_default", "drop_identity",
-            "drop_column", "drop_table", "drop_sequence",
-            "add_enum_values", "create_definition", "replace_definition", "alter_domain",
-            "alter_extension", "create_sequence", "alter_sequence", "create_table", "add_column",
-            "alter_column_type", "set_default", "add_identity", "set_identity", "drop_not_null",
-            "set_not_null", "set_logged", "set_row_security", "add_constraint", "create_index",
-            "validate_constraint", "set_sequence_owner", "set_comment", "drop_comment",
+            "drop_definition",
+            "drop_index",
+            "drop_constraint",
+            "drop_default",
+            "drop_identity",
+            "drop_column",
+            "drop_table",
+            "drop_sequence",
+            "add_enum_values",
+            "create_definition",
+            "replace_definition",
+            "alter_domain",
+            "alter_extension",
+            "create_sequence",
+            "alter_sequence",
+            "create_table",
+            "add_column",
+            "alter_column_type",
+            "set_default",
+            "add_identity",
+            "set_identity",
+            "drop_not_null",
+            "set_not_null",
+            "set_logged",
+            "set_row_security",
+            "add_constraint",
+            "create_index",
+            "validate_constraint",
+            "set_sequence_owner",
+            "set_comment",
+            "drop_comment",
         ]
     )
-}  # fmt: skip
+}
 
 
 def _rank(change: Change) -> tuple[int, int, str, int, str]:
     kind = change.key.split(":", 1)[0]
-    return (int(change.phase), KIND_RANK.get(kind, 99), change.key,
-            OP_RANK.get(change.op, 99), change.detail)  # fmt: skip
+    return (
+        int(change.phase),
+        KIND_RANK.get(kind, 99),
+        change.key,
+        OP_RANK.get(change.op, 99),
+        change.detail,
+    )
 
 
 def _reachable(start: str, edges: dict[str, set[str]], wanted: set[str]) -> set[str]:

@@ -95,8 +95,9 @@ class Planned:
         self, live: Database, desired: Database, expected: str, options: PlanOptions
     ) -> PlanDocument:
         hazards = Counter(h.code for s in self.statements for h in s.hazards)
-        privilege = sorted({h.code for s in self.statements for h in s.hazards
-                            if h.kind == "privilege"})  # fmt: skip
+        privilege = sorted(
+            {h.code for s in self.statements for h in s.hazards if h.kind == "privilege"}
+        )
         return PlanDocument(
             dialect=live.dialect,
             server_major=live.server_major,
@@ -167,6 +168,6 @@ def plan_changes(
                     sql=statement.sql,
                     transactional=statement.transactional,
                     hazards=entries,
-                )  # fmt: skip
+                )
             )
     return Planned(tuple(changes), tuple(statements))

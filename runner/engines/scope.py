@@ -32,19 +32,29 @@ def apply_exclude(db: Database, patterns: Sequence[str]) -> Database:
 
     tables = {k: t for k, t in db.tables.items() if not excluded(k)}
     kept_owner = set(tables) | {k for k in db.definitions if not excluded(k)}
-    constraints = {k: c for k, c in db.constraints.items()
-                   if c.table in tables and not excluded(k)}  # fmt: skip
+    constraints = {k: c for k, c in db.constraints.items() if c.table in tables and not excluded(k)}
     indexes = {k: i for k, i in db.indexes.items() if i.table in kept_owner and not excluded(k)}
     sequences = {k: s for k, s in db.sequences.items() if not excluded(k)}
-    definitions = {k: d for k, d in db.definitions.items()
-                   if not excluded(k, d.table) and (d.table is None or d.table in kept_owner)}  # fmt: skip
+    definitions = {
+        k: d
+        for k, d in db.definitions.items()
+        if not excluded(k, d.table) and (d.table is None or d.table in kept_owner)
+    }
     keys = set(tables) | set(constraints) | set(indexes) | set(sequences) | set(definitions)
     comments = {
-        k: c for k, c in db.comments.items()
-        if c.on in keys or (c.on.startswith("column:")
-                            and "table:" + _body(c.on).rsplit(".", 1)[0] in tables)
-    }  # fmt: skip
+        k: c
+        for k, c in db.comments.items()
+        if c.on in keys
+        or (c.on.startswith("column:") and "table:" + _body(c.on).rsplit(".", 1)[0] in tables)
+    }
     depends = frozenset((a, b) for a, b in db.depends if a in keys and b in keys)
-    return replace(db, tables=tables, constraints=constraints, indexes=indexes,
-                   sequences=sequences, definitions=definitions, comments=comments,
-                   depends=depends)  # fmt: skip
+    return replace(
+        db,
+        tables=tables,
+        constraints=constraints,
+        indexes=indexes,
+        sequences=sequences,
+        definitions=definitions,
+        comments=comments,
+        depends=depends,
+    )

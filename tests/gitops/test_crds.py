@@ -115,7 +115,11 @@ def test_rendered_example_resources_match_their_crd_schemas() -> None:
 
 def test_a_resource_violating_its_crd_schema_is_caught() -> None:
     schema = crds()[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    bad = {"apiVersion": "seshat.dev/v1alpha1", "kind": "DatabaseSchema", "metadata": {},
-           "spec": {"policy": {"apply": "Sometimes"}}}  # fmt: skip
+    bad = {
+        "apiVersion": "seshat.dev/v1alpha1",
+        "kind": "DatabaseSchema",
+        "metadata": {},
+        "spec": {"policy": {"apply": "Sometimes"}},
+    }
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)

@@ -14,7 +14,7 @@ import psycopg
 from runner.engines.changes import Change
 from runner.engines.diff import diff
 from runner.engines.hazards import hazards_of
-from runner.engines.model import Database
+from runner.engines.model import Constraint, Database
 from runner.engines.plan import PlanDocument, plan_digest
 from runner.engines.planner import PlanOptions, PlanRefused, fingerprint, plan_changes
 from runner.engines.postgresql.connection import connection
@@ -165,8 +165,9 @@ class PostgresEngine:
         expected = self._dry_run(live, desired, planned.statements, options)
         return planned.document(live, desired, expected, options)
 
-    def _dry_run(self, live: Database, desired: Database, statements: Sequence[Any],
-                 options: PlanOptions) -> str:  # fmt: skip
+    def _dry_run(
+        self, live: Database, desired: Database, statements: Sequence[Any], options: PlanOptions
+    ) -> str:
         """Apply ``statements`` to a copy of ``live`` in a scratch database; return the result."""
         with self._scratch() as url, connection(url) as conn:
             baseline = introspect(conn)
@@ -240,8 +241,11 @@ class _StatementFailed(Exception):
         self.error = error
 
 
-def _execute(conn: psycopg.Connection[Any], statements: Sequence[tuple[str, bool]],
-             report: ApplyReport | None = None) -> None:  # fmt: skip
+def _execute(
+    conn: psycopg.Connection[Any],
+    statements: Sequence[tuple[str, bool]],
+    report: ApplyReport | None = None,
+) -> None:
     """Run statements: consecutive transactional ones in one transaction, others alone."""
     prepare_session(conn)
     index = 0
@@ -274,26 +278,63 @@ def _execute(conn: psycopg.Connection[Any], statements: Sequence[tuple[str, bool
 
 
 def drift_report(changes: Sequence[Change], dialect: str) -> dict[str, object]:
-    """Digest, total, highest severity and per-category counts of ``changes``."""
+    """Digest, total, highest severity and per-category counts of what differs.
+
+    Counted per object: missing (only in the desired schema), extra (only in the live one),
+    changed, and invalid (a constraint left NOT VALID where the desired one is validated).
+    Objects the plan would merely rebuild because something they depend on changes are not
+    drift and are not counted.
+    """
     from runner.digests import digest
 
+    by_key: dict[str, list[Change]] = {}
+    for change in changes:
+        by_key.setdefault(change.key, []).append(change)
     categories = {"missing": 0, "extra": 0, "changed": 0, "invalid": 0}
     severity = "none"
-    for change in changes:
-        if change.op.startswith(("create_", "add_")) and change.before is None:
+    counted: list[list[str]] = []
+    for key, group in sorted(by_key.items()):
+        ops = {c.op for c in group}
+        befores = [c.before for c in group if c.before is not None]
+        afters = [c.after for c in group if c.after is not None]
+        if ops == {"drop_definition", "create_definition"} and befores == afters:
+            continue  # rebuilt for a dependency, not drifted
+        if all(c.before is None for c in group) and ops <= {
+            "create_table",
+            "create_definition",
+            "create_index",
+            "create_sequence",
+            "add_constraint",
+            "set_comment",
+        }:
             categories["missing"] += 1
-        elif change.op.startswith("drop_") and change.after is None:
+        elif all(c.after is None for c in group) and all(c.op.startswith("drop_") for c in group):
             categories["extra"] += 1
+        elif _only_validation(group):
+            categories["invalid"] += 1
         else:
             categories["changed"] += 1
-        if any(h.kind == "destructive" for h in hazards_of(change)):
-            severity = "destructive"
-        elif severity == "none":
-            severity = "warning"
+        counted.append([key, *sorted(ops)])
+        for change in group:
+            if any(h.kind == "destructive" for h in hazards_of(change)):
+                severity = "destructive"
+            elif severity == "none":
+                severity = "warning"
     return {
-        "digest": digest("drift", {"changes": [[c.op, c.key, c.detail] for c in changes]}),
+        "digest": digest("drift", {"objects": counted}),
         "dialect": dialect,
-        "total": len(changes),
+        "total": len(counted),
         "highestSeverity": severity,
         "categories": categories,
     }
+
+
+def _only_validation(group: Sequence[Change]) -> bool:
+    befores = [c.before for c in group if isinstance(c.before, Constraint)]
+    afters = [c.after for c in group if isinstance(c.after, Constraint)]
+    return (
+        len(befores) == len(afters) == 1
+        and not befores[0].validated
+        and afters[0].validated
+        and befores[0].definition == afters[0].definition
+    )

@@ -118,7 +118,8 @@ class _Reader:
         for oid, name, schema in _rows(
             self.conn,
             "SELECT e.oid, e.extname, n.nspname FROM pg_extension e"
-            " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname <> 'plpgsql' ORDER BY 2",
+            " JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname <> 'plpgsql' ORDER BY 2",
         ):
             key = f"extension:{name}"
             self.register("pg_extension", oid, key, f"EXTENSION {ident(name)}")
@@ -183,10 +184,13 @@ class _Reader:
                 values = labels[oid]
                 self.register("pg_type", oid, key, f"TYPE {full}")
                 self.definitions[key] = Definition(
-                    key, "enum",
+                    key,
+                    "enum",
                     f"CREATE TYPE {full} AS ENUM ({', '.join(literal(v) for v in values)})",
-                    f"DROP TYPE {full}", json.dumps(values), extra=(("labels", json.dumps(values)),),
-                )  # fmt: skip
+                    f"DROP TYPE {full}",
+                    json.dumps(values),
+                    extra=(("labels", json.dumps(values)),),
+                )
             elif kind == "c":
                 self.ids[(self.catalog["pg_class"], relid, 0)] = key
                 self.register("pg_type", oid, key, f"TYPE {full}")
@@ -195,9 +199,12 @@ class _Reader:
                     for a, t, c in attributes[relid]
                 ]
                 self.definitions[key] = Definition(
-                    key, "composite", f"CREATE TYPE {full} AS ({', '.join(parts)})",
-                    f"DROP TYPE {full}", ", ".join(parts),
-                )  # fmt: skip
+                    key,
+                    "composite",
+                    f"CREATE TYPE {full} AS ({', '.join(parts)})",
+                    f"DROP TYPE {full}",
+                    ", ".join(parts),
+                )
             else:
                 self.register("pg_type", oid, key, f"DOMAIN {full}")
                 checks = domain_checks[oid]
@@ -211,17 +218,23 @@ class _Reader:
                 sql += f" COLLATE {collation}" if collation else ""
                 sql += f" DEFAULT {default}" if default is not None else ""
                 sql += " NOT NULL" if notnull else ""
-                for _, con_name, definition, validated in checks:
+                for _, con_name, definition, _validated in checks:
                     sql += f" CONSTRAINT {ident(con_name)} {definition}"
                 facts = {
-                    "base": base, "collation": collation or "", "default": default,
+                    "base": base,
+                    "collation": collation or "",
+                    "default": default,
                     "notnull": bool(notnull),
                     "checks": {n: [d, bool(v)] for _, n, d, v in checks},
-                }  # fmt: skip
+                }
                 self.definitions[key] = Definition(
-                    key, "domain", sql, f"DROP DOMAIN {full}",
-                    json.dumps(facts, sort_keys=True), extra=(("facts", json.dumps(facts)),),
-                )  # fmt: skip
+                    key,
+                    "domain",
+                    sql,
+                    f"DROP DOMAIN {full}",
+                    json.dumps(facts, sort_keys=True),
+                    extra=(("facts", json.dumps(facts)),),
+                )
 
     # -- tables, columns, constraints ----------------------------------------------------
 
@@ -308,8 +321,11 @@ class _Reader:
             del kind
 
     def constraints_(self) -> None:
-        table_oids = {oid: key for (cat, oid, sub), key in self.ids.items()
-                      if cat == self.catalog["pg_class"] and sub == 0 and key.startswith("table:")}  # fmt: skip
+        table_oids = {
+            oid: key
+            for (cat, oid, sub), key in self.ids.items()
+            if cat == self.catalog["pg_class"] and sub == 0 and key.startswith("table:")
+        }
         for oid, relid, name, kind, definition, validated, ref, index, cols in _rows(
             self.conn,
             "SELECT con.oid, con.conrelid, con.conname, con.contype,"
@@ -373,7 +389,8 @@ class _Reader:
             "SELECT c.oid, n.nspname, c.relname, format_type(s.seqtypid, NULL), s.seqstart,"
             " s.seqincrement, s.seqmin, s.seqmax, s.seqcache, s.seqcycle,"
             " (SELECT tn.nspname || '.' || t.relname || '.' || a.attname FROM pg_depend d"
-            "   JOIN pg_class t ON t.oid = d.refobjid JOIN pg_namespace tn ON tn.oid = t.relnamespace"
+            "   JOIN pg_class t ON t.oid = d.refobjid"
+            "   JOIN pg_namespace tn ON tn.oid = t.relnamespace"
             "   JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid"
             "   WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid"
             "   AND d.refclassid = 'pg_class'::regclass AND d.deptype = 'a')"
@@ -385,9 +402,17 @@ class _Reader:
             " ORDER BY 2, 3",
         ):
             sequence = Sequence(
-                schema, name, type_, int(start), int(inc), int(low), int(high), int(cache),
-                bool(cycle), f"column:{owner}" if owner else None,
-            )  # fmt: skip
+                schema,
+                name,
+                type_,
+                int(start),
+                int(inc),
+                int(low),
+                int(high),
+                int(cache),
+                bool(cycle),
+                f"column:{owner}" if owner else None,
+            )
             self.register("pg_class", oid, sequence.key, f"SEQUENCE {qualified(schema, name)}")
             self.sequences[sequence.key] = sequence
 
@@ -423,20 +448,30 @@ class _Reader:
                 key = f"view:{schema}.{name}"
                 self.register("pg_class", oid, key, f"VIEW {full}")
                 self.definitions[key] = Definition(
-                    key, "view", f"CREATE VIEW {full}{with_} AS\n{body}", f"DROP VIEW {full}",
-                    f"{with_} {body}", replace=f"CREATE OR REPLACE VIEW {full}{with_} AS\n{body}",
+                    key,
+                    "view",
+                    f"CREATE VIEW {full}{with_} AS\n{body}",
+                    f"DROP VIEW {full}",
+                    f"{with_} {body}",
+                    replace=f"CREATE OR REPLACE VIEW {full}{with_} AS\n{body}",
                     extra=(("columns", columns),),
-                )  # fmt: skip
+                )
             else:
                 key = f"matview:{schema}.{name}"
                 self.register("pg_class", oid, key, f"MATERIALIZED VIEW {full}")
                 self.definitions[key] = Definition(
-                    key, "matview", f"CREATE MATERIALIZED VIEW {full}{with_} AS\n{body}",
-                    f"DROP MATERIALIZED VIEW {full}", f"{with_} {body}",
+                    key,
+                    "matview",
+                    f"CREATE MATERIALIZED VIEW {full}{with_} AS\n{body}",
+                    f"DROP MATERIALIZED VIEW {full}",
+                    f"{with_} {body}",
                     extra=(("columns", columns),),
-                )  # fmt: skip
-        view_keys = {oid: key for (cat, oid, _), key in self.ids.items()
-                     if cat == self.catalog["pg_class"] and key.split(":")[0] in ("view", "matview")}  # fmt: skip
+                )
+        view_keys = {
+            oid: key
+            for (cat, oid, _), key in self.ids.items()
+            if cat == self.catalog["pg_class"] and key.split(":")[0] in ("view", "matview")
+        }
         for oid, relid in rewrites:
             if relid in view_keys:
                 self.ids[(self.catalog["pg_rewrite"], oid, 0)] = view_keys[relid]
@@ -457,10 +492,18 @@ class _Reader:
             self.register("pg_proc", oid, key, f"{word} {signature}")
             body = definition.strip()
             self.definitions[key] = Definition(
-                key, "function", body, f"DROP {word} {signature}", body, replace=body,
-                extra=(("result", result or ""), ("arguments", arguments),
-                       ("security_definer", "true" if secdef else "false")),
-            )  # fmt: skip
+                key,
+                "function",
+                body,
+                f"DROP {word} {signature}",
+                body,
+                replace=body,
+                extra=(
+                    ("result", result or ""),
+                    ("arguments", arguments),
+                    ("security_definer", "true" if secdef else "false"),
+                ),
+            )
 
     def triggers(self) -> None:
         for oid, schema, table, name, definition in _rows(
@@ -476,9 +519,13 @@ class _Reader:
             self.register("pg_trigger", oid, key, f"TRIGGER {ident(name)} ON {on}")
             owner = self._relation_key(schema, table)
             self.definitions[key] = Definition(
-                key, "trigger", definition, f"DROP TRIGGER {ident(name)} ON {on}", definition,
+                key,
+                "trigger",
+                definition,
+                f"DROP TRIGGER {ident(name)} ON {on}",
+                definition,
                 table=owner,
-            )  # fmt: skip
+            )
 
     def _relation_key(self, schema: str, name: str) -> str:
         for prefix in ("table", "view", "matview"):
@@ -509,9 +556,13 @@ class _Reader:
             sql += f" WITH CHECK ({check})" if check is not None else ""
             self.register("pg_policy", oid, key, f"POLICY {ident(name)} ON {on}")
             self.definitions[key] = Definition(
-                key, "policy", sql, f"DROP POLICY {ident(name)} ON {on}", sql,
+                key,
+                "policy",
+                sql,
+                f"DROP POLICY {ident(name)} ON {on}",
+                sql,
                 table=f"table:{schema}.{table}",
-            )  # fmt: skip
+            )
 
     # -- comments and dependencies -------------------------------------------------------
 

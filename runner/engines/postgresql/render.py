@@ -212,7 +212,8 @@ def _create_sequence(change: Change) -> list[Statement]:
     assert isinstance(sequence, Sequence)
     return [
         Statement(
-            f"CREATE SEQUENCE {qualified(sequence.schema, sequence.name)}{_sequence_options(sequence)}"
+            f"CREATE SEQUENCE {qualified(sequence.schema, sequence.name)}"
+            + _sequence_options(sequence)
         )
     ]
 
@@ -222,7 +223,8 @@ def _alter_sequence(change: Change) -> list[Statement]:
     assert isinstance(sequence, Sequence)
     return [
         Statement(
-            f"ALTER SEQUENCE {qualified(sequence.schema, sequence.name)}{_sequence_options(sequence)}"
+            f"ALTER SEQUENCE {qualified(sequence.schema, sequence.name)}"
+            + _sequence_options(sequence)
         )
     ]
 
@@ -302,8 +304,13 @@ def _alter_domain(change: Change) -> list[Statement]:
         if constraint not in b["checks"] or a["checks"][constraint] != b["checks"][constraint]:
             out.append(Statement(f"ALTER DOMAIN {name} DROP CONSTRAINT {ident(constraint)}"))
     if a["default"] != b["default"]:
-        out.append(Statement(f"ALTER DOMAIN {name} DROP DEFAULT" if b["default"] is None
-                             else f"ALTER DOMAIN {name} SET DEFAULT {b['default']}"))  # fmt: skip
+        out.append(
+            Statement(
+                f"ALTER DOMAIN {name} DROP DEFAULT"
+                if b["default"] is None
+                else f"ALTER DOMAIN {name} SET DEFAULT {b['default']}"
+            )
+        )
     if a["notnull"] != b["notnull"]:
         out.append(Statement(f"ALTER DOMAIN {name} {'SET' if b['notnull'] else 'DROP'} NOT NULL"))
     for constraint in sorted(b["checks"]):

@@ -142,8 +142,12 @@ def test_keyless_identity_needs_one_issuer_and_one_subject_form() -> None:
 
 
 def test_approval_policy_higher_quorums_and_max_age() -> None:
-    rule = {"approvers": {"allowedSigners": "policies/allowed_signers"}, "count": 2,
-            "privilegeCount": 1, "maxAge": "30s"}  # fmt: skip
+    rule = {
+        "approvers": {"allowedSigners": "policies/allowed_signers"},
+        "count": 2,
+        "privilegeCount": 1,
+        "maxAge": "30s",
+    }
     data = {"metadata": {"name": "a"}, "spec": {"rules": [rule]}}
     assert errors(ApprovalPolicy, data) == ["spec.rules[0].maxAge: must be between 1m and 366d"]
     rule["maxAge"] = "7d"

@@ -1,0 +1,405 @@
+"""The PostgreSQL engine through ``seshat-runner schema ...`` against a real server.
+
+Each test gets a fresh database owned by a role that logs in with a password; the runner
+receives the URL through an environment variable (``--url-env``), and every byte it prints
+is checked for that password afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.postgres import PostgresDatabase
+from harness.runner_cli import RunnerCLI, write
+
+from runner.digests import sha256_digest
+
+BASE = """
+CREATE TABLE customers (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, email text NOT NULL);
+CREATE TABLE orders (
+    id serial PRIMARY KEY,
+    customer_id bigint REFERENCES customers (id),
+    total numeric(10,2),
+    note varchar(200)
+);
+CREATE INDEX orders_customer_idx ON orders (customer_id);
+CREATE VIEW big_orders AS SELECT id, total FROM orders WHERE total > 100;
+"""
+
+
+@pytest.fixture
+def db(postgres_database: PostgresDatabase) -> Iterator[PostgresDatabase]:
+    with postgres_database.server.connect() as admin:
+        admin.execute(f"ALTER ROLE {postgres_database.server.app_user} CREATEDB")
+    yield postgres_database
+
+
+@pytest.fixture
+def runner(db: PostgresDatabase) -> Iterator[RunnerCLI]:
+    cli = RunnerCLI(secrets=[db.server.app_password])
+    yield cli
+    assert cli.leaks() == [], "the password appeared in the runner's output"
+
+
+def env(db: PostgresDatabase) -> dict[str, str]:
+    return {"TARGET_URL": db.url_with_password}
+
+
+def load(db: PostgresDatabase, sql: str) -> None:
+    with db.connect_as_app() as conn:
+        conn.execute(sql)
+
+
+def query(db: PostgresDatabase, sql: str) -> list[tuple[Any, ...]]:
+    with db.connect_as_app() as conn:
+        return conn.execute(sql).fetchall()
+
+
+def plan(
+    runner: RunnerCLI, db: PostgresDatabase, desired: Path, *extra: str, seed: str = "0"
+) -> Any:
+    result = runner(
+        "schema",
+        "plan",
+        "--url-env",
+        "TARGET_URL",
+        "--desired",
+        str(desired),
+        *extra,
+        env=env(db),
+        seed=seed,
+    )
+    return result
+
+
+def test_plan_apply_and_converge(runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path) -> None:
+    load(db, BASE + "INSERT INTO customers (email) VALUES ('a@example.com');")
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace(
+            "note varchar(200)", "note varchar(200),\n    shipped boolean DEFAULT false NOT NULL"
+        )
+        + "CREATE INDEX orders_total_idx ON orders (total);\n"
+        + "COMMENT ON TABLE orders IS 'all orders';\n",
+    )
+    planned = plan(runner, db, desired, "--output", str(tmp_path / "plan.json"))
+    assert planned.returncode == 0, planned.stderr
+    document = json.loads((tmp_path / "plan.json").read_text())
+    sql = [s["sql"] for s in document["statements"]]
+    assert sql == [
+        "ALTER TABLE public.orders ADD COLUMN shipped boolean DEFAULT false NOT NULL",
+        "CREATE INDEX CONCURRENTLY orders_total_idx ON public.orders USING btree (total)",
+        "COMMENT ON TABLE public.orders IS 'all orders'",
+    ]
+    assert [s["transactional"] for s in document["statements"]] == [True, False, True]
+    applied = runner(
+        "schema",
+        "apply",
+        "--url-env",
+        "TARGET_URL",
+        "--plan",
+        str(tmp_path / "plan.json"),
+        "--expect-digest",
+        sha256_digest((tmp_path / "plan.json").read_bytes()),
+        env=env(db),
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    report = json.loads(applied.stdout)
+    assert report["converged"] is True and report["ran"] == [0, 1, 2]
+    assert query(db, "SELECT obj_description('public.orders'::regclass)") == [("all orders",)]
+    again = plan(runner, db, desired)
+    assert again.returncode == 0
+    assert json.loads(again.stdout)["statements"] == []
+    drift = runner(
+        "schema", "drift", "--url-env", "TARGET_URL", "--desired", str(desired), env=env(db)
+    )
+    assert drift.returncode == 0
+    assert json.loads(drift.stdout)["total"] == 0
+
+
+def test_drift_reports_bounded_aggregates(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE + "CREATE TABLE extra (id int);")
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace("note varchar(200)", "note text") + "CREATE TABLE missing (id int);",
+    )
+    result = runner(
+        "schema", "drift", "--url-env", "TARGET_URL", "--desired", str(desired), env=env(db)
+    )
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert set(report) == {"digest", "dialect", "total", "highestSeverity", "categories"}
+    assert report["categories"] == {
+        "missing": 1,
+        "extra": 1,
+        "changed": 1,
+        "invalid": 0,
+    }  # the view on orders is rebuilt, not drifted
+    assert report["highestSeverity"] == "destructive"
+    assert report["total"] == 3
+
+
+def test_destructive_plans_are_refused_unless_allowed(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE)
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace("    note varchar(200)\n", "").replace("numeric(10,2),", "numeric(10,2)"),
+    )
+    refused = plan(runner, db, desired)
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["refusal"]["code"] == "destructive_disallowed"
+    allowed = plan(runner, db, desired, "--allow-destructive")
+    assert allowed.returncode == 0, allowed.stderr
+    statement = json.loads(allowed.stdout)["statements"]
+    assert "DROP_COLUMN" in [h["code"] for s in statement for h in s["hazards"]]
+    assert json.loads(allowed.stdout)["summary"]["destructive"] is True
+
+
+@pytest.mark.parametrize(
+    ("change", "kind", "code"),
+    [
+        (("note varchar(200)", "note varchar(20)"), "destructive", "NARROWING_TYPE"),
+        (("total numeric(10,2)", "total integer"), "lock", "TABLE_REWRITE"),
+        (("note varchar(200)", "note varchar(200) NOT NULL"), "data", "DATA_DEPENDENT_NOT_NULL"),
+        (
+            ("note varchar(200)", "note varchar(200) CHECK (note <> '')"),
+            "data",
+            "DATA_DEPENDENT_CHECK",
+        ),
+        (("note varchar(200)", "note varchar(200) UNIQUE"), "data", "DATA_DEPENDENT_UNIQUE"),
+    ],
+)
+def test_each_hazard_kind_is_computed_from_the_change(
+    runner: RunnerCLI,
+    db: PostgresDatabase,
+    tmp_path: Path,
+    change: tuple[str, str],
+    kind: str,
+    code: str,
+) -> None:
+    load(db, BASE)
+    desired = write(tmp_path / "schema.sql", BASE.replace(*change))
+    result = plan(runner, db, desired, "--allow-destructive")
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = {
+        (h["kind"], h["code"])
+        for s in json.loads(result.stdout)["statements"]
+        for h in s["hazards"]
+    }
+    assert (kind, code) in found
+
+
+def test_privilege_changes_are_flagged(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE)
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE
+        + """
+ALTER TABLE orders ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_orders ON orders USING (customer_id = 1);
+CREATE FUNCTION admin_count() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    AS 'SELECT count(*) FROM public.orders';
+""",
+    )
+    result = plan(runner, db, desired)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["summary"]["privilege_changes"] == [
+        "ROW_SECURITY",
+        "SECURITY_DEFINER",
+    ]
+
+
+def test_protected_tables_are_refused_directly_and_through_dependencies(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(
+        db,
+        "CREATE DOMAIN money_amount AS numeric(10,2);"
+        + BASE.replace("total numeric(10,2)", "total money_amount"),
+    )
+    desired = write(
+        tmp_path / "a.sql",
+        "CREATE DOMAIN money_amount AS numeric(10,2);"
+        + BASE.replace("total numeric(10,2)", "total money_amount").replace(
+            "note varchar(200)", "note text"
+        ),
+    )
+    direct = plan(runner, db, desired, "--protected-table", "orders")
+    assert direct.returncode == 1
+    assert json.loads(direct.stdout)["refusal"]["code"] == "protected_table"
+    through = write(
+        tmp_path / "b.sql",
+        "CREATE DOMAIN money_amount AS numeric(10,2) CHECK (VALUE >= 0);"
+        + BASE.replace("total numeric(10,2)", "total money_amount"),
+    )
+    via_domain = plan(runner, db, through, "--protected-table", "public.orders")
+    assert via_domain.returncode == 1
+    assert "used by a protected table" in json.loads(via_domain.stdout)["refusal"]["message"]
+    other = plan(runner, db, through, "--protected-table", "customers")
+    assert other.returncode == 0, other.stdout
+
+
+def test_excluded_objects_are_neither_planned_nor_dropped(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(
+        db,
+        BASE
+        + "CREATE SCHEMA audit; CREATE TABLE audit.events (id int);"
+        + "CREATE TABLE scratch_notes (x int);",
+    )
+    desired = write(tmp_path / "schema.sql", BASE)
+    result = plan(runner, db, desired, "--exclude", "audit.*", "--exclude", "public.scratch_*")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["statements"] == []
+
+
+def test_stale_and_tampered_plans_are_refused(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE)
+    desired = write(tmp_path / "schema.sql", BASE + "CREATE TABLE later (id int);")
+    plan_file = tmp_path / "plan.json"
+    assert plan(runner, db, desired, "--output", str(plan_file)).returncode == 0
+    digest = sha256_digest(plan_file.read_bytes())
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(plan_file.read_text().replace("later", "lat3r"))
+    result = runner(
+        "schema",
+        "apply",
+        "--url-env",
+        "TARGET_URL",
+        "--plan",
+        str(tampered),
+        "--expect-digest",
+        digest,
+        env=env(db),
+    )
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["refusal"]["code"] == "digest_mismatch"
+    load(db, "ALTER TABLE orders ADD COLUMN by_hand int;")  # drift after planning
+    stale = runner(
+        "schema",
+        "apply",
+        "--url-env",
+        "TARGET_URL",
+        "--plan",
+        str(plan_file),
+        "--expect-digest",
+        digest,
+        env=env(db),
+    )
+    assert stale.returncode == 1
+    assert json.loads(stale.stdout)["refusal"]["code"] == "stale_plan"
+    assert query(db, "SELECT to_regclass('public.later')") == [(None,)]
+
+
+def test_a_failing_statement_is_reported_and_rolled_back(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE + "INSERT INTO orders (note) VALUES (NULL);")
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace("note varchar(200)", "note varchar(200) NOT NULL")
+        + "CREATE TABLE audit_log (id int);",
+    )
+    plan_file = tmp_path / "plan.json"
+    assert (
+        plan(runner, db, desired, "--output", str(plan_file)).returncode == 0
+    )  # shadows hold no rows
+    result = runner(
+        "schema", "apply", "--url-env", "TARGET_URL", "--plan", str(plan_file), env=env(db)
+    )
+    assert result.returncode == 2
+    report = json.loads(result.stdout)
+    assert report["failed"] is not None and report["converged"] is False
+    assert "contains null values" in report["error"]
+    assert query(db, "SELECT to_regclass('public.audit_log')") == [(None,)]
+
+
+def test_a_desired_schema_that_does_not_load_names_file_and_line(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    folder = tmp_path / "schema"
+    folder.mkdir()
+    write(folder / "01_tables.sql", "CREATE TABLE a (id int);\n")
+    write(folder / "02_broken.sql", "CREATE TABLE b (id int);\n\nCREATE TABLE c (id nosuchtype);\n")
+    result = plan(runner, db, folder)
+    assert result.returncode == 2
+    assert 'seshat-runner: 02_broken.sql:3: type "nosuchtype" does not exist' in result.stderr
+
+
+def test_plans_are_byte_identical_across_processes_and_hash_seeds(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE)
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace("note varchar(200)", "note text, tags text[]")
+        + "CREATE TYPE status AS ENUM ('new', 'paid'); CREATE TABLE a (s status);"
+        + "CREATE TABLE b (a_s status);"
+        + "CREATE VIEW v2 AS SELECT * FROM big_orders; CREATE INDEX b_idx ON b (a_s);",
+    )
+    outputs = {plan(runner, db, desired, seed=seed).stdout for seed in ("1", "2", "987")}
+    assert len(outputs) == 1
+    assert json.loads(outputs.pop())["statements"]
+
+
+def test_scratch_databases_are_dropped_and_leftovers_removed(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    with db.server.connect() as admin:
+        admin.execute(
+            f'CREATE DATABASE "seshat_scratch_deadbeef00000000" OWNER {db.server.app_user}'
+        )
+        admin.execute(
+            'COMMENT ON DATABASE "seshat_scratch_deadbeef00000000"'
+            " IS 'seshat scratch database created at 1000'"
+        )
+    load(db, BASE)
+    assert plan(runner, db, write(tmp_path / "s.sql", BASE)).returncode == 0
+    with db.server.connect() as admin:
+        left = admin.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'seshat_scratch_%'"
+        ).fetchall()
+    assert left == []
+    assert not any("seshat_scratch" in out for out in runner.outputs)
+
+
+def test_a_password_on_the_command_line_is_refused(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    result = runner("schema", "inspect", "--url", db.url_with_password)
+    assert result.returncode == 2
+    assert "refusing a credential in the command line" in result.stderr
+
+
+def test_inspect_prints_the_model_as_canonical_json(
+    runner: RunnerCLI, db: PostgresDatabase
+) -> None:
+    load(db, BASE)
+    result = runner("schema", "inspect", "--url-env", "TARGET_URL", env=env(db))
+    assert result.returncode == 0
+    model = json.loads(result.stdout)
+    assert "table:public.orders" in model["tables"]
+    assert result.stdout.strip() == json.dumps(
+        model, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def test_connection_errors_are_redacted(runner: RunnerCLI, db: PostgresDatabase) -> None:
+    wrong = db.url_with_password.replace(db.server.app_password, db.server.app_password + "x")
+    runner.secrets.append(db.server.app_password + "x")
+    result = runner("schema", "inspect", "--url-env", "TARGET_URL", env={"TARGET_URL": wrong})
+    assert result.returncode == 2
+    assert "cannot connect to the database" in result.stderr
