@@ -28,7 +28,6 @@ EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
 
 PLANNED = """\b
 Planned commands (not available yet):
-  op --input FILE         run one operation for the control plane, print one framed result
   migrations status|up|baseline
                           versioned migrations: read the history, apply, adopt a database
 """
@@ -126,6 +125,27 @@ def cli() -> None:
     """
     _stop_on_sigterm()
     _output()
+
+
+@cli.command()
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The operation, as JSON (see runner/protocol/messages.py).",
+)
+def op(input_path: Path) -> None:
+    """Run one operation for the control plane and print exactly one framed result.
+
+    The frame is the last thing on stdout: a header with the payload's length and SHA-256,
+    one line of JSON, and a footer. Exit status: 0 done, 1 refused by policy, 2 failed.
+    """
+    from runner.operations import run_operation
+
+    frame, status = run_operation(input_path)
+    click.echo(frame, nl=False)
+    sys.exit(status)
 
 
 @cli.group()

@@ -1,0 +1,160 @@
+"""``seshat-runner op``: run one operation from an input file and print one framed result.
+
+The runner resolves the URL reference itself, learns every secret it holds (the password,
+secret URL parameters, scratch database names) and redacts them from everything it prints,
+including the frame. Errors become a stable code and a bounded message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from runner.digests import sha256_digest
+from runner.errors import CanNotRunError, SeshatError
+from runner.identity import target_identity
+from runner.protocol.frame import encode_frame
+from runner.protocol.messages import OperationError, OperationInput, OperationResult, UrlReference
+from runner.redact import Redactor, secrets_in_url
+
+__all__ = ["MAX_MESSAGE", "run_operation"]
+
+MAX_MESSAGE = 2048
+
+
+def _resolve(reference: UrlReference) -> str:
+    if reference.from_env is not None:
+        value = os.environ.get(reference.from_env)
+        if not value:
+            raise _Failure(
+                "credential_unavailable", f"environment variable {reference.from_env} is not set"
+            )
+        return value.strip()
+    assert reference.from_file is not None
+    try:
+        return Path(reference.from_file).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise _Failure(
+            "credential_unavailable", f"cannot read {reference.from_file}: {error.strerror}"
+        ) from None
+
+
+class _Failure(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _execute(
+    request: OperationInput, url: str, dev_url: str | None, secrets: list[str]
+) -> dict[str, Any]:
+    from runner.engines.plan import plan_bytes, plan_digest, read_plan
+    from runner.engines.planner import PlanOptions, PlanRefused, model_document
+    from runner.engines.postgresql.engine import DesiredSchemaError, PostgresEngine
+
+    if not url.lower().startswith(("postgresql://", "postgres://")):
+        raise _Failure(
+            "unsupported_engine", "only postgresql:// targets are supported by this runner"
+        )
+    engine = PostgresEngine(url, dev_url)
+    settings = request.settings
+    options = PlanOptions(
+        settings.allow_destructive, tuple(settings.protected_tables), tuple(settings.exclude)
+    )
+    try:
+        if request.operation == "inspect":
+            return {"model": model_document(engine.inspect(options.exclude))}
+        if request.operation == "drift":
+            assert request.desired is not None
+            return {"drift": engine.drift(Path(request.desired), options.exclude)}
+        if request.operation == "plan":
+            assert request.desired is not None
+            document = engine.plan(Path(request.desired), options)
+            return {"planDigest": plan_digest(document), "plan": json.loads(plan_bytes(document))}
+        assert request.plan is not None
+        data = Path(request.plan).read_bytes()
+        if sha256_digest(data) != request.expect_digest:
+            raise _Failure(
+                "plan_refused", "digest_mismatch: the plan does not hash to the expected digest"
+            )
+        report = engine.apply(read_plan(data), lock_timeout_ms=settings.lock_timeout_ms)
+        return {"apply": report.to_json()}
+    except PlanRefused as refusal:
+        raise _Failure("plan_refused", f"{refusal.reason}: {refusal.message}") from None
+    except DesiredSchemaError as error:
+        raise _Failure("desired_schema_invalid", str(error)) from None
+    finally:
+        secrets.extend(engine.scratch_names)
+
+
+def run_operation(input_path: Path) -> tuple[str, int]:
+    """The frame to print for the operation described in ``input_path``, and an exit status."""
+    secrets: list[str] = []
+    operation, operation_id, identity = "unknown", "unknown", None
+    try:
+        try:
+            request = OperationInput.model_validate_json(input_path.read_bytes())
+        except (OSError, ValidationError) as error:
+            detail = (
+                str(error).splitlines()[0]
+                if isinstance(error, OSError)
+                else (
+                    "; ".join(
+                        f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                        for e in error.errors(include_input=False)
+                    )
+                )
+            )
+            raise _Failure("invalid_input", f"invalid operation input: {detail}") from None
+        operation, operation_id = request.operation, request.id
+        url = _resolve(request.url)
+        secrets += secrets_in_url(url)
+        dev_url = _resolve(request.dev_url) if request.dev_url else None
+        if dev_url:
+            secrets += secrets_in_url(dev_url)
+        try:
+            identity = target_identity(url)
+        except ValueError as error:
+            raise _Failure("unsupported_engine", str(error)) from None
+        result = _execute(request, url, dev_url, secrets)
+        payload = OperationResult(
+            operation=operation, id=operation_id, target_identity=identity, result=result
+        )
+        status = 0
+    except _Failure as failure:
+        payload = _error(operation, operation_id, identity, failure.code, failure.message)
+        status = 1 if failure.code == "plan_refused" else 2
+    except CanNotRunError as error:
+        payload = _error(operation, operation_id, identity, "cannot_connect", str(error))
+        status = 2
+    except SeshatError as error:
+        payload = _error(operation, operation_id, identity, "operation_failed", str(error))
+        status = 2
+    except KeyboardInterrupt:
+        payload = _error(
+            operation, operation_id, identity, "interrupted", "the runner was interrupted"
+        )
+        status = 2
+    redact = Redactor(secrets)
+    # Redact the serialized payload: every string in it, in every spelling, at once.
+    text = redact(
+        json.dumps(payload.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+    )
+    return encode_frame(json.loads(text)), status
+
+
+def _error(
+    operation: str, operation_id: str, identity: str | None, code: str, message: str
+) -> OperationResult:
+    bounded = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+    return OperationResult(
+        operation=operation,
+        id=operation_id,
+        target_identity=identity,
+        error=OperationError(code=code, message=bounded),
+    )

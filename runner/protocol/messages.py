@@ -1,0 +1,105 @@
+"""What the control plane sends the runner, and what the runner answers.
+
+The input (a JSON file named by ``seshat-runner op --input FILE``) never carries a
+credential: the database URL is named by reference, an environment variable or a file the
+runner reads itself. The answer is one framed :class:`OperationResult` on stdout.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from runner.protocol.frame import PROTOCOL_VERSION
+
+__all__ = [
+    "ERROR_CODES",
+    "OperationError",
+    "OperationInput",
+    "OperationResult",
+    "PlanSettings",
+    "UrlReference",
+]
+
+ERROR_CODES = (
+    "invalid_input",
+    "credential_unavailable",
+    "cannot_connect",
+    "desired_schema_invalid",
+    "plan_refused",
+    "unsupported_engine",
+    "operation_failed",
+    "interrupted",
+    "internal",
+)
+"""Stable snake_case error codes an operation result may carry."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class UrlReference(_Frozen):
+    """Exactly one of an environment variable or a file holding the database URL."""
+
+    from_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    from_file: Annotated[str, Field(pattern=r"^/")] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            raise ValueError("the URL must be given by reference (from_env or from_file)")
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        if (self.from_env is None) == (self.from_file is None):
+            raise ValueError("set exactly one of from_env or from_file")
+        return self
+
+
+class PlanSettings(_Frozen):
+    allow_destructive: bool = False
+    protected_tables: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    lock_timeout_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
+
+
+class OperationInput(_Frozen):
+    """One operation for the runner."""
+
+    protocol: Literal[1] = PROTOCOL_VERSION
+    operation: Literal["inspect", "drift", "plan", "apply"]
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,128}$")]
+    url: UrlReference
+    dev_url: UrlReference | None = None
+    desired: str | None = None  # a folder of .sql files (the verified artifact's content)
+    plan: str | None = None  # a plan file, for apply
+    expect_digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    settings: PlanSettings = Field(default_factory=PlanSettings)
+
+    @model_validator(mode="after")
+    def _needs(self) -> Self:
+        if self.operation in ("drift", "plan") and not self.desired:
+            raise ValueError(f"{self.operation} needs desired")
+        if self.operation == "apply" and (not self.plan or not self.expect_digest):
+            raise ValueError("apply needs plan and expect_digest")
+        return self
+
+
+class OperationError(_Frozen):
+    code: str
+    message: Annotated[str, Field(max_length=4096)]
+
+
+class OperationResult(_Frozen):
+    """The payload of the runner's one frame."""
+
+    protocol: Literal[1] = PROTOCOL_VERSION
+    operation: str
+    id: str
+    target_identity: str | None = None
+    result: dict[str, Any] | None = None
+    error: OperationError | None = None

@@ -1,0 +1,145 @@
+"""``seshat-runner op``: one framed result per operation, nothing secret in it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.postgres import PostgresDatabase
+from harness.runner_cli import RunnerCLI, write
+
+from runner.identity import target_identity
+from runner.protocol.frame import Found, find_last_frame
+
+
+@pytest.fixture
+def db(postgres_database: PostgresDatabase) -> Iterator[PostgresDatabase]:
+    with postgres_database.server.connect() as admin:
+        admin.execute(f"ALTER ROLE {postgres_database.server.app_user} CREATEDB")
+    with postgres_database.connect_as_app() as conn:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY, name text)")
+    yield postgres_database
+
+
+@pytest.fixture
+def runner(db: PostgresDatabase) -> Iterator[RunnerCLI]:
+    cli = RunnerCLI(secrets=[db.server.app_password])
+    yield cli
+    assert cli.leaks() == []
+
+
+def op(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path, request: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    path = write(tmp_path / f"{request['id']}.json", json.dumps(request))
+    result = runner("op", "--input", str(path), env={"DB_URL": db.url_with_password})
+    frame = find_last_frame(result.stdout)
+    assert isinstance(frame, Found), result.stdout + result.stderr
+    return result.returncode, frame.payload
+
+
+def test_plan_and_apply_through_operations(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    desired = tmp_path / "desired"
+    desired.mkdir()
+    write(
+        desired / "schema.sql", "CREATE TABLE items (id int PRIMARY KEY, name text, price numeric);"
+    )
+    status, payload = op(
+        runner,
+        db,
+        tmp_path,
+        {
+            "operation": "plan",
+            "id": "op-plan-1",
+            "url": {"from_env": "DB_URL"},
+            "desired": str(desired),
+        },
+    )
+    assert status == 0
+    assert (payload["protocol"], payload["operation"], payload["id"]) == (1, "plan", "op-plan-1")
+    assert payload["target_identity"] == target_identity(db.url_with_password)
+    plan = payload["result"]["plan"]
+    assert [s["sql"] for s in plan["statements"]] == [
+        "ALTER TABLE public.items ADD COLUMN price numeric"
+    ]
+    plan_file = tmp_path / "plan.json"
+    from runner.digests import canonical_json
+
+    plan_file.write_bytes(canonical_json(plan) + b"\n")
+    status, payload = op(
+        runner,
+        db,
+        tmp_path,
+        {
+            "operation": "apply",
+            "id": "op-apply-1",
+            "url": {"from_env": "DB_URL"},
+            "plan": str(plan_file),
+            "expect_digest": payload["result"]["planDigest"],
+        },
+    )
+    assert status == 0, payload
+    assert payload["result"]["apply"]["converged"] is True
+
+
+def test_a_refused_plan_is_a_framed_error_with_a_stable_code(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    desired = write(tmp_path / "schema.sql", "CREATE TABLE other (id int);")
+    status, payload = op(
+        runner,
+        db,
+        tmp_path,
+        {
+            "operation": "plan",
+            "id": "op-2",
+            "url": {"from_env": "DB_URL"},
+            "desired": str(desired),
+        },
+    )
+    assert status == 1
+    assert payload["error"]["code"] == "plan_refused"
+    assert payload["error"]["message"].startswith("destructive_disallowed:")
+
+
+@pytest.mark.parametrize(
+    ("request_", "code"),
+    [
+        ({"operation": "inspect", "id": "x", "url": "postgresql://u:secret@h/db"}, "invalid_input"),
+        (
+            {"operation": "inspect", "id": "x", "url": {"from_env": "NOT_SET_ANYWHERE"}},
+            "credential_unavailable",
+        ),
+        (
+            {"operation": "inspect", "id": "x", "url": {"from_file": "/nonexistent/url"}},
+            "credential_unavailable",
+        ),
+        ({"operation": "plan", "id": "x", "url": {"from_env": "DB_URL"}}, "invalid_input"),
+    ],
+)
+def test_bad_inputs_get_stable_codes(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path, request_: dict[str, Any], code: str
+) -> None:
+    runner.secrets.append("secret")
+    status, payload = op(runner, db, tmp_path, request_)
+    assert status == 2
+    assert payload["error"]["code"] == code
+
+
+def test_inspect_reads_the_url_from_a_file(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    url_file = write(tmp_path / "url", db.url_with_password + "\n")
+    status, payload = op(
+        runner,
+        db,
+        tmp_path,
+        {"operation": "inspect", "id": "i", "url": {"from_file": str(url_file)}},
+    )
+    assert status == 0
+    assert "table:public.items" in payload["result"]["model"]["tables"]
