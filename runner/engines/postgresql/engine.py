@@ -19,7 +19,7 @@ from runner.engines.plan import PlanDocument, plan_digest
 from runner.engines.planner import PlanOptions, PlanRefused, fingerprint, plan_changes
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.introspect import introspect, prepare_session
-from runner.engines.postgresql.quoting import ident
+from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.scratch import scratch_database
 from runner.engines.scope import apply_exclude
@@ -143,13 +143,17 @@ class PostgresEngine:
 
     def desired(self, path: Path, live: Database, exclude: Sequence[str] = ()) -> Database:
         """The desired schema, normalized in a scratch database and introspected."""
-        files = desired_files(path)
         with self._scratch() as url, connection(url) as conn:
-            # Schemas are never dropped, so the desired schema may use one only the live
-            # database creates; those are created when nothing else lets loading progress.
-            schemas = [d.definition for d in live.definitions.values() if d.kind == "schema"]
-            _load(conn, files, schemas)
-            return apply_exclude(introspect(conn), exclude)
+            return self._normalize(conn, path, live, exclude)
+
+    def _normalize(
+        self, conn: psycopg.Connection[Any], path: Path, live: Database, exclude: Sequence[str]
+    ) -> Database:
+        # Schemas are never dropped, so the desired schema may use one only the live
+        # database creates; those are created when nothing else lets loading progress.
+        schemas = [d.definition for d in live.definitions.values() if d.kind == "schema"]
+        _load(conn, desired_files(path), schemas)
+        return apply_exclude(introspect(conn), exclude)
 
     # -- planning --------------------------------------------------------------------------
 
@@ -157,45 +161,55 @@ class PostgresEngine:
         """A verified plan from the live schema to ``desired_path``.
 
         The plan is dry-run on a copy of the live schema before it is returned; a plan that
-        fails there, or does not reach the desired schema, is refused.
+        fails there, or does not reach the desired schema, is refused. One scratch database
+        serves both steps: it is emptied after the desired schema has been read.
         """
         live = self.inspect(options.exclude)
-        desired = self.desired(desired_path, live, options.exclude)
-        planned = plan_changes(live, desired, options, render)
-        expected = self._dry_run(live, desired, planned.statements, options)
+        with self._scratch() as url, connection(url) as conn:
+            desired = self._normalize(conn, desired_path, live, options.exclude)
+            planned = plan_changes(live, desired, options, render)
+            if not _reset(conn):
+                with self._scratch() as fresh_url, connection(fresh_url) as fresh:
+                    expected = self._dry_run(fresh, live, desired, planned.statements, options)
+            else:
+                expected = self._dry_run(conn, live, desired, planned.statements, options)
         return planned.document(live, desired, expected, options)
 
     def _dry_run(
-        self, live: Database, desired: Database, statements: Sequence[Any], options: PlanOptions
+        self,
+        conn: psycopg.Connection[Any],
+        live: Database,
+        desired: Database,
+        statements: Sequence[Any],
+        options: PlanOptions,
     ) -> str:
-        """Apply ``statements`` to a copy of ``live`` in a scratch database; return the result."""
-        with self._scratch() as url, connection(url) as conn:
-            baseline = introspect(conn)
-            copy = plan_changes(baseline, live, PlanOptions(allow_destructive=True), render)
-            try:
-                _execute(conn, [(s.sql, s.transactional) for s in copy.statements])
-            except _StatementFailed as failure:
-                raise PlanRefused(
-                    "dry_run_failed",
-                    f"could not rebuild the live schema for the dry run: {failure.error}",
-                ) from None
-            try:
-                _execute(conn, [(s.sql, s.transactional) for s in statements])
-            except _StatementFailed as failure:
-                raise PlanRefused(
-                    "dry_run_failed",
-                    f"statement {failure.index + 1} failed in the dry run: {failure.error}",
-                ) from None
-            result = apply_exclude(introspect(conn), options.exclude)
-            remaining = diff(result, desired)
-            if remaining:
-                first = remaining[0]
-                raise PlanRefused(
-                    "dry_run_not_converged",
-                    f"after the dry run {len(remaining)} differences remain "
-                    f"(first: {first.op} {first.key})",
-                )
-            return fingerprint(result)
+        """Apply ``statements`` to a copy of ``live`` built in the empty database ``conn``."""
+        baseline = introspect(conn)
+        copy = plan_changes(baseline, live, PlanOptions(allow_destructive=True), render)
+        try:
+            _execute(conn, [(s.sql, s.transactional) for s in copy.statements])
+        except _StatementFailed as failure:
+            raise PlanRefused(
+                "dry_run_failed",
+                f"could not rebuild the live schema for the dry run: {failure.error}",
+            ) from None
+        try:
+            _execute(conn, [(s.sql, s.transactional) for s in statements])
+        except _StatementFailed as failure:
+            raise PlanRefused(
+                "dry_run_failed",
+                f"statement {failure.index + 1} failed in the dry run: {failure.error}",
+            ) from None
+        result = apply_exclude(introspect(conn), options.exclude)
+        remaining = diff(result, desired)
+        if remaining:
+            first = remaining[0]
+            raise PlanRefused(
+                "dry_run_not_converged",
+                f"after the dry run {len(remaining)} differences remain "
+                f"(first: {first.op} {first.key})",
+            )
+        return fingerprint(result)
 
     # -- applying --------------------------------------------------------------------------
 
@@ -232,6 +246,49 @@ class PostgresEngine:
         live = self.inspect(exclude)
         desired = self.desired(desired_path, live, exclude)
         return drift_report(diff(live, desired), live.dialect)
+
+
+def _reset(conn: psycopg.Connection[Any]) -> bool:
+    """Empty a scratch database for reuse: every schema and extension goes, ``public`` is
+    recreated with the owner, privileges and comment it had. False if that failed, and the
+    caller takes a fresh scratch database instead.
+    """
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT obj_description(n.oid, 'pg_namespace'), pg_get_userbyid(n.nspowner),"
+                " n.nspacl::text[] FROM pg_namespace n WHERE n.nspname = 'public'"
+            )
+            row = cur.fetchone()
+            for (name,) in cur.execute(
+                "SELECT extname FROM pg_extension WHERE extname <> 'plpgsql'"
+            ).fetchall():
+                cur.execute(f"DROP EXTENSION IF EXISTS {ident(name)} CASCADE".encode())
+            schemas = cur.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname !~ '^pg_'"
+                " AND nspname <> 'information_schema' ORDER BY 1"
+            ).fetchall()
+            for (name,) in schemas:
+                cur.execute(f"DROP SCHEMA {ident(name)} CASCADE".encode())
+            if row is not None:
+                comment, owner, acl = row
+                cur.execute(f"CREATE SCHEMA public AUTHORIZATION {ident(owner)}".encode())
+                cur.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
+                for item in acl or []:
+                    grantee, _, rights = item.partition("=")
+                    privileges = [
+                        p for c, p in (("U", "USAGE"), ("C", "CREATE")) if c in rights.split("/")[0]
+                    ]
+                    if privileges and grantee != owner:
+                        who = "PUBLIC" if grantee == "" else ident(grantee)
+                        cur.execute(
+                            f"GRANT {', '.join(privileges)} ON SCHEMA public TO {who}".encode()
+                        )
+                if comment is not None:
+                    cur.execute(f"COMMENT ON SCHEMA public IS {literal(comment)}".encode())
+        return True
+    except psycopg.Error:
+        return False
 
 
 class _StatementFailed(Exception):
