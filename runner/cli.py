@@ -161,7 +161,9 @@ def schema() -> None:
 url_option = click.option("--url", help="The target database (no password).")
 url_env_option = click.option("--url-env", help="An environment variable holding the URL.")
 dev_option = click.option(
-    "--dev-url", help="A server for scratch databases (default: the target's)."
+    "--dev-url",
+    help="An empty database to normalize and dry-run in (emptied again afterwards); "
+    "default: a scratch database created on the target's server.",
 )
 exclude_option = click.option(
     "--exclude", multiple=True, help="Leave objects matching this glob alone."
@@ -214,7 +216,7 @@ def plan(
     from runner.engines.planner import PlanOptions, PlanRefused
 
     target = _resolve_url(url, url_env)
-    engine = _engine(target, dev_url)
+    engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None)
     options = PlanOptions(allow_destructive, protected_table, exclude)
     try:
         document = _run(lambda: engine.plan(desired, options))
@@ -307,7 +309,7 @@ def drift(
     Exit status: 0 no drift, 1 drift (a JSON report of bounded aggregates), 2 could not run.
     """
     target = _resolve_url(url, url_env)
-    engine = _engine(target, dev_url)
+    engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None)
     try:
         report = _run(lambda: engine.drift(desired, exclude))
     finally:

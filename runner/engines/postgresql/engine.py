@@ -23,7 +23,7 @@ from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.scratch import scratch_database
 from runner.engines.scope import apply_exclude
-from runner.errors import SeshatError
+from runner.errors import CanNotRunError, SeshatError
 from runner.sql.split import split_postgresql
 
 __all__ = [
@@ -126,7 +126,7 @@ class PostgresEngine:
 
     def __init__(self, url: str, dev_url: str | None = None) -> None:
         self.url = url
-        self.dev_url = dev_url or url
+        self.dev_url = dev_url
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
 
     # -- reading ---------------------------------------------------------------------------
@@ -137,9 +137,26 @@ class PostgresEngine:
 
     @contextlib.contextmanager
     def _scratch(self) -> Iterator[str]:
-        with scratch_database(self.dev_url) as (url, name):
-            self.scratch_names.append(name)
-            yield url
+        """A database to work in: the dev database if one was given, else a scratch one.
+
+        A dev database must be empty when Seshat starts (so a real database given by mistake
+        is refused, not wiped) and is emptied again afterwards.
+        """
+        if self.dev_url is None:
+            with scratch_database(self.url) as (url, name):
+                self.scratch_names.append(name)
+                yield url
+            return
+        with connection(self.dev_url) as conn:
+            if not _is_empty(conn):
+                raise CanNotRunError(
+                    "the dev database is not empty; give an empty database Seshat may use"
+                )
+        try:
+            yield self.dev_url
+        finally:
+            with connection(self.dev_url) as conn:
+                _reset(conn)
 
     def desired(self, path: Path, live: Database, exclude: Sequence[str] = ()) -> Database:
         """The desired schema, normalized in a scratch database and introspected."""
@@ -246,6 +263,22 @@ class PostgresEngine:
         live = self.inspect(exclude)
         desired = self.desired(desired_path, live, exclude)
         return drift_report(diff(live, desired), live.dialect)
+
+
+def _is_empty(conn: psycopg.Connection[Any]) -> bool:
+    """No extensions and no user objects beyond an empty ``public`` schema."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM pg_extension WHERE extname <> 'plpgsql')"
+        " + (SELECT count(*) FROM pg_namespace WHERE nspname !~ '^pg_'"
+        "    AND nspname NOT IN ('information_schema', 'public'))"
+        " + (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        "    WHERE n.nspname = 'public')"
+        " + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+        "    WHERE n.nspname = 'public')"
+        " + (SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
+        "    WHERE n.nspname = 'public')"
+    ).fetchone()
+    return row is not None and row[0] == 0
 
 
 def _reset(conn: psycopg.Connection[Any]) -> bool:

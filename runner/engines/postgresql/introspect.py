@@ -357,31 +357,23 @@ class _Reader:
     # -- indexes and sequences -------------------------------------------------------------
 
     def indexes_(self) -> None:
-        for oid, schema, name, definition, unique in _rows(
+        for oid, schema, name, definition, unique, table_schema, table, kind in _rows(
             self.conn,
             "SELECT i.indexrelid, n.nspname, ic.relname, pg_get_indexdef(i.indexrelid),"
-            " i.indisunique FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid"
+            " i.indisunique, tn.nspname, t.relname, t.relkind"
+            " FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid"
             " JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = ic.relnamespace"
+            " JOIN pg_namespace tn ON tn.oid = t.relnamespace"
             f" WHERE t.relkind IN ('r', 'p', 'm') AND {USER_SCHEMA} AND NOT ic.relispartition"
             f" AND {_ext('pg_class', 'i.indexrelid')}"
             " AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid"
             "   AND c.conrelid = i.indrelid AND c.contype IN ('p', 'u', 'x'))"
             " ORDER BY 2, 3",
         ):
-            table = self._owner_table(oid)
-            index = Index(schema, name, table, definition.replace(" ON ONLY ", " ON ", 1), unique)
+            owner = f"{'matview' if kind == 'm' else 'table'}:{table_schema}.{table}"
+            index = Index(schema, name, owner, definition.replace(" ON ONLY ", " ON ", 1), unique)
             self.register("pg_class", oid, index.key, f"INDEX {qualified(schema, name)}")
             self.indexes[index.key] = index
-
-    def _owner_table(self, index_oid: int) -> str:
-        rows = _rows(
-            self.conn,
-            "SELECT n.nspname, c.relname, c.relkind FROM pg_index i JOIN pg_class c"
-            f" ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
-            f" WHERE i.indexrelid = {int(index_oid)}",
-        )
-        schema, name, kind = rows[0]
-        return f"{'matview' if kind == 'm' else 'table'}:{schema}.{name}"
 
     def sequences_(self) -> None:
         for oid, schema, name, type_, start, inc, low, high, cache, cycle, owner in _rows(

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from harness.postgres import PostgresDatabase
 from harness.runner_cli import RunnerCLI, write
@@ -403,3 +404,35 @@ def test_connection_errors_are_redacted(runner: RunnerCLI, db: PostgresDatabase)
     result = runner("schema", "inspect", "--url-env", "TARGET_URL", env={"TARGET_URL": wrong})
     assert result.returncode == 2
     assert "cannot connect to the database" in result.stderr
+
+
+def test_a_dev_database_must_be_empty_and_is_left_empty(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE)
+    with db.server.connect() as admin:
+        admin.execute(f"CREATE DATABASE seshat_dev_{db.name[-8:]} OWNER {db.server.app_user}")
+    dev = db.server.url(f"seshat_dev_{db.name[-8:]}")
+    desired = write(tmp_path / "schema.sql", BASE + "CREATE TABLE later (id int);")
+    try:
+        result = plan(runner, db, desired, "--dev-url", dev)
+        assert result.returncode == 0, result.stderr
+        assert [s["sql"] for s in json.loads(result.stdout)["statements"]] == [
+            "CREATE TABLE public.later (\n    id integer\n)"
+        ]
+        with psycopg.connect(dev, autocommit=True) as conn:
+            assert conn.execute(
+                "SELECT count(*) FROM pg_class c JOIN pg_namespace n"
+                " ON n.oid = c.relnamespace WHERE n.nspname = 'public'"
+            ).fetchone() == (0,)
+            conn.execute("CREATE TABLE precious (id int)")
+        refused = plan(runner, db, desired, "--dev-url", dev)
+        assert refused.returncode == 2
+        assert "the dev database is not empty" in refused.stderr
+        with psycopg.connect(dev, autocommit=True) as conn:
+            assert conn.execute("SELECT to_regclass('public.precious') IS NOT NULL").fetchone() == (
+                True,
+            )
+    finally:
+        with db.server.connect() as admin:
+            admin.execute(f"DROP DATABASE seshat_dev_{db.name[-8:]} WITH (FORCE)")

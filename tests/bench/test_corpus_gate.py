@@ -1,0 +1,45 @@
+"""The sqldef corpus gate: no PostgreSQL case may fail unless the known-failures list names it.
+
+Runs ``bench/corpus.py`` over the whole PostgreSQL corpus (it starts its own private
+server with the test harness) exactly as CI and developers run it by hand, then fails on
+any regression: a case that fails but is not listed in
+``bench/corpus-known-failures/postgresql.txt``. Listed cases that now pass are printed (run
+pytest with ``-rP`` or ``-s`` to see them) so the list can be shrunk.
+
+Deselect it with ``-m "not corpus"`` when iterating on something unrelated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCORER = ROOT / "bench" / "corpus.py"
+KNOWN = ROOT / "bench" / "corpus-known-failures" / "postgresql.txt"
+CORPUS = Path(os.environ.get("SESHAT_CORPUS", "/work/shared/corpus/sqldef"))
+TIMEOUT = int(os.environ.get("SESHAT_CORPUS_TIMEOUT", "3600"))
+
+
+@pytest.mark.corpus
+def test_postgresql_corpus_has_no_regressions(tmp_path: Path) -> None:
+    if not (CORPUS / "postgresql").is_dir():
+        pytest.skip(f"the sqldef corpus is not at {CORPUS} (set SESHAT_CORPUS)")
+    results = tmp_path / "results.json"
+    command = [sys.executable, str(SCORER), "--dialect", "postgresql", "--corpus", str(CORPUS)]
+    command += ["--check-known", str(KNOWN), "--json", str(results)]
+    completed = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    print(completed.stdout)
+    assert completed.returncode == 0, (
+        f"bench/corpus.py exited {completed.returncode}\n"
+        f"{completed.stdout[-15000:]}\n--- stderr ---\n{completed.stderr[-5000:]}"
+    )
+    document = json.loads(results.read_text(encoding="utf-8"))
+    assert any(case["status"] != "skip" for case in document["cases"]), "no case was run"
