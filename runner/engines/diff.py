@@ -173,7 +173,9 @@ class _Differ:
                     change("set_default")
             else:
                 change("set_identity")
-        if old.not_null != new.not_null and not (new.identity and not old.identity):
+        if old.identity and new.identity and old.identity_options != new.identity_options:
+            change("set_identity_options")
+        if old.not_null != new.not_null:
             change("set_not_null" if new.not_null else "drop_not_null")
 
     # -- constraints and indexes -----------------------------------------------------------
@@ -182,8 +184,20 @@ class _Differ:
         live, desired = self.live.constraints, self.desired.constraints
         for key in sorted(live.keys() | desired.keys()):
             old, new = live.get(key), desired.get(key)
-            changed = old is not None and (new is None or _constraint_differs(old, new))
-            if old is not None and changed and old.table not in self.dropped_tables:
+            # A foreign key between two dropped tables goes first, so the tables can go in
+            # any order; other sub-objects of a dropped table go with it.
+            if old is not None and (
+                (
+                    old.table not in self.dropped_tables
+                    and (new is None or _constraint_differs(old, new))
+                )
+                or (
+                    old.kind == "f"
+                    and old.references not in (None, old.table)
+                    and old.table in self.dropped_tables
+                    and old.references in self.dropped_tables
+                )
+            ):
                 self.add(
                     Change(
                         "drop_constraint",

@@ -36,6 +36,7 @@ class Column:
     not_null: bool = False
     default: str | None = None
     identity: str = ""  # "" | "ALWAYS" | "BY DEFAULT"
+    identity_options: tuple[str, ...] = ()  # ("START WITH 1", "INCREMENT BY 1", ...)
     generated: str | None = None  # STORED generation expression
     collation: str | None = None
 

@@ -266,6 +266,22 @@ class _Reader:
             f" WHERE c.relkind IN ('r', 'p') AND {USER_SCHEMA} AND a.attnum > 0"
             " AND NOT a.attisdropped ORDER BY a.attrelid, a.attnum",
         )
+        identity_options: dict[tuple[int, int], tuple[str, ...]] = {}
+        for relid, num, start, inc, low, high, cache, cycle in _rows(
+            self.conn,
+            "SELECT d.refobjid, d.refobjsubid, s.seqstart, s.seqincrement, s.seqmin, s.seqmax,"
+            " s.seqcache, s.seqcycle FROM pg_depend d JOIN pg_sequence s ON s.seqrelid = d.objid"
+            " WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass"
+            " AND d.deptype = 'i'",
+        ):
+            identity_options[(relid, num)] = (
+                f"START WITH {start}",
+                f"INCREMENT BY {inc}",
+                f"MINVALUE {low}",
+                f"MAXVALUE {high}",
+                f"CACHE {cache}",
+                "CYCLE" if cycle else "NO CYCLE",
+            )
         by_oid = {row[0]: row for row in rows}
         for (
             relid,
@@ -300,6 +316,7 @@ class _Reader:
                     not_null=bool(notnull),
                     default=None if generated == "s" else default,
                     identity={"a": "ALWAYS", "d": "BY DEFAULT"}.get(identity, ""),
+                    identity_options=identity_options.get((relid, num), ()),
                     generated=default if generated == "s" else None,
                     collation=coll,
                 )

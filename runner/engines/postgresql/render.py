@@ -31,12 +31,16 @@ def _column_sql(column: Column) -> str:
     if column.generated is not None:
         sql += f" GENERATED ALWAYS AS ({column.generated}) STORED"
     elif column.identity:
-        sql += f" GENERATED {column.identity} AS IDENTITY"
+        sql += f" GENERATED {column.identity} AS IDENTITY{_identity_options(column)}"
     elif column.default is not None:
         sql += f" DEFAULT {column.default}"
     if column.not_null:
         sql += " NOT NULL"
     return sql
+
+
+def _identity_options(column: Column) -> str:
+    return f" ({' '.join(column.identity_options)})" if column.identity_options else ""
 
 
 def _create_table(change: Change) -> list[Statement]:
@@ -105,8 +109,16 @@ def _drop_default(change: Change) -> list[Statement]:
 def _add_identity(change: Change) -> list[Statement]:
     column = _column(change)
     return _alter(
-        change, f"ALTER COLUMN {ident(column.name)} ADD GENERATED {column.identity} AS IDENTITY"
+        change,
+        f"ALTER COLUMN {ident(column.name)} ADD GENERATED {column.identity} AS IDENTITY"
+        + _identity_options(column),
     )
+
+
+def _set_identity_options(change: Change) -> list[Statement]:
+    column = _column(change)
+    options = " ".join(f"SET {option}" for option in column.identity_options)
+    return _alter(change, f"ALTER COLUMN {ident(column.name)} {options}")
 
 
 def _set_identity(change: Change) -> list[Statement]:
@@ -353,6 +365,7 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
     "drop_default": _drop_default,
     "add_identity": _add_identity,
     "set_identity": _set_identity,
+    "set_identity_options": _set_identity_options,
     "drop_identity": _drop_identity,
     "set_not_null": _set_not_null,
     "drop_not_null": _drop_not_null,
