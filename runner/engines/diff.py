@@ -253,7 +253,8 @@ class _Differ:
     def sequences(self) -> None:
         live, desired = self.live.sequences, self.desired.sequences
         for key in sorted(live.keys() - desired.keys()):
-            self.add(Change("drop_sequence", key, Phase.DROP, before=live[key]))
+            if not self._goes_with_its_column(live[key].owned_by):
+                self.add(Change("drop_sequence", key, Phase.DROP, before=live[key]))
         for key in sorted(desired.keys() - live.keys()):
             self.add(Change("create_sequence", key, Phase.CREATE, after=desired[key]))
             if desired[key].owned_by:
@@ -280,6 +281,18 @@ class _Differ:
                 self.add(Change("alter_sequence", key, Phase.CREATE, before=old, after=new))
             if old.owned_by != new.owned_by:
                 self.add(Change("set_sequence_owner", key, Phase.FINISH, before=old, after=new))
+
+    def _goes_with_its_column(self, owner: str | None) -> bool:
+        """Whether a sequence owned by ``owner`` is dropped with its table or column."""
+        if owner is None:
+            return False
+        table_part, _, column = owner.removeprefix("column:").rpartition(".")
+        table = f"table:{table_part}"
+        if table in self.dropped_tables:
+            return True
+        return any(
+            c.op == "drop_column" and c.key == table and c.detail == column for c in self.changes
+        )
 
     # -- whole definitions ---------------------------------------------------------------
 
