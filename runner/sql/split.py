@@ -23,6 +23,7 @@ class Piece:
 
 def split_postgresql(script: str) -> list[Piece]:
     pieces: list[Piece] = []
+    lines = [0, 1]
     i, n, start = 0, len(script), 0
     while i < n:
         ch = script[i]
@@ -66,22 +67,25 @@ def split_postgresql(script: str) -> list[Piece]:
             end = script.find(tag, match.end())
             i = n if end < 0 else end + len(tag)
         elif ch == ";":
-            _emit(script, start, i, pieces)
+            _emit(script, start, i, pieces, lines)
             i += 1
             start = i
         else:
             i += 1
-    _emit(script, start, n, pieces)
+    _emit(script, start, n, pieces, lines)
     return pieces
 
 
-def _emit(script: str, start: int, end: int, pieces: list[Piece]) -> None:
+def _emit(script: str, start: int, end: int, pieces: list[Piece], lines: list[int]) -> None:
     text = script[start:end]
     stripped = _strip_comments(text).strip()
     if not stripped:
         return
     offset = start + (len(text) - len(text.lstrip()))
-    pieces.append(Piece(text.strip(), script.count("\n", 0, offset) + 1))
+    # ``lines`` carries (position, line) of the last piece so counting stays linear.
+    lines[1] += script.count("\n", lines[0], offset)
+    lines[0] = offset
+    pieces.append(Piece(text.strip(), lines[1]))
 
 
 def _strip_comments(text: str) -> str:

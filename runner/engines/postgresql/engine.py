@@ -204,7 +204,9 @@ class PostgresEngine:
         baseline = introspect(conn)
         copy = plan_changes(baseline, live, PlanOptions(allow_destructive=True), render)
         try:
-            _execute(conn, [(s.sql, s.transactional) for s in copy.statements])
+            # Committed in batches: one transaction over a large schema would exhaust the
+            # server's lock table, and the copy needs no atomicity.
+            _execute(conn, [(s.sql, s.transactional) for s in copy.statements], batch=_BATCH)
         except _StatementFailed as failure:
             raise PlanRefused(
                 "dry_run_failed",
@@ -281,11 +283,32 @@ def _is_empty(conn: psycopg.Connection[Any]) -> bool:
     return row is not None and row[0] == 0
 
 
+def _drop_relations(conn: psycopg.Connection[Any]) -> None:
+    """Drop user relations one by one, so a later DROP SCHEMA CASCADE needs few locks."""
+    rows = conn.execute(
+        "SELECT c.oid::regclass::text, c.relkind FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname !~ '^pg_'"
+        " AND n.nspname <> 'information_schema' AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+        " AND NOT c.relispartition ORDER BY c.relkind DESC"
+    ).fetchall()
+    words = {
+        "r": "TABLE",
+        "p": "TABLE",
+        "v": "VIEW",
+        "m": "MATERIALIZED VIEW",
+        "f": "FOREIGN TABLE",
+    }
+    for name, kind in rows:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(f"DROP {words[kind]} IF EXISTS {name} CASCADE".encode())
+
+
 def _reset(conn: psycopg.Connection[Any]) -> bool:
     """Empty a scratch database for reuse: every schema and extension goes, ``public`` is
     recreated with the owner, privileges and comment it had. False if that failed, and the
     caller takes a fresh scratch database instead.
     """
+    _drop_relations(conn)
     try:
         with conn.cursor() as cur:
             cur.execute(
@@ -331,12 +354,20 @@ class _StatementFailed(Exception):
         self.error = error
 
 
+_BATCH = 200
+
+
 def _execute(
     conn: psycopg.Connection[Any],
     statements: Sequence[tuple[str, bool]],
     report: ApplyReport | None = None,
+    batch: int | None = None,
 ) -> None:
-    """Run statements: consecutive transactional ones in one transaction, others alone."""
+    """Run statements: consecutive transactional ones in one transaction, others alone.
+
+    With ``batch``, a run of transactional statements is committed every ``batch``
+    statements instead of once (for rebuilding a copy, where atomicity is not needed).
+    """
     prepare_session(conn)
     index = 0
     while index < len(statements):
@@ -354,6 +385,8 @@ def _execute(
         while index < len(statements) and statements[index][1]:
             group.append(index)
             index += 1
+            if batch is not None and len(group) >= batch:
+                break
         current = group[0]
         try:
             with conn.transaction():
