@@ -75,14 +75,28 @@ def _load(
     pending: list[tuple[str, int, str]] = []
     for name, text in files:
         pending += [(name, piece.line, piece.sql) for piece in split_postgresql(text)]
+    first_pass = True
     while pending:
         failed: list[tuple[str, int, str, psycopg.Error]] = []
-        for name, line, sql in pending:
-            try:
-                with conn.cursor() as cur:
-                    cur.execute(sql.encode("utf-8"))
-            except psycopg.Error as error:
-                failed.append((name, line, sql, error))
+        # The first pass sends statements in batches (one round trip and one commit each);
+        # a batch that fails is rolled back whole and its statements run one by one.
+        size = _BATCH if first_pass else 1
+        first_pass = False
+        for start in range(0, len(pending), size):
+            chunk = pending[start : start + size]
+            if len(chunk) > 1:
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(";\n".join(sql for _, _, sql in chunk).encode("utf-8"))
+                    continue
+                except psycopg.Error:
+                    pass
+            for name, line, sql in chunk:
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(sql.encode("utf-8"))
+                except psycopg.Error as error:
+                    failed.append((name, line, sql, error))
         if not failed:
             return
         if len(failed) == len(pending) and schemas:
