@@ -1,0 +1,171 @@
+"""The PostgreSQL oracle: ``pg_dump --schema-only`` text, normalized and compared.
+
+Normalization removes only what names the database or the run: the header and footer
+comments, the ``\\restrict``/``\\unrestrict`` lines (their key is fixed anyway), and the
+database's own name. GRANT lines inside one ACL entry are sorted, because pg_dump writes
+them in the order of the ``aclitem`` array, which is the order the grants were made in.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "Dump",
+    "EntryKey",
+    "column_names",
+    "compare",
+    "normalize",
+    "parse",
+    "subset_problems",
+    "survival_problems",
+]
+
+_DROP_LINE = re.compile(
+    r"^(-- (PostgreSQL database dump( complete)?|Dumped (from database|by pg_dump) version .*)"
+    r"|\\(un)?restrict .*)$"
+)
+_HEADER = re.compile(r"^-- (?:Name: (?P<name>.*?); )?Type: (?P<type>.*?); Schema: (?P<schema>.*?);")
+_SORTED_TYPES = {"ACL", "DEFAULT ACL"}
+_LINE_SUBSET_TYPES = {"TABLE", "ACL", "DEFAULT ACL"}
+
+EntryKey = tuple[str, str, str]  # (type, schema, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Dump:
+    """A normalized dump: its text and its entries by (type, schema, name)."""
+
+    text: str
+    entries: dict[EntryKey, str]
+
+
+def parse(text: str) -> dict[EntryKey, str]:
+    """Split normalized dump text into entries keyed by pg_dump's ``-- Name: …`` headers."""
+    entries: dict[EntryKey, list[str]] = {("", "", "(preamble)"): []}
+    key: EntryKey = ("", "", "(preamble)")
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        match = _HEADER.match(line)
+        if match:
+            key = (match["type"], match["schema"], match["name"] or "")
+            while key in entries:  # pg_dump may repeat a header (e.g. two COMMENTs)
+                key = (key[0], key[1], key[2] + "'")
+            entries[key] = []
+            continue
+        if line == "--" and (
+            (index + 1 < len(lines) and _HEADER.match(lines[index + 1]))
+            or (index > 0 and _HEADER.match(lines[index - 1]))
+        ):
+            continue
+        entries[key].append(line)
+    return {k: "\n".join(v).strip("\n") for k, v in entries.items()}
+
+
+def normalize(raw: str, dbname: str) -> Dump:
+    """Normalize raw ``pg_dump`` output (see the module docstring)."""
+    kept = [line for line in raw.split("\n") if not _DROP_LINE.match(line)]
+    text = "\n".join(kept).replace(dbname, "<database>")
+    entries = parse(text)
+    for key, body in list(entries.items()):
+        if key[0] in _SORTED_TYPES:
+            entries[key] = "\n".join(sorted(line for line in body.split("\n") if line.strip()))
+    rendered = "\n\n".join(
+        (f"-- {k[0]} {k[1]} {k[2]}\n" if k[0] else "") + body for k, body in entries.items()
+    )
+    return Dump(re.sub(r"\n{3,}", "\n\n", rendered).strip() + "\n", entries)
+
+
+def _label(key: EntryKey) -> str:
+    kind, schema, name = key
+    return f"{kind} {schema + '.' if schema not in ('', '-') else ''}{name}"
+
+
+def _body_lines(body: str) -> list[str]:
+    return [line.strip().rstrip(",") for line in body.split("\n") if line.strip()]
+
+
+def column_names(body: str) -> set[str]:
+    """Column (and table-constraint) names of a ``CREATE TABLE`` entry body."""
+    names: set[str] = set()
+    inside = False
+    for raw in body.split("\n"):
+        line = raw.strip()
+        if line.startswith("CREATE ") and line.endswith("("):
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line.startswith(")"):
+            inside = False
+            continue
+        match = re.match(r'(CONSTRAINT\s+)?("(?:[^"]|"")+"|\S+)', line)
+        if match:
+            names.add((match.group(1) or "").strip() + " " + match.group(2))
+    return names
+
+
+def compare(a: Dump, b: Dump, limit: int = 80) -> tuple[str, str]:
+    """(summary, unified diff) of two dumps; ("", "") when they are identical."""
+    if a.text == b.text:
+        return "", ""
+    extra = [k for k in a.entries if k not in b.entries]
+    missing = [k for k in b.entries if k not in a.entries]
+    changed = [k for k in b.entries if k in a.entries and a.entries[k] != b.entries[k]]
+    parts: list[str] = []
+    if missing:
+        parts.append("missing " + ", ".join(_label(k) for k in missing[:3]))
+    if extra:
+        parts.append("extra " + ", ".join(_label(k) for k in extra[:3]))
+    if changed:
+        labels = []
+        for key in changed[:3]:
+            note = ""
+            if key[0] == "TABLE" and sorted(_body_lines(a.entries[key])) == sorted(
+                _body_lines(b.entries[key])
+            ):
+                note = " (column order only)"
+            labels.append(_label(key) + note)
+        parts.append("differs " + ", ".join(labels))
+    if not parts:
+        parts.append("entry order differs")
+    diff = list(
+        difflib.unified_diff(
+            b.text.split("\n"), a.text.split("\n"), "desired (B)", "applied (A)", lineterm="", n=2
+        )
+    )
+    if len(diff) > limit:
+        diff = [*diff[:limit], f"... ({len(diff) - limit} more diff lines)"]
+    return "; ".join(parts), "\n".join(diff)
+
+
+def subset_problems(a: Dump, b: Dump) -> list[str]:
+    """What of B is not in A identically (tables and ACLs compare line by line)."""
+    problems: list[str] = []
+    for key, body in b.entries.items():
+        if key not in a.entries:
+            problems.append(f"missing {_label(key)}")
+        elif key[0] in _LINE_SUBSET_TYPES:
+            lacking = set(_body_lines(body)) - set(_body_lines(a.entries[key]))
+            if lacking:
+                problems.append(f"{_label(key)} lacks {sorted(lacking)[0]!r}")
+        elif a.entries[key] != body:
+            problems.append(f"differs {_label(key)}")
+    return problems
+
+
+def survival_problems(before: Dump, after: Dump, b: Dump) -> list[str]:
+    """Objects (and columns) of the starting schema that are not desired but vanished."""
+    problems: list[str] = []
+    for key, body in before.entries.items():
+        if key in b.entries:
+            if key[0] == "TABLE" and key in after.entries:
+                kept = column_names(b.entries[key])
+                lost = column_names(body) - kept - column_names(after.entries[key])
+                problems += [f"{_label(key)} lost {name.strip()}" for name in sorted(lost)]
+            continue
+        if key not in after.entries:
+            problems.append(f"dropped {_label(key)}")
+    return problems

@@ -1,0 +1,148 @@
+"""Calling ``seshat-runner`` exactly as a user would: as a subprocess, with a clean env."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ROOT", "PlanOutcome", "RunOutcome", "Runner", "default_runner"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_runner() -> Path:
+    """``seshat-runner`` next to this interpreter (the venv), else the repository's venv."""
+    beside = Path(sys.executable).parent / "seshat-runner"
+    return beside if beside.exists() else ROOT / ".venv" / "bin" / "seshat-runner"
+
+
+@dataclass
+class RunOutcome:
+    """One runner process: exit status, output, wall time."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def error_text(self) -> str:
+        """The runner's message: the last non-empty stderr line, without the program prefix."""
+        if self.timed_out:
+            return f"timed out after {self.seconds:.0f}s"
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        if not lines:
+            return f"exit {self.rc} without a message"
+        text = lines[-1]
+        if text.startswith("seshat-runner: "):
+            text = text.removeprefix("seshat-runner: ")
+        elif len(lines) > 1:  # a traceback: name the exception
+            text = "crashed: " + text
+        return text
+
+
+@dataclass
+class PlanOutcome(RunOutcome):
+    """A ``schema plan`` run: the plan bytes and document (exit 0) or the refusal (exit 1)."""
+
+    raw: bytes = b""
+    document: dict[str, Any] | None = None
+    refusal_code: str | None = None
+    refusal_message: str | None = None
+    statements: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        """What the plan said, in one line (for failure messages)."""
+        if self.rc == 0:
+            return f"{len(self.statements)} statements"
+        if self.rc == 1:
+            return f"refused {self.refusal_code}: {self.refusal_message}"
+        return f"exit {self.rc}: {self.error_text}"
+
+    def same_as(self, other: PlanOutcome) -> bool | None:
+        """Byte-identical plans (or refusals)? ``None`` when neither could run (exit 2)."""
+        if self.rc != other.rc:
+            return False
+        if self.rc == 0:
+            return self.raw == other.raw
+        if self.rc == 1:
+            return self.stdout == other.stdout
+        return None
+
+
+class Runner:
+    """Invokes one ``seshat-runner`` binary with a per-call environment and timeout."""
+
+    def __init__(self, binary: Path, timeout: float = 240.0) -> None:
+        self.binary = binary
+        self.timeout = timeout
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "PYTHONHASH"))}
+        base.pop("MYSQL_PWD", None)
+        self.base_env = base
+
+    def run(self, args: list[str], *, env: dict[str, str] | None = None) -> RunOutcome:
+        """Run the binary; on timeout SIGTERM it (it drops its scratch databases), then kill."""
+        merged = {**self.base_env, **(env or {})}
+        start = time.monotonic()
+        process = subprocess.Popen(
+            [str(self.binary), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=merged,
+            cwd=ROOT,
+        )
+        try:
+            out, err = process.communicate(timeout=self.timeout)
+            return RunOutcome(process.returncode, out, err, time.monotonic() - start)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGTERM)
+            try:
+                out, err = process.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                out, err = process.communicate()
+            return RunOutcome(process.returncode, out, err, time.monotonic() - start, True)
+
+    def plan(self, url: str, desired: Path, output: Path, *, allow_destructive: bool,
+             seed: int, env: dict[str, str] | None = None) -> PlanOutcome:  # fmt: skip
+        """``schema plan --format json --output FILE`` with ``PYTHONHASHSEED=seed``."""
+        args = ["schema", "plan", "--url", url, "--desired", str(desired), "--format", "json"]
+        args += ["--output", str(output)]
+        if allow_destructive:
+            args.append("--allow-destructive")
+        output.unlink(missing_ok=True)
+        run = self.run(args, env={**(env or {}), "PYTHONHASHSEED": str(seed)})
+        outcome = PlanOutcome(run.rc, run.stdout, run.stderr, run.seconds, run.timed_out)
+        if run.rc == 0 and not run.timed_out:
+            try:
+                outcome.raw = output.read_bytes()
+                outcome.document = json.loads(outcome.raw)
+                outcome.statements = list(outcome.document.get("statements") or [])
+            except (OSError, ValueError) as error:
+                outcome.rc = 2
+                outcome.stderr += f"\nseshat-runner: plan exited 0 without a readable plan: {error}"
+        elif run.rc == 1 and not run.timed_out:
+            try:
+                refusal = json.loads(run.stdout)["refusal"]
+                outcome.refusal_code = str(refusal.get("code"))
+                outcome.refusal_message = str(refusal.get("message"))
+            except (ValueError, KeyError, TypeError):
+                outcome.refusal_code = "unreadable"
+                outcome.refusal_message = run.stdout.strip()[:300]
+        elif run.timed_out and run.rc in (0, 1):
+            outcome.rc = 2
+        return outcome
+
+    def apply(self, url: str, plan: Path, *, env: dict[str, str] | None = None) -> RunOutcome:
+        """``schema apply --plan FILE``."""
+        return self.run(["schema", "apply", "--url", url, "--plan", str(plan)], env=env)
