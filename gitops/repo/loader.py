@@ -105,6 +105,11 @@ class _Loader:
         if resource is not None:
             self.broken.add(resource)
 
+    def candidate_problem(self, candidate: _Candidate, field: FieldPath, message: str) -> None:
+        """A problem with a field of a document that otherwise validated."""
+        line = candidate.document.line_of(field)
+        self.problem(candidate.path, line, field, message, _candidate_key(candidate))
+
     # -- files --------------------------------------------------------------------------
 
     def read(self, path: Path) -> list[Document] | None:
@@ -311,13 +316,7 @@ class _Loader:
             else:
                 continue
             ok = False
-            self.problem(
-                candidate.path,
-                candidate.document.line_of(field),
-                field,
-                message,
-                _candidate_key(candidate),
-            )
+            self.candidate_problem(candidate, field, message)
         return ok
 
     def _location_ok(self, candidate: _Candidate) -> bool:
@@ -365,14 +364,7 @@ class _Loader:
             if wanted in self.broken
             else f"no VerificationPolicy '{name}' in namespace '{wanted.namespace}'"
         )
-        field = ("spec", "artifact", "verification", "policy")
-        self.problem(
-            candidate.path,
-            candidate.document.line_of(field),
-            field,
-            message,
-            _candidate_key(candidate),
-        )
+        self.candidate_problem(candidate, ("spec", "artifact", "verification", "policy"), message)
         return False
 
 

@@ -219,26 +219,18 @@ def _sequence_options(sequence: Sequence) -> str:
     )
 
 
-def _create_sequence(change: Change) -> list[Statement]:
-    sequence = change.after
-    assert isinstance(sequence, Sequence)
-    return [
-        Statement(
-            f"CREATE SEQUENCE {qualified(sequence.schema, sequence.name)}"
-            + _sequence_options(sequence)
-        )
-    ]
+def _sequence_with_options(verb: str) -> Callable[[Change], list[Statement]]:
+    def render(change: Change) -> list[Statement]:
+        sequence = change.after
+        assert isinstance(sequence, Sequence)
+        name = qualified(sequence.schema, sequence.name)
+        return [Statement(f"{verb} SEQUENCE {name}{_sequence_options(sequence)}")]
+
+    return render
 
 
-def _alter_sequence(change: Change) -> list[Statement]:
-    sequence = change.after
-    assert isinstance(sequence, Sequence)
-    return [
-        Statement(
-            f"ALTER SEQUENCE {qualified(sequence.schema, sequence.name)}"
-            + _sequence_options(sequence)
-        )
-    ]
+_create_sequence = _sequence_with_options("CREATE")
+_alter_sequence = _sequence_with_options("ALTER")
 
 
 def _set_sequence_owner(change: Change) -> list[Statement]:
