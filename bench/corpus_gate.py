@@ -106,8 +106,9 @@ def reason_of(result: CaseResult) -> str:
     if result.category == "not_converged":
         kinds = sorted(set(re.findall(r"(missing|extra|differs) ([A-Z][A-Z ]*[A-Z])\b", message)))
         text = ", ".join(f"{word} {kind}" for word, kind in kinds) or message
-        if "column order only" in message:
-            text += " (column order only)"
+        order = re.search(r"\(column order only(: [a-z ]+)?\)", message)
+        if order:
+            text += f" {order.group(0)}"
         return text + hint
     if result.category == "drop_not_held" and "statement planned: " in message:
         statement = message.split("statement planned: ", 1)[1]
@@ -161,6 +162,24 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "plan_refused",
+        r"cannot drop type",
+        "ENGINE BUG: changing a column from one enum type to another (or to text, or renaming "
+        "the type) drops the old type while a column still uses it.",
+    ),
+    (
+        "plan_refused",
+        r"cannot be cast automatically",
+        "ENGINE BUG: text column with a DEFAULT changed to an enum: the default must be dropped "
+        "before ALTER COLUMN TYPE and set again afterwards.",
+    ),
+    (
+        "plan_refused",
+        r"RESTART value",
+        "ENGINE BUG: changing identity sequence options restarts the sequence outside the new "
+        "bounds (sqldef leaves identity options alone here, per the case's name).",
+    ),
+    (
+        "plan_refused",
         r"",
         "the engine's own dry run caught a bad plan (wrong statement order "
         "or a missing step) and refused it.",
@@ -174,7 +193,7 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     (
         "apply_error",
         r"permission denied for schema public",
-        "user: psqldef_user cases "
+        "ENGINE BUG: user: psqldef_user cases "
         "(search_path foo, public): the engine loads desired in a scratch database where "
         "schema foo does not exist, so unqualified objects land in public and the plan moves "
         "them there.",
@@ -188,19 +207,27 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "not_converged",
-        r"column order only\) \(rename",
-        "the engine ignores @renamed hints: drop + add moves the column to the end of the table.",
+        r"appended\) \(rename",
+        "the engine ignores @renamed hints: drop + add moves the column to the end of the "
+        "table (the end schema is otherwise right, but the column's data is lost).",
     ),
     (
         "not_converged",
-        r"column order only",
-        "new columns are added in a different order than desired lists them.",
+        r"appended",
+        "desired puts a new column before existing ones; ADD COLUMN can only append, so "
+        "only a table rebuild could match (sqldef appends too). Oracle strictness, not a bug.",
+    ),
+    (
+        "not_converged",
+        r"new columns reordered",
+        "ENGINE BUG: several new columns are added in another order than desired lists them "
+        "(apparently sorted by name).",
     ),
     (
         "not_converged",
         r"SEQUENCE",
-        "identity columns: the sequence options (START, "
-        "INCREMENT, MIN/MAXVALUE, CACHE) of desired are not applied.",
+        "ENGINE BUG: identity columns: desired's sequence options (START, INCREMENT, "
+        "MIN/MAXVALUE, CACHE) are not applied.",
     ),
 )
 

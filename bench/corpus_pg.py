@@ -362,7 +362,7 @@ class PostgresEnvironment:
             result.fail("no_oracle", f"desired: {error}")
         desired = folder / "desired.sql"
         desired.write_text(case.desired, encoding="utf-8")
-        before = self.dump(names.a) if case.error or not case.enable_drop else None
+        before = self.dump(names.a)
         oracle = self.dump(names.b) if result.oracle else None
 
         url_a, url_a2 = self.url(names.a, user), self.url(names.a2, user)
@@ -376,7 +376,7 @@ class PostgresEnvironment:
         # 3. Refusal: an `error` case must be refused, with nothing applied.
         if case.error:
             result.refused = plan1.rc in (1, 2)
-            unchanged = before is not None and self.dump(names.a).text == before.text
+            unchanged = self.dump(names.a).text == before.text
             if not result.refused:
                 result.fail("not_refused", f"planned {len(plan1.statements)} statements; "
                             f"sqldef says: {case.error}")  # fmt: skip
@@ -399,7 +399,7 @@ class PostgresEnvironment:
         if plan1.rc == 1 and not allow and plan1.refusal_code == "destructive_disallowed":
             # 7. enable_drop: false, refused as destructive: A must be untouched.
             result.planned, result.refused = False, True
-            result.drops_held = before is not None and self.dump(names.a).text == before.text
+            result.drops_held = self.dump(names.a).text == before.text
             if not result.drops_held:
                 result.fail("drop_not_held", "refused, but the database changed")
             self._check_determinism(result, plan1, plan2)
@@ -434,7 +434,7 @@ class PostgresEnvironment:
             result.applied = True
         after = self.dump(names.a)
         if oracle is not None and allow:
-            summary, diff = compare(after, oracle)
+            summary, diff = compare(after, oracle, before=before)
             result.converged = not summary
             if summary:
                 result.diff = diff
@@ -446,7 +446,7 @@ class PostgresEnvironment:
                 result.fail("not_converged", "not everything desired is there: " + problems[0])
         if not allow:
             lost = []
-            if oracle is not None and before is not None:
+            if oracle is not None:
                 lost = survival_problems(before, after, oracle)
             result.drops_held = not lost
             if lost:

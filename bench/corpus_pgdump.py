@@ -15,6 +15,8 @@ from dataclasses import dataclass
 __all__ = [
     "Dump",
     "EntryKey",
+    "appended_only",
+    "column_list",
     "column_names",
     "compare",
     "normalize",
@@ -107,8 +109,41 @@ def column_names(body: str) -> set[str]:
     return names
 
 
-def compare(a: Dump, b: Dump, limit: int = 80) -> tuple[str, str]:
-    """(summary, unified diff) of two dumps; ("", "") when they are identical."""
+def column_list(body: str) -> list[str]:
+    """The column names of a ``CREATE TABLE`` entry body, in order (no constraints)."""
+    return sorted(
+        (n for n in column_names(body) if not n.startswith("CONSTRAINT")),
+        key=lambda n: _column_position(body, n),
+    )
+
+
+def _column_position(body: str, name: str) -> int:
+    for index, line in enumerate(body.split("\n")):
+        if line.strip().startswith(name.strip() + " "):
+            return index
+    return -1
+
+
+def appended_only(before: str, after: str, desired: str) -> bool:
+    """Whether ``after`` is ``before``'s columns followed by the new ones in desired order.
+
+    That is what ``ALTER TABLE … ADD COLUMN`` can reach: it only appends. So a column
+    order that differs from desired's is then unreachable without rebuilding the table,
+    not a wrong statement order.
+    """
+    wanted = column_list(desired)
+    kept = [c for c in column_list(before) if c in wanted]
+    added = [c for c in wanted if c not in kept]
+    return column_list(after) == kept + added
+
+
+def compare(a: Dump, b: Dump, limit: int = 80, before: Dump | None = None) -> tuple[str, str]:
+    """(summary, unified diff) of two dumps; ("", "") when they are identical.
+
+    With ``before`` (A before the apply), a column-order-only difference says whether the
+    new columns were appended in desired order ("appended") or not ("new columns
+    reordered").
+    """
     if a.text == b.text:
         return "", ""
     extra = [k for k in a.entries if k not in b.entries]
@@ -127,6 +162,10 @@ def compare(a: Dump, b: Dump, limit: int = 80) -> tuple[str, str]:
                 _body_lines(b.entries[key])
             ):
                 note = " (column order only)"
+                if before is not None and key in before.entries:
+                    appended = appended_only(before.entries[key], a.entries[key], b.entries[key])
+                    how = "appended" if appended else "new columns reordered"
+                    note = f" (column order only: {how})"
             labels.append(_label(key) + note)
         parts.append("differs " + ", ".join(labels))
     if not parts:
