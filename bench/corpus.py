@@ -218,7 +218,7 @@ def _summary(dialect: str, version: str, engine: str, results: list[CaseResult],
             f"  {file:<22}{len(ran):>9}{sum(r.status == 'pass' for r in ran):>6}"
             f"{sum(fails.values()):>6}{len(members) - len(ran):>6}  {detail}"
         )
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 @contextlib.contextmanager
