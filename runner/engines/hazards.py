@@ -134,8 +134,6 @@ def hazards_of(change: Change) -> list[Hazard]:
             add("data", "DATA_DEPENDENT_UNIQUE")
         if change.existing_table and change.detail == "partitioned":
             add("lock", "LOCK_SHARE_BLOCKS_WRITES")
-    elif op == "add_enum_values":
-        pass
     elif op == "drop_definition":
         definition = change.before
         assert isinstance(definition, Definition)

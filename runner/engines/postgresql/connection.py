@@ -11,7 +11,7 @@ import psycopg
 
 from runner.errors import CanNotRunError
 
-__all__ = ["connect", "with_database"]
+__all__ = ["connect", "connection", "with_database"]
 
 APPLICATION_NAME = "seshat-runner"
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 
+from runner.digests import digest
 from runner.engines.changes import Change
 from runner.engines.diff import diff
 from runner.engines.hazards import hazards_of
@@ -422,8 +423,6 @@ def drift_report(changes: Sequence[Change], dialect: str) -> dict[str, object]:
     Objects the plan would merely rebuild because something they depend on changes are not
     drift and are not counted.
     """
-    from runner.digests import digest
-
     by_key: dict[str, list[Change]] = {}
     for change in changes:
         by_key.setdefault(change.key, []).append(change)
