@@ -14,7 +14,6 @@ import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 import click
 
@@ -86,12 +85,13 @@ def _resolve_url(url: str | None, url_env: str | None) -> str:
 
 
 def _engine(url: str, dev_url: str | None) -> Any:
-    scheme = urlsplit(url).scheme.lower()
-    if scheme in ("postgresql", "postgres"):
-        from runner.engines.postgresql.engine import PostgresEngine
+    from runner.engines.base import engine_for
+    from runner.errors import ConfigurationError
 
-        return PostgresEngine(url, dev_url)
-    _output().fail(f"unsupported database URL scheme {scheme!r} (supported: postgresql://)")
+    try:
+        return engine_for(url, dev_url)
+    except ConfigurationError as error:
+        _output().fail(str(error))
 
 
 def _run(action: Any) -> Any:
@@ -150,11 +150,12 @@ def op(input_path: Path) -> None:
 
 @cli.group()
 def schema() -> None:
-    """Declarative schemas: plan, apply, drift and inspect (PostgreSQL).
+    """Declarative schemas: plan, apply, drift and inspect.
 
-    Give the database as a URL without its password (`postgresql://user@host:5432/db`,
-    password from PGPASSWORD or ~/.pgpass), or name an environment variable holding the
-    whole URL with --url-env.
+    Give the database as a URL without its password: `postgresql://user@host:5432/db`
+    (password from PGPASSWORD or ~/.pgpass), `mysql://user@host:3306/db` (password from
+    MYSQL_PWD), `sqlite:///relative.db` or `sqlite:////absolute/path.db`; or name an
+    environment variable holding the whole URL with --url-env.
     """
 
 

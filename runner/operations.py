@@ -53,15 +53,16 @@ class _Failure(Exception):
 def _execute(
     request: OperationInput, url: str, dev_url: str | None, secrets: list[str]
 ) -> dict[str, Any]:
+    from runner.engines.base import engine_for
+    from runner.engines.desired import DesiredSchemaError
     from runner.engines.plan import plan_bytes, plan_digest, read_plan
     from runner.engines.planner import PlanOptions, PlanRefused, model_document
-    from runner.engines.postgresql.engine import DesiredSchemaError, PostgresEngine
+    from runner.errors import ConfigurationError
 
-    if not url.lower().startswith(("postgresql://", "postgres://")):
-        raise _Failure(
-            "unsupported_engine", "only postgresql:// targets are supported by this runner"
-        )
-    engine = PostgresEngine(url, dev_url)
+    try:
+        engine = engine_for(url, dev_url)
+    except ConfigurationError as error:
+        raise _Failure("unsupported_engine", str(error)) from None
     settings = request.settings
     options = PlanOptions(
         settings.allow_destructive, tuple(settings.protected_tables), tuple(settings.exclude)

@@ -36,10 +36,11 @@ class Change:
     after: object = None
     detail: str = ""  # e.g. the column a column change is about
     existing_table: bool = False  # the table exists in the live database (has rows)
+    position: int = 0  # among changes of one op on one key: the desired order (new columns)
 
     @property
-    def sort_key(self) -> tuple[int, str, str, str]:
-        return (int(self.phase), self.key, self.op, self.detail)
+    def sort_key(self) -> tuple[int, str, str, int, str]:
+        return (int(self.phase), self.key, self.op, self.position, self.detail)
 
 
 @dataclass(frozen=True, slots=True)

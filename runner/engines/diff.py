@@ -98,8 +98,9 @@ class _Differ:
                     existing_table=True,
                 )
             )
-        for column in new.columns:
+        for position, column in enumerate(new.columns):
             if column.name not in old_columns:
+                # New columns are added in their desired order (``position``), not by name.
                 self.add(
                     Change(
                         "add_column",
@@ -109,6 +110,7 @@ class _Differ:
                         after=column,
                         detail=column.name,
                         existing_table=True,
+                        position=position,
                     )
                 )
         for name in sorted(old_columns.keys() & new_columns.keys()):
@@ -117,6 +119,10 @@ class _Differ:
             self.add(Change("set_logged", key, Phase.CREATE, (key,), before=old, after=new))
         if (old.row_security, old.force_row_security) != (new.row_security, new.force_row_security):
             self.add(Change("set_row_security", key, Phase.CREATE, (key,), before=old, after=new))
+        if old.options != new.options:
+            self.add(
+                Change("alter_table_options", key, Phase.CREATE, (key,), before=old, after=new)
+            )
 
     def column(self, table: str, old: Column, new: Column) -> None:
         def change(op: str, phase: Phase = Phase.CREATE) -> None:
@@ -177,6 +183,8 @@ class _Differ:
             change("set_identity_options")
         if old.not_null != new.not_null:
             change("set_not_null" if new.not_null else "drop_not_null")
+        if old.extra != new.extra:
+            change("alter_column_options")
 
     # -- constraints and indexes -----------------------------------------------------------
 
@@ -514,7 +522,7 @@ def diff(live: Database, desired: Database) -> list[Change]:
     differ.sequences()
     differ.recreated()
     differ.comments()
-    unique: dict[tuple[int, str, str, str], Change] = {}
+    unique: dict[tuple[int, str, str, int, str], Change] = {}
     for change in differ.changes:
         unique.setdefault(change.sort_key, change)
     return [unique[k] for k in sorted(unique)]

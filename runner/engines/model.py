@@ -39,6 +39,7 @@ class Column:
     identity_options: tuple[str, ...] = ()  # ("START WITH 1", "INCREMENT BY 1", ...)
     generated: str | None = None  # STORED generation expression
     collation: str | None = None
+    extra: tuple[tuple[str, str], ...] = ()  # dialect facts (MySQL ON UPDATE, comment), sorted
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class Table:
     unlogged: bool = False
     row_security: bool = False
     force_row_security: bool = False
+    options: tuple[tuple[str, str], ...] = ()  # dialect facts (ENGINE, STRICT, ...), sorted
 
     @property
     def key(self) -> str:

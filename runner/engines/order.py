@@ -78,13 +78,14 @@ OP_RANK = {
 }
 
 
-def _rank(change: Change) -> tuple[int, int, str, int, str]:
+def _rank(change: Change) -> tuple[int, int, str, int, int, str]:
     kind = change.key.split(":", 1)[0]
     return (
         int(change.phase),
         KIND_RANK.get(kind, 99),
         change.key,
         OP_RANK.get(change.op, 99),
+        change.position,
         change.detail,
     )
 

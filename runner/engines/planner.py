@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 Renderer = Callable[[Change], list[Statement]]
+Differ = Callable[[Database, Database], list[Change]]
 
 
 class PlanRefused(SeshatError):
@@ -150,10 +151,18 @@ def _check_policy(changes: Sequence[Change], live: Database, options: PlanOption
 
 
 def plan_changes(
-    live: Database, desired: Database, options: PlanOptions, render: Renderer
+    live: Database,
+    desired: Database,
+    options: PlanOptions,
+    render: Renderer,
+    differ: Differ = diff,
 ) -> Planned:
-    """Diff, order and render; raises :class:`PlanRefused` when the policy forbids the plan."""
-    changes = order(diff(live, desired), live, desired)
+    """Diff, order and render; raises :class:`PlanRefused` when the policy forbids the plan.
+
+    ``differ`` is the shared :func:`~runner.engines.diff.diff` unless a dialect wraps it
+    (SQLite turns what it cannot alter into table rebuilds; MySQL adds column moves).
+    """
+    changes = order(differ(live, desired), live, desired)
     _check_policy(changes, live, options)
     statements: list[PlanStatement] = []
     for change in changes:

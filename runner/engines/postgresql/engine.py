@@ -5,17 +5,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from runner.digests import digest
-from runner.engines.changes import Change
+from runner.engines.desired import DesiredSchemaError, desired_files
 from runner.engines.diff import diff
-from runner.engines.hazards import hazards_of
-from runner.engines.model import Constraint, Database
+from runner.engines.drift import drift_report
+from runner.engines.model import Database
 from runner.engines.plan import PlanDocument, plan_digest
 from runner.engines.planner import PlanOptions, PlanRefused, fingerprint, plan_changes
 from runner.engines.postgresql.connection import connection
@@ -23,39 +21,17 @@ from runner.engines.postgresql.introspect import introspect, prepare_session
 from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.scratch import scratch_database
+from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
-from runner.errors import CanNotRunError, SeshatError
+from runner.errors import CanNotRunError
 from runner.sql.split import split_postgresql
 
-__all__ = [
-    "ADVISORY_LOCK_KEY",
-    "ApplyReport",
-    "DesiredSchemaError",
-    "PostgresEngine",
-    "desired_files",
-]
+__all__ = ["ADVISORY_LOCK_KEY", "PostgresEngine"]
 
 ADVISORY_LOCK_KEY = int.from_bytes(
     hashlib.sha256(b"seshat-schema-apply").digest()[:8], "big", signed=True
 )
 """The ``pg_advisory_lock`` key every schema apply holds on its target database."""
-
-
-class DesiredSchemaError(SeshatError):
-    """The desired schema does not load; the message names the file, line and server error."""
-
-    code = "DesiredSchemaInvalid"
-    blocked = True
-
-
-def desired_files(path: Path) -> list[tuple[str, str]]:
-    """(name, text) of the desired schema: one ``.sql`` file, or a folder's in lexical order."""
-    if path.is_file():
-        return [(path.name, path.read_text(encoding="utf-8"))]
-    if not path.is_dir():
-        raise DesiredSchemaError(f"{path}: no such file or folder")
-    files = sorted(p for p in path.rglob("*.sql") if p.is_file())
-    return [(p.relative_to(path).as_posix(), p.read_text(encoding="utf-8")) for p in files]
 
 
 def _error_text(error: psycopg.Error) -> str:
@@ -109,28 +85,6 @@ def _load(
             first_name, first_line, _, first_error = failed[0]
             raise DesiredSchemaError(f"{first_name}:{first_line}: {_error_text(first_error)}")
         pending = [(n, line, sql) for n, line, sql, _ in failed]
-
-
-@dataclass
-class ApplyReport:
-    """What an apply did: each statement ran, failed or did not run."""
-
-    plan_id: str
-    ran: list[int] = field(default_factory=list)
-    failed: int | None = None
-    error: str | None = None
-    rolled_back: list[int] = field(default_factory=list)
-    converged: bool = False
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "plan": self.plan_id,
-            "ran": self.ran,
-            "failed": self.failed,
-            "error": self.error,
-            "rolledBack": self.rolled_back,
-            "converged": self.converged,
-        }
 
 
 class PostgresEngine:
@@ -413,64 +367,3 @@ def _execute(
             raise _StatementFailed(current, _error_text(error)) from None
         if report is not None:
             report.ran.extend(group)
-
-
-def drift_report(changes: Sequence[Change], dialect: str) -> dict[str, object]:
-    """Digest, total, highest severity and per-category counts of what differs.
-
-    Counted per object: missing (only in the desired schema), extra (only in the live one),
-    changed, and invalid (a constraint left NOT VALID where the desired one is validated).
-    Objects the plan would merely rebuild because something they depend on changes are not
-    drift and are not counted.
-    """
-    by_key: dict[str, list[Change]] = {}
-    for change in changes:
-        by_key.setdefault(change.key, []).append(change)
-    categories = {"missing": 0, "extra": 0, "changed": 0, "invalid": 0}
-    severity = "none"
-    counted: list[list[str]] = []
-    for key, group in sorted(by_key.items()):
-        ops = {c.op for c in group}
-        befores = [c.before for c in group if c.before is not None]
-        afters = [c.after for c in group if c.after is not None]
-        if ops == {"drop_definition", "create_definition"} and befores == afters:
-            continue  # rebuilt for a dependency, not drifted
-        if all(c.before is None for c in group) and ops <= {
-            "create_table",
-            "create_definition",
-            "create_index",
-            "create_sequence",
-            "add_constraint",
-            "set_comment",
-        }:
-            categories["missing"] += 1
-        elif all(c.after is None for c in group) and all(c.op.startswith("drop_") for c in group):
-            categories["extra"] += 1
-        elif _only_validation(group):
-            categories["invalid"] += 1
-        else:
-            categories["changed"] += 1
-        counted.append([key, *sorted(ops)])
-        for change in group:
-            if any(h.kind == "destructive" for h in hazards_of(change)):
-                severity = "destructive"
-            elif severity == "none":
-                severity = "warning"
-    return {
-        "digest": digest("drift", {"objects": counted}),
-        "dialect": dialect,
-        "total": len(counted),
-        "highestSeverity": severity,
-        "categories": categories,
-    }
-
-
-def _only_validation(group: Sequence[Change]) -> bool:
-    befores = [c.before for c in group if isinstance(c.before, Constraint)]
-    afters = [c.after for c in group if isinstance(c.after, Constraint)]
-    return (
-        len(befores) == len(afters) == 1
-        and not befores[0].validated
-        and afters[0].validated
-        and befores[0].definition == afters[0].definition
-    )
