@@ -247,12 +247,19 @@ def plan(
     "--expect-digest", help="Refuse unless the plan file hashes to this sha256:... digest."
 )
 @click.option("--lock-timeout", default=30, show_default=True, help="Seconds to wait for locks.")
+@click.option(
+    "--journal",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="MySQL/MariaDB: record each statement here (default: the plan file + .journal); "
+    "applying again after an interruption prints what ran instead of running anything.",
+)
 def apply(
     url: str | None,
     url_env: str | None,
     plan_file: Path,
     expect_digest: str | None,
     lock_timeout: int,
+    journal: Path | None,
 ) -> None:
     """Apply a plan file exactly as written, then check the database converged.
 
@@ -283,8 +290,11 @@ def apply(
         _output().fail(f"{plan_file}: not a plan: {str(error).splitlines()[0]}")
     target = _resolve_url(url, url_env)
     engine = _engine(target, None)
+    options: dict[str, Any] = {"lock_timeout_ms": lock_timeout * 1000}
+    if getattr(engine, "journals", False):  # engines whose DDL is not transactional
+        options["journal"] = journal or plan_file.with_name(plan_file.name + ".journal")
     try:
-        report = _run(lambda: engine.apply(document, lock_timeout_ms=lock_timeout * 1000))
+        report = _run(lambda: engine.apply(document, **options))
     except PlanRefused as refusal:
         _output().out(json.dumps({"refusal": {"code": refusal.reason, "message": refusal.message}}))
         sys.exit(EXIT_REFUSED)

@@ -43,10 +43,49 @@ def _parse(type_: str) -> tuple[str, tuple[int, ...]]:
     return match["base"] + (match["rest"] or ""), args
 
 
+_MYSQL_INTEGERS = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "bigint": 5}
+_MYSQL_TEXTS = {"tinytext": 255, "text": 65535, "mediumtext": 16777215, "longtext": 4294967295}
+_MYSQL_TYPE = re.compile(
+    r"^(?P<base>tinyint|smallint|mediumint|int|bigint|varchar|char|decimal|tinytext|text"
+    r"|mediumtext|longtext)(?:\((?P<args>[0-9,]+)\))?(?P<unsigned> unsigned)?( zerofill)?$"
+)
+
+
+def _mysql_narrowing(old: str, new: str) -> bool | None:
+    """The verdict for MySQL type spellings (``int(11)``, ``varchar(20)``, ``decimal(10,2)``,
+    ``mediumtext``, ``unsigned``), which PostgreSQL never prints; ``None`` for other types.
+    """
+    a, b = _MYSQL_TYPE.match(old), _MYSQL_TYPE.match(new)
+    mysql_only = ("(", " unsigned", "tinyint", "mediumint", "tinytext", "mediumtext", "longtext")
+    if a is None or b is None or not any(m in old + new for m in mysql_only):
+        return None
+    base_a, base_b = a["base"], b["base"]
+    args_a = [int(x) for x in (a["args"] or "").split(",") if x]
+    args_b = [int(x) for x in (b["args"] or "").split(",") if x]
+    if base_a in _MYSQL_INTEGERS and base_b in _MYSQL_INTEGERS:
+        rank_a, rank_b = _MYSQL_INTEGERS[base_a], _MYSQL_INTEGERS[base_b]
+        if a["unsigned"] and not b["unsigned"]:
+            return rank_b <= rank_a
+        return bool(b["unsigned"] and not a["unsigned"]) or rank_b < rank_a
+    if base_a in ("varchar", "char") and base_b in ("varchar", "char"):
+        return (base_a, base_b) == ("varchar", "char") or args_b[:1] < args_a[:1]
+    if base_a in ("varchar", "char") and base_b in _MYSQL_TEXTS:
+        return _MYSQL_TEXTS[base_b] < (args_a[0] if args_a else 1) * 4
+    if base_a in _MYSQL_TEXTS and base_b in _MYSQL_TEXTS:
+        return _MYSQL_TEXTS[base_b] < _MYSQL_TEXTS[base_a]
+    if base_a == base_b == "decimal":
+        p_a, s_a = [*args_a, 0][:2] if args_a else (10, 0)
+        p_b, s_b = [*args_b, 0][:2] if args_b else (10, 0)
+        return s_b < s_a or (p_b - s_b) < (p_a - s_a)
+    return True
+
+
 def is_narrowing(old: str, new: str) -> bool:
     """True unless ``old`` -> ``new`` is known to keep every value (a widening)."""
     if old == new:
         return False
+    if (mysql := _mysql_narrowing(old, new)) is not None:
+        return mysql
     (a, a_args), (b, b_args) = _parse(old), _parse(new)
     if a in _INTEGER_RANK and b in _INTEGER_RANK:
         return _INTEGER_RANK[b] < _INTEGER_RANK[a]

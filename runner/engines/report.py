@@ -17,9 +17,11 @@ class ApplyReport:
     error: str | None = None
     rolled_back: list[int] = field(default_factory=list)
     converged: bool = False
+    unknown: int | None = None  # a statement that started but may not have finished
+    interrupted: bool = False  # the report comes from a journal of an interrupted apply
 
     def to_json(self) -> dict[str, object]:
-        return {
+        document: dict[str, object] = {
             "plan": self.plan_id,
             "ran": self.ran,
             "failed": self.failed,
@@ -27,3 +29,6 @@ class ApplyReport:
             "rolledBack": self.rolled_back,
             "converged": self.converged,
         }
+        if self.interrupted:  # only then: other reports keep exactly their keys
+            document |= {"interrupted": True, "unknown": self.unknown}
+        return document

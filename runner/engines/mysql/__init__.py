@@ -1,0 +1,1 @@
+"""The MySQL/MariaDB schema engine (see docs/engine.md)."""

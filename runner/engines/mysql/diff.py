@@ -1,0 +1,170 @@
+"""The shared differ, adjusted to what MySQL can and must do.
+
+* Column order is part of the model: after the shared changes, columns that are not in
+  their desired place are moved (``move_column``); the moves are the fewest the longest
+  run of columns already in order allows, each placed after its desired predecessor.
+* A new table is created whole with its primary key, indexes and checks (see
+  :mod:`.render`), so those are not added one by one.
+* An index or primary key whose definition changes is replaced in one statement (a
+  foreign key may need it at every moment): the create carries the old object.
+* An index that only the live database has is dropped last, after its replacement exists.
+* The index the server creates implicitly for a foreign key is no difference: it is not
+  dropped while the foreign key stays, and not created where the live table already has
+  that foreign key (and so an index serving it).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import re
+
+from runner.engines.changes import Change, Phase
+from runner.engines.diff import diff as shared_diff
+from runner.engines.model import Database, Index
+from runner.engines.mysql.render import index_name
+
+__all__ = ["diff"]
+
+_COLUMN = re.compile(r"`((?:[^`]|``)+)`(\(\d+\))?( DESC)?")
+
+
+def _index_columns(index: Index) -> list[str] | None:
+    """Plain column names of a ``KEY`` (``None`` for prefixes, DESC or other kinds)."""
+    if not index.definition.startswith("KEY ") or " COMMENT " in index.definition:
+        return None
+    inner = index.definition[index.definition.index("(") + 1 : index.definition.rindex(")")]
+    names: list[str] = []
+    for part in inner.split(","):
+        match = _COLUMN.fullmatch(part.strip())
+        if match is None or match.group(2) or match.group(3):
+            return None
+        names.append(match.group(1).replace("``", "`"))
+    return names
+
+
+def _implicit_fk_index(index: Index, db: Database) -> bool:
+    columns = _index_columns(index)
+    if columns is None:
+        return False
+    name = index_name(index)
+    return any(
+        c.kind == "f"
+        and c.table == index.table
+        and list(c.columns) == columns
+        and name in (c.name, c.columns[0])
+        for c in db.constraints.values()
+    )
+
+
+def _has_fk(db: Database, index: Index) -> bool:
+    columns = _index_columns(index)
+    return any(
+        c.kind == "f" and c.table == index.table and list(c.columns) == columns
+        for c in db.constraints.values()
+    )
+
+
+def _names(definition: str) -> set[str]:
+    return {m.group(1).replace("``", "`") for m in _COLUMN.finditer(definition)}
+
+
+def _longest_increasing(values: list[int]) -> set[int]:
+    """Positions (into ``values``) of one longest strictly increasing subsequence."""
+    tails: list[int] = []
+    tail_at: list[int] = []
+    previous = [-1] * len(values)
+    for position, value in enumerate(values):
+        slot = bisect.bisect_left(tails, value)
+        if slot == len(tails):
+            tails.append(value)
+            tail_at.append(position)
+        else:
+            tails[slot] = value
+            tail_at[slot] = position
+        previous[position] = tail_at[slot - 1] if slot else -1
+    kept: set[int] = set()
+    position = tail_at[-1] if tail_at else -1
+    while position >= 0:
+        kept.add(position)
+        position = previous[position]
+    return kept
+
+
+def _moves(live: Database, desired: Database, changes: list[Change]) -> list[Change]:
+    moves: list[Change] = []
+    for key in sorted(live.tables.keys() & desired.tables.keys()):
+        old, new = live.tables[key], desired.tables[key]
+        wanted = [c.name for c in new.columns]
+        added = {c.detail for c in changes if c.op == "add_column" and c.key == key}
+        order = [c.name for c in old.columns if c.name in wanted and c.name not in added]
+        for position, name in enumerate(wanted):
+            if name in added:
+                before = wanted[position - 1] if position else None
+                order.insert(order.index(before) + 1 if before in order else 0, name)
+        if order == wanted:
+            continue
+        rank = {name: position for position, name in enumerate(wanted)}
+        kept = {order[i] for i in _longest_increasing([rank[n] for n in order])}
+        for position, column in enumerate(new.columns):
+            if column.name not in kept:
+                moves.append(
+                    Change(
+                        "move_column",
+                        key,
+                        Phase.CREATE,
+                        (key,),
+                        before=old.column(column.name),
+                        after=column,
+                        detail=column.name,
+                        existing_table=True,
+                        position=position,
+                    )
+                )
+    return moves
+
+
+def diff(live: Database, desired: Database) -> list[Change]:
+    """Every change from ``live`` to ``desired`` on MySQL, in no particular order."""
+    changes = shared_diff(live, desired)
+    new_tables = {c.key for c in changes if c.op == "create_table"}
+    replaced_indexes = {c.key for c in changes if c.op == "create_index"} & set(live.indexes)
+    replaced_keys = {
+        c.key
+        for c in changes
+        if c.op == "add_constraint"
+        and c.key in live.constraints
+        and live.constraints[c.key].kind == "p"
+    }
+    dropped_columns: dict[str, set[str]] = {}
+    for change in changes:
+        if change.op == "drop_column":
+            dropped_columns.setdefault(change.key, set()).add(change.detail)
+    result: list[Change] = []
+    for change in changes:
+        if change.op in ("add_constraint", "create_index") and change.after is not None:
+            owner = getattr(change.after, "table", None)
+            kind = getattr(change.after, "kind", "i")
+            if owner in new_tables and kind != "f":
+                continue  # part of CREATE TABLE
+        if change.op == "drop_index" and change.key in replaced_indexes:
+            continue
+        if change.op == "drop_constraint" and change.key in replaced_keys:
+            continue
+        if change.op == "create_index" and change.key in replaced_indexes:
+            change = dataclasses.replace(change, before=live.indexes[change.key])
+        elif change.op == "add_constraint" and change.key in replaced_keys:
+            change = dataclasses.replace(change, before=live.constraints[change.key])
+        elif change.op == "drop_index" and change.key not in desired.indexes:
+            index = live.indexes[change.key]
+            if _implicit_fk_index(index, live) and _has_fk(desired, index):
+                continue
+            if not _names(index.definition) & dropped_columns.get(index.table, set()):
+                change = dataclasses.replace(change, phase=Phase.FINISH)
+        elif change.op == "create_index" and change.key not in live.indexes:
+            index = desired.indexes[change.key]
+            if _implicit_fk_index(index, desired) and _has_fk(live, index):
+                continue
+        result.append(change)
+    result += _moves(live, desired, changes)
+    return sorted(result, key=lambda c: c.sort_key)

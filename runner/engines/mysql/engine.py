@@ -1,0 +1,353 @@
+"""The MySQL/MariaDB engine: plan, dry-run, apply, drift and inspect against real servers.
+
+DDL is not transactional here. Planning normalizes the desired schema in a shadow schema,
+then rebuilds the live schema in a second one and runs the plan there, statement by
+statement, probing for each ``ALTER TABLE`` the cheapest algorithm the server accepts
+(``INSTANT``, ``INPLACE`` with ``LOCK=NONE``, else ``COPY``); that is the statement's lock
+hazard. Applying holds ``GET_LOCK`` on the apply session, refuses a stale plan, and records
+each statement in a journal before and after it runs (see :mod:`.journal`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from runner.engines.desired import DesiredSchemaError, desired_files
+from runner.engines.drift import drift_report
+from runner.engines.model import Database
+from runner.engines.mysql.connection import connection, error_text, parse_url, rows
+from runner.engines.mysql.diff import diff
+from runner.engines.mysql.introspect import introspect
+from runner.engines.mysql.journal import Journal, interrupted
+from runner.engines.mysql.quoting import ident
+from runner.engines.mysql.render import renderer
+from runner.engines.mysql.shadow import shadow_schema
+from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement, plan_digest
+from runner.engines.planner import Planned, PlanOptions, PlanRefused, fingerprint, plan_changes
+from runner.engines.report import ApplyReport
+from runner.engines.scope import apply_exclude
+from runner.errors import CanNotRunError
+from runner.sql.split_mysql import split_mysql
+
+__all__ = ["ALGORITHMS", "MysqlEngine", "lock_name"]
+
+ALGORITHMS = (
+    ("INSTANT", ", ALGORITHM=INSTANT"),
+    ("INPLACE", ", ALGORITHM=INPLACE, LOCK=NONE"),
+    ("COPY", ""),
+)
+"""Probed in this order on the shadow schema; the first one accepted is recorded."""
+
+_REFUSED_IN_DESIRED = re.compile(
+    r"^\s*(CREATE|DROP|ALTER)\s+(DATABASE|SCHEMA)\b|^\s*(GRANT|REVOKE)\b", re.IGNORECASE
+)
+_USE = re.compile(r"^\s*USE\s+`?([^`\s;]+)`?\s*$", re.IGNORECASE)
+
+
+def lock_name(database: str) -> str:
+    """The ``GET_LOCK`` name every apply to ``database`` holds (at most 64 characters)."""
+    name = f"seshat-schema-apply:{database}"
+    if len(name) > 64:
+        name = "seshat-schema-apply:" + hashlib.sha256(database.encode()).hexdigest()[:44]
+    return name
+
+
+def _execute(conn: Any, sql: str) -> None:
+    with conn.cursor() as cur:
+        cur.execute(sql)
+
+
+class _Failed(Exception):
+    def __init__(self, index: int, error: str) -> None:
+        super().__init__(error)
+        self.index = index
+        self.error = error
+
+
+class MysqlEngine:
+    """One MySQL or MariaDB target (and optionally an empty dev database to work in)."""
+
+    dialect = "mysql"
+    transactional_ddl = False
+    journals = True  # apply takes ``journal=``: the CLI passes --journal
+
+    def __init__(self, url: str, dev_url: str | None = None) -> None:
+        self.url = url
+        self.dev_url = dev_url
+        self.database = parse_url(url).database
+        self.scratch_names: list[str] = []  # never printed: the caller redacts them
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _read(self, conn: Any, database: str, exclude: Sequence[str]) -> Database:
+        return apply_exclude(introspect(conn, database), exclude)
+
+    def inspect(self, exclude: Sequence[str] = ()) -> Database:
+        with connection(self.url) as conn:
+            return self._read(conn, self.database, exclude)
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with shadow schema names replaced by the target's name."""
+        for name in self.scratch_names:
+            text = text.replace(name, self.database)
+        return text
+
+    @contextlib.contextmanager
+    def _workspace(self) -> Iterator[tuple[Any, str]]:
+        """A session using an empty schema: a new shadow schema, or the dev database.
+
+        A dev database must be empty when Seshat starts (so a real database given by
+        mistake is refused, not wiped) and is emptied again afterwards.
+        """
+        if self.dev_url is None:
+            with (
+                connection(self.url) as conn,
+                shadow_schema(conn, self.database, self.scratch_names) as name,
+            ):
+                conn.select_db(name)
+                _execute(conn, "SET SESSION foreign_key_checks = 1")
+                yield conn, name
+            return
+        dev = parse_url(self.dev_url).database
+        with connection(self.dev_url) as conn:
+            if _objects(conn, dev):
+                raise CanNotRunError(
+                    "the dev database is not empty; give an empty database Seshat may use"
+                )
+            try:
+                yield conn, dev
+            finally:
+                _empty(conn, dev)
+
+    def _normalize(self, conn: Any, name: str, path: Path, exclude: Sequence[str]) -> Database:
+        """Load the desired schema into the empty schema ``name`` and read it back."""
+        pending: list[tuple[str, int, str]] = []
+        qualifier = re.compile(r"(?<![\w`$])(`?)" + re.escape(self.database) + r"\1(?=\s*\.)")
+        for file, text in desired_files(path):
+            for piece in split_mysql(text):
+                if _REFUSED_IN_DESIRED.match(piece.sql):
+                    raise DesiredSchemaError(
+                        f"{file}:{piece.line}: a desired schema may not create, drop or alter "
+                        "databases, or grant privileges"
+                    )
+                if match := _USE.match(piece.sql):
+                    if match.group(1) != self.database:
+                        raise DesiredSchemaError(f"{file}:{piece.line}: USE names another database")
+                    continue
+                pending.append((file, piece.line, qualifier.sub(ident(name), piece.sql)))
+        _execute(conn, "SET SESSION foreign_key_checks = 0")
+        try:
+            while pending:
+                failed: list[tuple[str, int, str, str]] = []
+                for file, line, sql in pending:
+                    try:
+                        _execute(conn, sql)
+                    except pymysql.MySQLError as error:
+                        failed.append((file, line, sql, error_text(error)))
+                if len(failed) == len(pending):
+                    file, line, _, message = failed[0]
+                    raise DesiredSchemaError(self._scrub(f"{file}:{line}: {message}"))
+                pending = [(f, n, s) for f, n, s, _ in failed]
+        finally:
+            _execute(conn, "SET SESSION foreign_key_checks = 1")
+        return self._read(conn, name, exclude)
+
+    def desired(self, path: Path, exclude: Sequence[str] = ()) -> Database:
+        """The desired schema, normalized in a shadow schema and introspected."""
+        with self._workspace() as (conn, name):
+            return self._normalize(conn, name, path, exclude)
+
+    # -- planning --------------------------------------------------------------------------
+
+    def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
+        """A verified plan from the live schema to ``desired_path`` (dry-run on a copy)."""
+        live = self.inspect(options.exclude)
+        desired = self.desired(desired_path, options.exclude)
+        planned = plan_changes(live, desired, options, renderer(desired), differ=diff)
+        statements = _merged(planned.statements)
+        with self._workspace() as (conn, name):
+            probed, expected = self._dry_run(conn, name, live, desired, statements, options)
+        return Planned(planned.changes, tuple(probed)).document(live, desired, expected, options)
+
+    def _dry_run(
+        self,
+        conn: Any,
+        name: str,
+        live: Database,
+        desired: Database,
+        statements: Sequence[PlanStatement],
+        options: PlanOptions,
+    ) -> tuple[list[PlanStatement], str]:
+        """Rebuild ``live`` in the empty schema ``name``, run the plan there, compare."""
+        baseline = introspect(conn, name)
+        copy = plan_changes(
+            baseline, live, PlanOptions(allow_destructive=True), renderer(live), differ=diff
+        )
+        _execute(conn, "SET SESSION foreign_key_checks = 0")
+        try:
+            for statement in copy.statements:
+                _execute(conn, statement.sql)
+        except pymysql.MySQLError as error:
+            raise PlanRefused(
+                "dry_run_failed",
+                self._scrub(
+                    f"could not rebuild the live schema for the dry run: {error_text(error)}"
+                ),
+            ) from None
+        finally:
+            _execute(conn, "SET SESSION foreign_key_checks = 1")
+        probed: list[PlanStatement] = []
+        for index, statement in enumerate(statements):
+            try:
+                algorithm = _probe(conn, statement.sql)
+            except pymysql.MySQLError as error:
+                raise PlanRefused(
+                    "dry_run_failed",
+                    self._scrub(
+                        f"statement {index + 1} failed in the dry run: {error_text(error)}"
+                    ),
+                ) from None
+            hazards = [h for h in statement.hazards if h.kind != "lock"]
+            if algorithm in ("INPLACE", "COPY"):
+                hazards.append(HazardEntry(kind="lock", code=f"ALGORITHM_{algorithm}"))
+            hazards.sort(key=lambda h: (h.kind, h.code))
+            probed.append(statement.model_copy(update={"hazards": hazards}))
+        result = self._read(conn, name, options.exclude)
+        remaining = diff(result, desired)
+        if remaining:
+            first = remaining[0]
+            raise PlanRefused(
+                "dry_run_not_converged",
+                f"after the dry run {len(remaining)} differences remain "
+                f"(first: {first.op} {first.key})",
+            )
+        return probed, fingerprint(result)
+
+    # -- applying --------------------------------------------------------------------------
+
+    def apply(
+        self,
+        document: PlanDocument,
+        *,
+        lock_timeout_ms: int = 30_000,
+        journal: Path | None = None,
+    ) -> ApplyReport:
+        """Run ``document`` statement by statement under ``GET_LOCK``, journaling each one.
+
+        If ``journal`` records an interrupted run of this same plan, nothing runs: the
+        report says which statements finished and which one's outcome is unknown.
+        """
+        report = ApplyReport(plan_digest(document))
+        if journal is not None and (previous := interrupted(journal, report.plan_id)):
+            report.ran = previous.finished
+            report.unknown = previous.unknown
+            report.interrupted = True
+            report.error = _interrupted_message(previous.finished, previous.unknown)
+            return report
+        seconds = max(1, lock_timeout_ms // 1000)
+        with connection(self.url) as conn:
+            _execute(conn, f"SET SESSION lock_wait_timeout = {seconds}")
+            got = rows(conn, "SELECT GET_LOCK(%s, %s)", (lock_name(self.database), seconds))
+            if not got or got[0][0] != 1:
+                raise PlanRefused("locked", "another apply holds this database's lock")
+            live = self._read(conn, self.database, document.exclude)
+            if fingerprint(live) != document.observed:
+                raise PlanRefused("stale_plan", "the live schema changed since the plan was made")
+            log = Journal(journal, report.plan_id)
+            try:
+                log.write("begin", statements=len(document.statements))
+                for index, statement in enumerate(document.statements):
+                    log.write("started", index=index)
+                    try:
+                        _execute(conn, statement.sql)
+                    except pymysql.MySQLError as error:
+                        report.failed = index
+                        report.error = error_text(error)
+                        log.write("failed", index=index, error=report.error)
+                        return report
+                    log.write("finished", index=index)
+                    report.ran.append(index)
+                after = self._read(conn, self.database, document.exclude)
+                report.converged = fingerprint(after) == document.expected
+                log.write("end", converged=report.converged)
+            finally:
+                log.close()
+        return report
+
+    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
+        """A bounded drift report: the live schema against the desired one."""
+        live = self.inspect(exclude)
+        desired = self.desired(desired_path, exclude)
+        return drift_report(diff(live, desired), live.dialect)
+
+
+def _interrupted_message(finished: list[int], unknown: int | None) -> str:
+    ran = ", ".join(str(i + 1) for i in finished) or "none"
+    text = f"a previous apply of this plan was interrupted; statements that ran: {ran}"
+    if unknown is not None:
+        text += f"; the outcome of statement {unknown + 1} is unknown"
+    return text + "; inspect the database and plan again"
+
+
+def _merged(statements: Sequence[PlanStatement]) -> list[PlanStatement]:
+    """One statement where several changes of one column render the same SQL."""
+    merged: list[PlanStatement] = []
+    seen: dict[tuple[str, str], int] = {}
+    for statement in statements:
+        at = seen.get((statement.key, statement.sql))
+        if at is None:
+            seen[(statement.key, statement.sql)] = len(merged)
+            merged.append(statement)
+            continue
+        hazards = {(h.kind, h.code) for h in merged[at].hazards + statement.hazards}
+        merged[at] = merged[at].model_copy(
+            update={"hazards": [HazardEntry(kind=k, code=c) for k, c in sorted(hazards)]}
+        )
+    return merged
+
+
+def _probe(conn: Any, sql: str) -> str | None:
+    """Run ``sql`` in the cheapest algorithm accepted; ``None`` for other than ALTER TABLE."""
+    if not re.match(r"ALTER\s+TABLE\b", sql, re.IGNORECASE):
+        _execute(conn, sql)
+        return None
+    for algorithm, clause in ALGORITHMS:
+        try:
+            _execute(conn, sql + clause)
+            return algorithm
+        except pymysql.MySQLError:
+            if not clause:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _objects(conn: Any, database: str) -> int:
+    found = rows(
+        conn,
+        "SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s)"
+        " + (SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = %s)",
+        (database, database),
+    )
+    return int(found[0][0]) if found else 0
+
+
+def _empty(conn: Any, database: str) -> None:
+    """Drop every view and table of ``database`` (triggers go with their tables)."""
+    with contextlib.suppress(pymysql.MySQLError):
+        _execute(conn, "SET SESSION foreign_key_checks = 0")
+        for name, kind in rows(
+            conn,
+            "SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = %s ORDER BY TABLE_TYPE DESC, TABLE_NAME",
+            (database,),
+        ):
+            word = "VIEW" if kind == "VIEW" else "TABLE"
+            _execute(conn, f"DROP {word} IF EXISTS {ident(database)}.{ident(str(name))}")
+        _execute(conn, "SET SESSION foreign_key_checks = 1")

@@ -1,0 +1,414 @@
+"""Reading a MySQL or MariaDB database into the engine's object model.
+
+Everything comes from ``information_schema`` in one session. Keys use the fixed schema name
+:data:`SCHEMA` instead of the database's name, so a shadow schema holding the same objects
+reads exactly like the target: ``table:db.orders``, ``index:db.orders.orders_status_idx``
+(index names are per table here), ``constraint:db.orders.orders_ibfk_1``, ``view:db.v``.
+Definitions that name the database itself (view bodies) have that qualifier removed.
+
+Modelled: tables with their options (engine, charset, collation, comment, row format; never
+the AUTO_INCREMENT counter), columns in order (the order is part of the model here), types,
+collations, defaults, ON UPDATE, AUTO_INCREMENT, generated columns, column comments and
+column-level checks (``Column.extra``), primary keys, unique, ordinary, FULLTEXT and SPATIAL
+indexes with prefix lengths and direction, foreign keys, table checks, views and triggers.
+Left out: partitioning, routines, events, privileges.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
+from runner.engines.mysql.connection import rows
+from runner.engines.mysql.quoting import ident, literal
+
+__all__ = ["SCHEMA", "flavor", "introspect"]
+
+SCHEMA = "db"
+"""The schema name in every key, whatever the database is called."""
+
+_LITERAL_DEFAULT = re.compile(r"^(-?[0-9.]+(e[-+]?[0-9]+)?|'.*'|[bx]'[0-9a-fA-F]*'|NULL)$", re.S)
+
+
+def flavor(conn: Any) -> tuple[str, int, str]:
+    """(``mariadb`` or ``mysql``, major version, full version)."""
+    version = str(rows(conn, "SELECT VERSION()")[0][0])
+    name = "mariadb" if "mariadb" in version.lower() else "mysql"
+    return name, int(version.split(".", 1)[0]), version
+
+
+def _table_key(name: str) -> str:
+    return f"table:{SCHEMA}.{name}"
+
+
+def _strip_schema(text: str, database: str) -> str:
+    """``text`` without qualifiers naming ``database`` (``\\`db\\`.\\`t\\``` -> ``\\`t\\```)."""
+    return text.replace(ident(database) + ".", "")
+
+
+class _Reader:
+    def __init__(self, conn: Any, database: str) -> None:
+        self.conn = conn
+        self.db = database
+        self.dialect, self.major, _ = flavor(conn)
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        return rows(self.conn, sql, (self.db,))
+
+    # -- tables and columns --------------------------------------------------------------
+
+    def column_checks(self) -> dict[tuple[str, str], str]:
+        if self.dialect != "mariadb":
+            return {}
+        found: dict[tuple[str, str], str] = {}
+        for table, name, clause in self.query(
+            "SELECT TABLE_NAME, CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema"
+            ".CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = %s AND LEVEL = 'Column'"
+        ):
+            found[(str(table), str(name))] = str(clause)
+        return found
+
+    def tables(self) -> dict[str, Table]:
+        options: dict[str, list[tuple[str, str]]] = {}
+        for name, engine, collation, comment, create_options in self.query(
+            "SELECT TABLE_NAME, ENGINE, TABLE_COLLATION, TABLE_COMMENT, CREATE_OPTIONS"
+            " FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s"
+            " AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME"
+        ):
+            facts = [("engine", str(engine or ""))]
+            if collation:
+                facts.append(("collation", str(collation)))
+            if comment:
+                facts.append(("comment", str(comment)))
+            for option in str(create_options or "").split():
+                key, _, value = option.partition("=")
+                if key.lower() == "row_format":
+                    facts.append(("row_format", value.upper()))
+            options[str(name)] = sorted(facts)
+        checks = self.column_checks()
+        columns: dict[str, list[Column]] = defaultdict(list)
+        generated_sql = (
+            "IS_GENERATED, GENERATION_EXPRESSION"
+            if self.dialect == "mariadb"
+            else "IF(GENERATION_EXPRESSION = '', 'NEVER', 'ALWAYS'), GENERATION_EXPRESSION"
+        )
+        for (
+            table,
+            name,
+            column_type,
+            nullable,
+            default,
+            extra,
+            collation,
+            comment,
+            is_generated,
+            expression,
+        ) in self.query(
+            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, EXTRA,"
+            f" COLLATION_NAME, COLUMN_COMMENT, {generated_sql}"
+            " FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
+            " ORDER BY TABLE_NAME, ORDINAL_POSITION"
+        ):
+            if str(table) not in options:
+                continue  # a view's columns
+            columns[str(table)].append(
+                self.column(
+                    str(table),
+                    str(name),
+                    str(column_type),
+                    nullable == "YES",
+                    default,
+                    str(extra or ""),
+                    collation,
+                    str(comment or ""),
+                    is_generated == "ALWAYS",
+                    expression,
+                    checks,
+                )
+            )
+        return {
+            _table_key(name): Table(
+                schema=SCHEMA, name=name, columns=tuple(columns[name]), options=tuple(facts)
+            )
+            for name, facts in options.items()
+        }
+
+    def column(
+        self,
+        table: str,
+        name: str,
+        column_type: str,
+        nullable: bool,
+        default: Any,
+        extra: str,
+        collation: Any,
+        comment: str,
+        is_generated: bool,
+        expression: Any,
+        checks: dict[tuple[str, str], str],
+    ) -> Column:
+        facts: list[tuple[str, str]] = []
+        lowered = extra.lower()
+        if "auto_increment" in lowered:
+            facts.append(("auto_increment", "true"))
+        if match := re.search(r"on update (\S+)", extra, re.IGNORECASE):
+            facts.append(("on_update", match.group(1).lower()))
+        if "invisible" in lowered:
+            facts.append(("invisible", "true"))
+        if comment:
+            facts.append(("comment", comment))
+        if (table, name) in checks:
+            facts.append(("check", checks[(table, name)]))
+        generated: str | None = None
+        if is_generated:
+            generated = str(expression)
+            facts.append(("generated", "STORED" if "stored" in lowered else "VIRTUAL"))
+        text_default: str | None = None
+        if default is not None and not is_generated:
+            text_default = str(default)
+            if self.dialect == "mysql":
+                # MySQL prints literals unquoted; expressions are marked DEFAULT_GENERATED.
+                if "default_generated" not in lowered and not text_default.upper().startswith(
+                    "CURRENT_TIMESTAMP"
+                ):
+                    text_default = literal(text_default)
+            elif text_default == "NULL":
+                text_default = None
+        return Column(
+            name=name,
+            type=column_type,
+            not_null=not nullable,
+            default=text_default,
+            generated=generated,
+            collation=str(collation) if collation else None,
+            extra=tuple(sorted(facts)),
+        )
+
+    # -- keys, indexes and constraints ---------------------------------------------------
+
+    def indexes(self) -> tuple[dict[str, Constraint], dict[str, Index]]:
+        parts: dict[tuple[str, str], list[str]] = defaultdict(list)
+        kinds: dict[tuple[str, str], tuple[bool, str, str]] = {}
+        collation_col = "COLLATION"
+        for table, name, non_unique, column, sub_part, index_type, collation, comment in self.query(
+            "SELECT TABLE_NAME, INDEX_NAME, NON_UNIQUE, COLUMN_NAME, SUB_PART, INDEX_TYPE,"
+            f" {collation_col}, INDEX_COMMENT FROM information_schema.STATISTICS"
+            " WHERE TABLE_SCHEMA = %s ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX"
+        ):
+            key = (str(table), str(name))
+            part = ident(str(column))
+            if sub_part is not None:
+                part += f"({int(sub_part)})"
+            if collation == "D":
+                part += " DESC"
+            parts[key].append(part)
+            kinds[key] = (not int(non_unique), str(index_type), str(comment or ""))
+        constraints: dict[str, Constraint] = {}
+        indexes: dict[str, Index] = {}
+        for (table, name), columns in sorted(parts.items()):
+            unique, index_type, comment = kinds[(table, name)]
+            column_list = "(" + ",".join(columns) + ")"
+            if name == "PRIMARY":
+                pk = Constraint(
+                    table=_table_key(table),
+                    name="PRIMARY",
+                    kind="p",
+                    definition=f"PRIMARY KEY {column_list}",
+                )
+                constraints[pk.key] = pk
+                continue
+            word = {"FULLTEXT": "FULLTEXT KEY", "SPATIAL": "SPATIAL KEY"}.get(
+                index_type, "UNIQUE KEY" if unique else "KEY"
+            )
+            definition = f"{word} {ident(name)} {column_list}"
+            if index_type == "HASH":
+                definition += " USING HASH"
+            if comment:
+                definition += f" COMMENT {literal(comment)}"
+            index = Index(
+                schema=SCHEMA,
+                name=f"{table}.{name}",
+                table=_table_key(table),
+                definition=definition,
+                unique=unique,
+            )
+            indexes[index.key] = index
+        return constraints, indexes
+
+    def foreign_keys(self) -> dict[str, Constraint]:
+        columns: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        targets: dict[tuple[str, str], tuple[str, str]] = {}
+        for table, name, column, ref_schema, ref_table, ref_column in self.query(
+            "SELECT TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, REFERENCED_TABLE_SCHEMA,"
+            " REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME FROM information_schema"
+            ".KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND REFERENCED_TABLE_NAME IS NOT NULL"
+            " ORDER BY TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION"
+        ):
+            key = (str(table), str(name))
+            columns[key].append((str(column), str(ref_column)))
+            targets[key] = (str(ref_schema), str(ref_table))
+        rules = {
+            (str(t), str(n)): (str(u), str(d))
+            for t, n, u, d in self.query(
+                "SELECT TABLE_NAME, CONSTRAINT_NAME, UPDATE_RULE, DELETE_RULE FROM"
+                " information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = %s"
+            )
+        }
+        found: dict[str, Constraint] = {}
+        for (table, name), pairs in sorted(columns.items()):
+            ref_schema, ref_table = targets[(table, name)]
+            on_update, on_delete = rules.get((table, name), ("RESTRICT", "RESTRICT"))
+            target = (
+                ident(ref_table)
+                if ref_schema == self.db
+                else f"{ident(ref_schema)}.{ident(ref_table)}"
+            )
+            definition = (
+                f"FOREIGN KEY ({','.join(ident(c) for c, _ in pairs)}) REFERENCES {target}"
+                f" ({','.join(ident(r) for _, r in pairs)})"
+            )
+            # RESTRICT is the default and is printed by nobody (an explicit one reads back
+            # the same way).
+            if on_delete != "RESTRICT":
+                definition += f" ON DELETE {on_delete}"
+            if on_update != "RESTRICT":
+                definition += f" ON UPDATE {on_update}"
+            constraint = Constraint(
+                table=_table_key(table),
+                name=name,
+                kind="f",
+                definition=definition,
+                references=_table_key(ref_table) if ref_schema == self.db else None,
+                columns=tuple(c for c, _ in pairs),
+            )
+            found[constraint.key] = constraint
+        return found
+
+    def checks(self) -> dict[str, Constraint]:
+        level = " AND LEVEL = 'Table'" if self.dialect == "mariadb" else ""
+        sql = (
+            "SELECT TABLE_NAME, CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema"
+            f".CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = %s{level}"
+        )
+        if self.dialect == "mysql":
+            sql = (
+                "SELECT t.TABLE_NAME, c.CONSTRAINT_NAME, c.CHECK_CLAUSE FROM information_schema"
+                ".CHECK_CONSTRAINTS c JOIN information_schema.TABLE_CONSTRAINTS t ON"
+                " t.CONSTRAINT_SCHEMA = c.CONSTRAINT_SCHEMA AND t.CONSTRAINT_NAME ="
+                " c.CONSTRAINT_NAME AND t.CONSTRAINT_TYPE = 'CHECK'"
+                " WHERE c.CONSTRAINT_SCHEMA = %s"
+            )
+        found: dict[str, Constraint] = {}
+        for table, name, clause in self.query(sql):
+            constraint = Constraint(
+                table=_table_key(str(table)),
+                name=str(name),
+                kind="c",
+                definition=f"CHECK ({_strip_schema(str(clause), self.db)})",
+            )
+            found[constraint.key] = constraint
+        return found
+
+    # -- views and triggers --------------------------------------------------------------
+
+    def views(self) -> dict[str, Definition]:
+        columns: dict[str, list[str]] = defaultdict(list)
+        for table, column in self.query(
+            "SELECT c.TABLE_NAME, c.COLUMN_NAME FROM information_schema.COLUMNS c"
+            " JOIN information_schema.VIEWS v ON v.TABLE_SCHEMA = c.TABLE_SCHEMA"
+            " AND v.TABLE_NAME = c.TABLE_NAME WHERE c.TABLE_SCHEMA = %s"
+            " ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION"
+        ):
+            columns[str(table)].append(str(column))
+        found: dict[str, Definition] = {}
+        for name, body, check, security, algorithm in self.query(
+            "SELECT TABLE_NAME, VIEW_DEFINITION, CHECK_OPTION, SECURITY_TYPE, "
+            + ("ALGORITHM" if self.dialect == "mariadb" else "'UNDEFINED'")
+            + " FROM information_schema.VIEWS WHERE TABLE_SCHEMA = %s ORDER BY TABLE_NAME"
+        ):
+            name = str(name)
+            body = _strip_schema(str(body), self.db)
+            head = f"ALGORITHM={algorithm} SQL SECURITY {security} VIEW {ident(name)}"
+            tail = "" if check in (None, "NONE") else f" WITH {check} CHECK OPTION"
+            definition = f"{head} AS {body}{tail}"
+            key = f"view:{SCHEMA}.{name}"
+            found[key] = Definition(
+                key=key,
+                kind="view",
+                create=f"CREATE {definition}",
+                drop=f"DROP VIEW {ident(name)}",
+                definition=definition,
+                replace=f"CREATE OR REPLACE {definition}",
+                extra=(("columns", ", ".join(columns[name])),),
+            )
+        return found
+
+    def triggers(self) -> dict[str, Definition]:
+        found: dict[str, Definition] = {}
+        for name, event, table, timing, statement, order in self.query(
+            "SELECT TRIGGER_NAME, EVENT_MANIPULATION, EVENT_OBJECT_TABLE, ACTION_TIMING,"
+            " ACTION_STATEMENT, ACTION_ORDER FROM information_schema.TRIGGERS"
+            " WHERE TRIGGER_SCHEMA = %s ORDER BY EVENT_OBJECT_TABLE, ACTION_ORDER"
+        ):
+            body = _strip_schema(str(statement), self.db)
+            definition = (
+                f"TRIGGER {ident(str(name))} {timing} {event} ON {ident(str(table))}"
+                f" FOR EACH ROW {body}"
+            )
+            key = f"trigger:{SCHEMA}.{name}"
+            found[key] = Definition(
+                key=key,
+                kind="trigger",
+                create=f"CREATE {definition}",
+                drop=f"DROP TRIGGER {ident(str(name))}",
+                definition=definition,
+                table=_table_key(str(table)),
+                extra=(("order", str(order)),),
+            )
+        return found
+
+
+_IDENT = re.compile(r"`((?:[^`]|``)+)`")
+
+
+def _references(text: str) -> set[str]:
+    return {m.group(1).replace("``", "`") for m in _IDENT.finditer(text)}
+
+
+def introspect(conn: Any, database: str) -> Database:
+    """The model of ``database`` on ``conn``'s server."""
+    reader = _Reader(conn, database)
+    tables = reader.tables()
+    keys, indexes = reader.indexes()
+    constraints = {**keys, **reader.foreign_keys(), **reader.checks()}
+    views = reader.views()
+    triggers = reader.triggers()
+    depends: set[tuple[str, str]] = set()
+    for constraint in constraints.values():
+        if constraint.references and constraint.references != constraint.table:
+            depends.add((constraint.table, constraint.references))
+        depends.add((constraint.key, constraint.table))
+        if constraint.references:
+            depends.add((constraint.key, constraint.references))
+    for index in indexes.values():
+        depends.add((index.key, index.table))
+    names = {t.name: k for k, t in tables.items()} | {k.split(".", 1)[1]: k for k in views}
+    for key, view in views.items():
+        for name in sorted(_references(view.definition)):
+            target = names.get(name)
+            if target is not None and target != key:
+                depends.add((key, target))
+    for key, trigger in triggers.items():
+        assert trigger.table is not None
+        depends.add((key, trigger.table))
+    return Database(
+        dialect=reader.dialect,
+        server_major=reader.major,
+        tables=tables,
+        constraints=constraints,
+        indexes=indexes,
+        definitions={**views, **triggers},
+        depends=frozenset(depends),
+    )

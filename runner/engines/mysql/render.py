@@ -1,0 +1,274 @@
+"""Spelling each change as MySQL/MariaDB statements.
+
+Every statement is one DDL statement (each commits implicitly). A column change of any
+kind is a ``MODIFY COLUMN`` with the column's whole desired definition, because MySQL
+cannot alter one attribute alone; a new column is placed with ``AFTER`` / ``FIRST`` where
+the desired schema has it, and ``move_column`` changes (from :mod:`.diff`) put existing
+columns in the desired order. A new table is created with its primary key, unique and
+ordinary indexes and checks (an AUTO_INCREMENT column must be a key from the start);
+foreign keys are added afterwards, once every table exists.
+
+The renderer needs the desired model (for a table's keys and a column's predecessor), so
+:func:`renderer` makes one per plan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from runner.engines.changes import Change, Statement, UnsupportedChange
+from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
+from runner.engines.mysql.quoting import ident, literal
+
+__all__ = ["RENDERERS", "column_sql", "index_name", "renderer"]
+
+Render = Callable[[Change], list[Statement]]
+_PLAIN_DEFAULT = re.compile(
+    r"^(-?[0-9.]+(e[-+]?[0-9]+)?|'.*'|[bBxX]'[0-9a-fA-F]*'|NULL|current_timestamp(\(\d*\))?)$",
+    re.DOTALL | re.IGNORECASE,
+)
+
+
+def _fact(facts: tuple[tuple[str, str], ...], name: str) -> str | None:
+    return next((v for k, v in facts if k == name), None)
+
+
+def _table(key: str) -> str:
+    return ident(key.split(":", 1)[1].split(".", 1)[1])
+
+
+def index_name(index: Index) -> str:
+    """The index's own name (its model name is ``table.name``)."""
+    table = index.table.split(":", 1)[1].split(".", 1)[1]
+    return index.name[len(table) + 1 :]
+
+
+def column_sql(column: Column) -> str:
+    """A column definition, as in ``CREATE TABLE`` and ``MODIFY COLUMN``."""
+    facts = column.extra
+    sql = f"{ident(column.name)} {column.type}"
+    if column.collation:
+        sql += f" COLLATE {column.collation}"
+    if column.generated is not None:
+        sql += f" GENERATED ALWAYS AS ({column.generated}) {_fact(facts, 'generated')}"
+    else:
+        sql += " NOT NULL" if column.not_null else " NULL"
+        if column.default is not None:
+            default = column.default
+            sql += f" DEFAULT {default if _PLAIN_DEFAULT.match(default) else f'({default})'}"
+        if (on_update := _fact(facts, "on_update")) is not None:
+            sql += f" ON UPDATE {on_update}"
+        if _fact(facts, "auto_increment"):
+            sql += " AUTO_INCREMENT"
+    if _fact(facts, "invisible"):
+        sql += " INVISIBLE"
+    if (comment := _fact(facts, "comment")) is not None:
+        sql += f" COMMENT {literal(comment)}"
+    if (check := _fact(facts, "check")) is not None:
+        sql += f" CHECK ({check})"
+    return sql
+
+
+def _table_options(
+    options: tuple[tuple[str, str], ...], before: tuple[tuple[str, str], ...] = ()
+) -> str:
+    """``ENGINE=... COLLATE=...`` for the options that differ from ``before``."""
+    parts: list[str] = []
+    new, old = dict(options), dict(before)
+    for name in sorted(new.keys() | old.keys()):
+        if new.get(name) == old.get(name):
+            continue
+        value = new.get(name)
+        if name == "engine" and value:
+            parts.append(f"ENGINE={value}")
+        elif name == "collation" and value:
+            parts.append(f"COLLATE={value}")
+        elif name == "comment":
+            parts.append(f"COMMENT={literal(value or '')}")
+        elif name == "row_format":
+            parts.append(f"ROW_FORMAT={value or 'DEFAULT'}")
+    return " ".join(parts)
+
+
+def _constraint_sql(constraint: Constraint) -> str:
+    if constraint.kind == "p":
+        return constraint.definition
+    return f"CONSTRAINT {ident(constraint.name)} {constraint.definition}"
+
+
+class _Renderer:
+    def __init__(self, desired: Database) -> None:
+        self.desired = desired
+
+    def __call__(self, change: Change) -> list[Statement]:
+        method = RENDERERS.get(change.op)
+        if method is None:
+            raise UnsupportedChange(change, "MySQL has no rendering for this change")
+        return method(self, change)
+
+    def _alter(self, change: Change, action: str) -> list[Statement]:
+        return [Statement(f"ALTER TABLE {_table(change.key)} {action}", transactional=False)]
+
+    def _place(self, table_key: str, name: str) -> str:
+        table = self.desired.tables.get(table_key)
+        names = [c.name for c in table.columns] if table is not None else []
+        if name not in names:
+            return ""
+        position = names.index(name)
+        return " FIRST" if position == 0 else f" AFTER {ident(names[position - 1])}"
+
+    # -- tables ----------------------------------------------------------------------------
+
+    def create_table(self, change: Change) -> list[Statement]:
+        table = change.after
+        assert isinstance(table, Table)
+        lines = [column_sql(c) for c in table.columns]
+        keys = [
+            c
+            for c in self.desired.constraints.values()
+            if c.table == table.key and c.kind in ("p", "c")
+        ]
+        lines += [_constraint_sql(c) for c in sorted(keys, key=lambda c: (c.kind != "p", c.name))]
+        lines += [
+            i.definition
+            for i in sorted(self.desired.indexes.values(), key=lambda i: i.key)
+            if i.table == table.key
+        ]
+        body = ",\n  ".join(lines)
+        options = _table_options(table.options)
+        sql = f"CREATE TABLE {_table(table.key)} (\n  {body}\n)" + (
+            f" {options}" if options else ""
+        )
+        return [Statement(sql, transactional=False)]
+
+    def drop_table(self, change: Change) -> list[Statement]:
+        return [Statement(f"DROP TABLE {_table(change.key)}", transactional=False)]
+
+    def alter_table_options(self, change: Change) -> list[Statement]:
+        old, new = change.before, change.after
+        assert isinstance(old, Table) and isinstance(new, Table)
+        return self._alter(change, _table_options(new.options, old.options))
+
+    # -- columns ---------------------------------------------------------------------------
+
+    def add_column(self, change: Change) -> list[Statement]:
+        column = change.after
+        assert isinstance(column, Column)
+        place = self._place(change.key, column.name)
+        return self._alter(change, f"ADD COLUMN {column_sql(column)}{place}")
+
+    def drop_column(self, change: Change) -> list[Statement]:
+        return self._alter(change, f"DROP COLUMN {ident(change.detail)}")
+
+    def modify_column(self, change: Change) -> list[Statement]:
+        column = change.after
+        assert isinstance(column, Column)
+        return self._alter(change, f"MODIFY COLUMN {column_sql(column)}")
+
+    def move_column(self, change: Change) -> list[Statement]:
+        column = change.after
+        assert isinstance(column, Column)
+        place = self._place(change.key, column.name)
+        return self._alter(change, f"MODIFY COLUMN {column_sql(column)}{place}")
+
+    # -- keys, constraints and indexes -----------------------------------------------------
+
+    def add_constraint(self, change: Change) -> list[Statement]:
+        constraint = change.after
+        assert isinstance(constraint, Constraint)
+        add = f"ADD {_constraint_sql(constraint)}"
+        old = change.before
+        if isinstance(old, Constraint):  # a primary key replaced in one statement
+            return self._alter(change, f"{self._drop_clause(old)}, {add}")
+        return [
+            Statement(
+                f"ALTER TABLE {_table(constraint.table)} {add}",
+                transactional=False,
+            )
+        ]
+
+    @staticmethod
+    def _drop_clause(constraint: Constraint) -> str:
+        if constraint.kind == "p":
+            return "DROP PRIMARY KEY"
+        if constraint.kind == "f":
+            return f"DROP FOREIGN KEY {ident(constraint.name)}"
+        return f"DROP CONSTRAINT {ident(constraint.name)}"
+
+    def drop_constraint(self, change: Change) -> list[Statement]:
+        constraint = change.before
+        assert isinstance(constraint, Constraint)
+        return [
+            Statement(
+                f"ALTER TABLE {_table(constraint.table)} {self._drop_clause(constraint)}",
+                transactional=False,
+            )
+        ]
+
+    def create_index(self, change: Change) -> list[Statement]:
+        index = change.after
+        assert isinstance(index, Index)
+        old = change.before
+        action = f"ADD {index.definition}"
+        if isinstance(old, Index):  # replaced in one statement: a foreign key may need it
+            action = f"DROP INDEX {ident(index_name(old))}, {action}"
+        return [Statement(f"ALTER TABLE {_table(index.table)} {action}", transactional=False)]
+
+    def drop_index(self, change: Change) -> list[Statement]:
+        index = change.before
+        assert isinstance(index, Index)
+        return [
+            Statement(
+                f"ALTER TABLE {_table(index.table)} DROP INDEX {ident(index_name(index))}",
+                transactional=False,
+            )
+        ]
+
+    # -- views and triggers ----------------------------------------------------------------
+
+    def create_definition(self, change: Change) -> list[Statement]:
+        definition = change.after
+        assert isinstance(definition, Definition)
+        return [Statement(definition.create, transactional=False)]
+
+    def replace_definition(self, change: Change) -> list[Statement]:
+        definition = change.after
+        assert isinstance(definition, Definition)
+        if definition.replace is None:
+            raise UnsupportedChange(change, "cannot be replaced in place")
+        return [Statement(definition.replace, transactional=False)]
+
+    def drop_definition(self, change: Change) -> list[Statement]:
+        definition = change.before
+        assert isinstance(definition, Definition)
+        return [Statement(definition.drop, transactional=False)]
+
+
+RENDERERS: dict[str, Callable[[_Renderer, Change], list[Statement]]] = {
+    "create_table": _Renderer.create_table,
+    "drop_table": _Renderer.drop_table,
+    "alter_table_options": _Renderer.alter_table_options,
+    "add_column": _Renderer.add_column,
+    "drop_column": _Renderer.drop_column,
+    "alter_column_type": _Renderer.modify_column,
+    "set_default": _Renderer.modify_column,
+    "drop_default": _Renderer.modify_column,
+    "set_not_null": _Renderer.modify_column,
+    "drop_not_null": _Renderer.modify_column,
+    "alter_column_options": _Renderer.modify_column,
+    "move_column": _Renderer.move_column,
+    "add_constraint": _Renderer.add_constraint,
+    "drop_constraint": _Renderer.drop_constraint,
+    "create_index": _Renderer.create_index,
+    "drop_index": _Renderer.drop_index,
+    "create_definition": _Renderer.create_definition,
+    "replace_definition": _Renderer.replace_definition,
+    "drop_definition": _Renderer.drop_definition,
+}
+"""The change-op -> render-method table (one entry per op the MySQL differ emits)."""
+
+
+def renderer(desired: Database) -> Render:
+    """The render function for a plan toward ``desired``."""
+    return _Renderer(desired)

@@ -1,0 +1,100 @@
+"""Splitting a MySQL/MariaDB script into statements, with the line each one starts on.
+
+A ``;`` ends a statement except inside string literals (``'...'``, ``"..."``, with
+backslash escapes), backquoted identifiers, comments (``-- ``, ``#``, ``/* */``, including
+``/*! ... */`` version comments) and compound bodies: ``BEGIN ... END`` and ``CASE ... END``
+nest, while ``END IF``, ``END LOOP``, ``END WHILE`` and ``END REPEAT`` close blocks that do
+not count. A ``DELIMITER x`` line (the ``mysql`` client's command) changes the delimiter
+until the next one; the command itself is not a statement.
+"""
+
+from __future__ import annotations
+
+import re
+
+from runner.sql.split import Piece
+
+__all__ = ["split_mysql"]
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+_DELIMITER = re.compile(r"[ \t]*DELIMITER[ \t]+(\S+)[ \t]*(?:\r?\n|$)", re.IGNORECASE)
+_NOT_NESTING = frozenset({"IF", "LOOP", "WHILE", "REPEAT"})
+
+
+def _skip_space(script: str, i: int) -> int:
+    while i < len(script) and script[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def split_mysql(script: str) -> list[Piece]:
+    pieces: list[Piece] = []
+    delimiter = ";"
+    i, n, start = 0, len(script), 0
+    depth = 0
+    first_word = True  # no word seen yet in this statement
+    while i < n:
+        at_line_start = i == 0 or script[i - 1] == "\n"
+        if at_line_start and (match := _DELIMITER.match(script, i)):
+            _emit(script, start, i, pieces)
+            delimiter = match.group(1)
+            i = match.end()
+            start, depth, first_word = i, 0, True
+            continue
+        ch = script[i]
+        if script.startswith(delimiter, i) and depth == 0:
+            _emit(script, start, i, pieces)
+            i += len(delimiter)
+            start, first_word = i, True
+            continue
+        if ch == "#" or (
+            ch == "-" and script.startswith("--", i) and (i + 2 >= n or script[i + 2] in " \t\r\n")
+        ):
+            end = script.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif ch == "/" and script.startswith("/*", i):
+            end = script.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        elif ch in ("'", '"', "`"):
+            i += 1
+            while i < n:
+                if ch != "`" and script[i] == "\\":
+                    i += 2
+                    continue
+                if script[i] == ch:
+                    if i + 1 < n and script[i + 1] == ch:
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+            first_word = False
+        elif ch.isalpha() or ch == "_":
+            match = _WORD.match(script, i)
+            assert match is not None
+            word = match.group(0).upper()
+            if word in ("BEGIN", "CASE") and not (word == "BEGIN" and first_word):
+                depth += 1
+            elif word == "END" and depth > 0:
+                following = _WORD.match(script, _skip_space(script, match.end()))
+                if following is None or following.group(0).upper() not in _NOT_NESTING:
+                    depth -= 1
+            first_word = False
+            i = match.end()
+        else:
+            i += 1
+    _emit(script, start, n, pieces)
+    return pieces
+
+
+def _emit(script: str, start: int, end: int, pieces: list[Piece]) -> None:
+    text = script[start:end]
+    if not _strip_comments(text).strip():
+        return
+    offset = start + (len(text) - len(text.lstrip()))
+    pieces.append(Piece(text.strip(), script.count("\n", 0, offset) + 1))
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"(--[ \t][^\n]*|--$|#[^\n]*)", "", text, flags=re.MULTILINE)
+    return re.sub(r"/\*(?!!).*?\*/", "", text, flags=re.DOTALL)
