@@ -8,9 +8,8 @@
 * An index or primary key whose definition changes is replaced in one statement (a
   foreign key may need it at every moment): the create carries the old object.
 * An index that only the live database has is dropped last, after its replacement exists.
-* The index the server creates implicitly for a foreign key is no difference: it is not
-  dropped while the foreign key stays, and not created where the live table already has
-  that foreign key (and so an index serving it).
+* The index the server creates implicitly for a foreign key is no difference: the live
+  table's index for the same foreign key stands for it, whatever its name.
 """
 
 from __future__ import annotations
@@ -43,26 +42,51 @@ def _index_columns(index: Index) -> list[str] | None:
     return names
 
 
-def _implicit_fk_index(index: Index, db: Database) -> bool:
+def _fk_columns(index: Index, db: Database) -> list[str] | None:
+    """The columns of the foreign key in ``db`` that ``index`` exactly serves, if any."""
     columns = _index_columns(index)
-    if columns is None:
-        return False
-    name = index_name(index)
-    return any(
-        c.kind == "f"
-        and c.table == index.table
-        and list(c.columns) == columns
-        and name in (c.name, c.columns[0])
-        for c in db.constraints.values()
-    )
-
-
-def _has_fk(db: Database, index: Index) -> bool:
-    columns = _index_columns(index)
-    return any(
+    found = any(
         c.kind == "f" and c.table == index.table and list(c.columns) == columns
         for c in db.constraints.values()
     )
+    return columns if found else None
+
+
+def _implicit(index: Index, db: Database) -> bool:
+    """Whether ``index`` is the one the server made for a foreign key (by its name)."""
+    columns = _fk_columns(index, db)
+    name = index_name(index)
+    return columns is not None and any(
+        c.kind == "f" and c.table == index.table and name in (c.name, c.columns[0])
+        for c in db.constraints.values()
+        if list(c.columns) == columns
+    )
+
+
+def _serving(db: Database, table: str, columns: list[str]) -> list[Index]:
+    return [i for i in db.indexes.values() if i.table == table and _index_columns(i) == columns]
+
+
+def _fk_index_only(change: Change, live: Database, desired: Database) -> bool:
+    """A change that exists only because the server named a foreign key's index itself.
+
+    The live table's index for a foreign key (however it is named) stands for the index
+    the server creates implicitly for the same foreign key in the desired schema.
+    """
+    if change.op == "drop_index" and change.key not in desired.indexes:
+        index = live.indexes[change.key]
+        columns = _fk_columns(index, desired)
+        others = _serving(desired, index.table, columns) if columns is not None else []
+        return bool(others) and all(_implicit(i, desired) for i in others)
+    if change.op == "create_index" and change.key not in live.indexes:
+        index = desired.indexes[change.key]
+        columns = _fk_columns(index, live)
+        return (
+            columns is not None
+            and _implicit(index, desired)
+            and bool(_serving(live, index.table, columns))
+        )
+    return False
 
 
 def _names(definition: str) -> set[str]:
@@ -155,16 +179,12 @@ def diff(live: Database, desired: Database) -> list[Change]:
             change = dataclasses.replace(change, before=live.indexes[change.key])
         elif change.op == "add_constraint" and change.key in replaced_keys:
             change = dataclasses.replace(change, before=live.constraints[change.key])
+        elif _fk_index_only(change, live, desired):
+            continue
         elif change.op == "drop_index" and change.key not in desired.indexes:
             index = live.indexes[change.key]
-            if _implicit_fk_index(index, live) and _has_fk(desired, index):
-                continue
             if not _names(index.definition) & dropped_columns.get(index.table, set()):
                 change = dataclasses.replace(change, phase=Phase.FINISH)
-        elif change.op == "create_index" and change.key not in live.indexes:
-            index = desired.indexes[change.key]
-            if _implicit_fk_index(index, desired) and _has_fk(live, index):
-                continue
         result.append(change)
     result += _moves(live, desired, changes)
     return sorted(result, key=lambda c: c.sort_key)

@@ -129,6 +129,7 @@ class MysqlEngine:
     def _normalize(self, conn: Any, name: str, path: Path, exclude: Sequence[str]) -> Database:
         """Load the desired schema into the empty schema ``name`` and read it back."""
         pending: list[tuple[str, int, str]] = []
+        hints: list[tuple[str, str, str, str]] = []
         qualifier = re.compile(r"(?<![\w`$])(`?)" + re.escape(self.database) + r"\1(?=\s*\.)")
         for file, text in desired_files(path):
             for piece in split_mysql(text):
@@ -141,6 +142,7 @@ class MysqlEngine:
                     if match.group(1) != self.database:
                         raise DesiredSchemaError(f"{file}:{piece.line}: USE names another database")
                     continue
+                hints += _rename_hints(file, piece.line, piece.sql)
                 pending.append((file, piece.line, qualifier.sub(ident(name), piece.sql)))
         _execute(conn, "SET SESSION foreign_key_checks = 0")
         try:
@@ -157,7 +159,15 @@ class MysqlEngine:
                 pending = [(f, n, s) for f, n, s, _ in failed]
         finally:
             _execute(conn, "SET SESSION foreign_key_checks = 1")
-        return self._read(conn, name, exclude)
+        desired = self._read(conn, name, exclude)
+        for where, table, column, old in hints:
+            found = desired.tables.get(f"table:db.{table}")
+            if found is not None and found.column(old) is not None:
+                raise DesiredSchemaError(
+                    f"{where}: cannot rename column {old!r} to {column!r}: "
+                    f"column {old!r} still exists"
+                )
+        return desired
 
     def desired(self, path: Path, exclude: Sequence[str] = ()) -> Database:
         """The desired schema, normalized in a shadow schema and introspected."""
@@ -286,6 +296,28 @@ class MysqlEngine:
         live = self.inspect(exclude)
         desired = self.desired(desired_path, exclude)
         return drift_report(diff(live, desired), live.dialect)
+
+
+_CREATE_TABLE = re.compile(
+    r"^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?`?([^`\s(]+)`?", re.IGNORECASE
+)
+_RENAMED = re.compile(r"^\s*`?([^`\s]+)`?.*@renamed\s+from=`?([^`\s*]+)`?", re.MULTILINE)
+
+
+def _rename_hints(file: str, line: int, sql: str) -> list[tuple[str, str, str, str]]:
+    """(where, table, column, old name) of each column rename hint in a CREATE TABLE.
+
+    Renames are not carried out (the column is dropped and added), but a hint that
+    contradicts the schema, renaming from a column that still exists, is refused.
+    """
+    table = _CREATE_TABLE.match(sql)
+    if table is None:
+        return []
+    return [
+        (f"{file}:{line}", table.group(1), m.group(1), m.group(2))
+        for m in _RENAMED.finditer(sql)
+        if m.group(1) != m.group(2)
+    ]
 
 
 def _interrupted_message(finished: list[int], unknown: int | None) -> str:

@@ -84,8 +84,8 @@ class _Reader:
                 facts.append(("comment", str(comment)))
             for option in str(create_options or "").split():
                 key, _, value = option.partition("=")
-                if key.lower() == "row_format":
-                    facts.append(("row_format", value.upper()))
+                if value and key.lower() != "partitioned":
+                    facts.append((key.strip("`").lower(), value))
             options[str(name)] = sorted(facts)
         checks = self.column_checks()
         columns: dict[str, list[Column]] = defaultdict(list)

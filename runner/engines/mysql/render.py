@@ -86,8 +86,8 @@ def _table_options(
             parts.append(f"COLLATE={value}")
         elif name == "comment":
             parts.append(f"COMMENT={literal(value or '')}")
-        elif name == "row_format":
-            parts.append(f"ROW_FORMAT={value or 'DEFAULT'}")
+        elif name not in ("engine", "collation"):
+            parts.append(f"{name.upper()}={value or 'DEFAULT'}")
     return " ".join(parts)
 
 
@@ -180,13 +180,8 @@ class _Renderer:
         add = f"ADD {_constraint_sql(constraint)}"
         old = change.before
         if isinstance(old, Constraint):  # a primary key replaced in one statement
-            return self._alter(change, f"{self._drop_clause(old)}, {add}")
-        return [
-            Statement(
-                f"ALTER TABLE {_table(constraint.table)} {add}",
-                transactional=False,
-            )
-        ]
+            add = f"{self._drop_clause(old)}, {add}"
+        return [Statement(f"ALTER TABLE {_table(constraint.table)} {add}", transactional=False)]
 
     @staticmethod
     def _drop_clause(constraint: Constraint) -> str:

@@ -1,0 +1,408 @@
+"""The MySQL/MariaDB engine through ``seshat-runner schema ...`` against a real MariaDB.
+
+Each test gets a fresh database granted to an app user that logs in with a password and may
+create shadow schemas (``seshat\\_shadow\\_%``); the runner receives the URL through an
+environment variable (``--url-env``) or the password through ``MYSQL_PWD``, and every byte
+it prints is checked for the password and for any shadow schema name afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.databases import database_url
+from harness.mariadb import MariaDBDatabase
+from harness.runner_cli import RUNNER, RunnerCLI, write
+
+from runner.digests import sha256_digest
+
+BASE = """
+CREATE TABLE customers (
+  id bigint NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  email varchar(200) NOT NULL,
+  UNIQUE KEY email_uq (email)
+) COMMENT='people';
+CREATE TABLE orders (
+  id int NOT NULL AUTO_INCREMENT,
+  customer_id bigint,
+  total decimal(10,2) DEFAULT 0,
+  note varchar(200) COMMENT 'free text',
+  PRIMARY KEY (id),
+  CONSTRAINT orders_customer_fk FOREIGN KEY (customer_id) REFERENCES customers (id)
+);
+CREATE VIEW big_orders AS SELECT id, total FROM orders WHERE total > 100;
+"""
+SHADOW = "seshat_shadow_"
+
+
+@pytest.fixture
+def db(mariadb_database: MariaDBDatabase) -> Iterator[MariaDBDatabase]:
+    server = mariadb_database.server
+    grantee = f"'{server.app_user}'@'{server.host}'"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"GRANT ALL PRIVILEGES ON `seshat\\_shadow\\_%`.* TO {grantee}")
+    yield mariadb_database
+    assert shadows(mariadb_database) == [], "a shadow schema was left behind"
+
+
+@pytest.fixture
+def runner(db: MariaDBDatabase) -> Iterator[RunnerCLI]:
+    cli = RunnerCLI(secrets=[db.server.app_password])
+    yield cli
+    assert cli.leaks() == [], "the password appeared in the runner's output"
+    assert not any(SHADOW in out for out in cli.outputs), "a shadow schema name was printed"
+
+
+def shadows(db: MariaDBDatabase) -> list[str]:
+    return [r[0] for r in query(db, "SHOW DATABASES LIKE 'seshat\\_shadow\\_%'")]
+
+
+def env(db: MariaDBDatabase) -> dict[str, str]:
+    return {"TARGET_URL": db.url_with_password}
+
+
+def load(db: MariaDBDatabase, sql: str) -> None:
+    with db.connect_as_app() as conn, conn.cursor() as cur:
+        for statement in [s for s in sql.split(";") if s.strip()]:
+            cur.execute(statement)
+
+
+def query(db: MariaDBDatabase, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with db.connect() as conn, conn.cursor() as cur:
+        cur.execute(sql, args or None)
+        return list(cur.fetchall())
+
+
+def columns(db: MariaDBDatabase, table: str) -> list[str]:
+    return [
+        r[0]
+        for r in query(
+            db,
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
+            " AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            db.name,
+            table,
+        )
+    ]
+
+
+def plan(
+    runner: RunnerCLI, db: MariaDBDatabase, desired: Path, *extra: str, seed: str = "0"
+) -> Any:
+    args = ["schema", "plan", "--url-env", "TARGET_URL", "--desired", str(desired), *extra]
+    return runner(*args, env=env(db), seed=seed)
+
+
+def apply(runner: RunnerCLI, db: MariaDBDatabase, plan_file: Path, *extra: str) -> Any:
+    args = ["schema", "apply", "--url-env", "TARGET_URL", "--plan", str(plan_file), *extra]
+    return runner(*args, env=env(db))
+
+
+def planned(runner: RunnerCLI, db: MariaDBDatabase, desired: Path, out: Path) -> dict[str, Any]:
+    result = plan(runner, db, desired, "--output", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    document: dict[str, Any] = json.loads(out.read_text())
+    return document
+
+
+def test_plan_apply_converge_and_idempotent(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE + "INSERT INTO customers (email) VALUES ('a@example.com');")
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace(
+            "  total decimal(10,2) DEFAULT 0,",
+            "  total decimal(10,2) DEFAULT 0,\n  shipped tinyint(1) NOT NULL DEFAULT 0,",
+        ).replace("COMMENT='people'", "COMMENT='customers'")
+        + "CREATE INDEX orders_total_idx ON orders (total);\n",
+    )
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    assert document["dialect"] == "mariadb" and document["server_major"] == 10
+    assert [s["sql"] for s in document["statements"]] == [
+        "ALTER TABLE `customers` COMMENT='customers'",
+        "ALTER TABLE `orders` ADD COLUMN `shipped` tinyint(1) NOT NULL DEFAULT 0 AFTER `total`",
+        "ALTER TABLE `orders` ADD KEY `orders_total_idx` (`total`)",
+    ]
+    assert not any(s["transactional"] for s in document["statements"])
+    digest = sha256_digest((tmp_path / "plan.json").read_bytes())
+    applied = apply(runner, db, tmp_path / "plan.json", "--expect-digest", digest)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    report = json.loads(applied.stdout)
+    assert report["converged"] is True and report["ran"] == [0, 1, 2]
+    assert set(report) == {"plan", "ran", "failed", "error", "rolledBack", "converged"}
+    journal = (tmp_path / "plan.json.journal").read_text().splitlines()
+    events = [(r["event"], r.get("index")) for r in map(json.loads, journal)]
+    assert events == [
+        ("begin", None),
+        *[(e, i) for i in range(3) for e in ("started", "finished")],
+        ("end", None),
+    ]
+    assert columns(db, "orders") == ["id", "customer_id", "total", "shipped", "note"]
+    assert query(db, f"SELECT email FROM `{db.name}`.customers") == [("a@example.com",)]
+    again = plan(runner, db, desired)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["statements"] == []
+    drift = runner(
+        "schema", "drift", "--url-env", "TARGET_URL", "--desired", str(desired), env=env(db)
+    )
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+    assert json.loads(drift.stdout)["total"] == 0
+
+
+def test_password_from_mysql_pwd(runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path) -> None:
+    load(db, BASE)
+    server = db.server
+    url = database_url("mysql", server.host, server.port, server.app_user, db.name)
+    desired = write(tmp_path / "schema.sql", BASE + "CREATE TABLE extra (id int PRIMARY KEY);")
+    args = ["schema", "plan", "--url", url, "--desired", str(desired)]
+    result = runner(*args, env={"MYSQL_PWD": server.app_password})
+    assert result.returncode == 0, result.stderr
+    statements = json.loads(result.stdout)["statements"]
+    assert [s["op"] for s in statements] == ["create_table"]
+    refused = runner("schema", "inspect", "--url", db.url_with_password)
+    assert refused.returncode == 2 and "refusing a credential" in refused.stderr
+
+
+def test_inspect_prints_the_model_without_counters(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE + "INSERT INTO customers (email) VALUES ('a@example.com'), ('b@example.com');")
+    result = runner("schema", "inspect", "--url-env", "TARGET_URL", env=env(db))
+    assert result.returncode == 0, result.stderr
+    model = json.loads(result.stdout)
+    assert model["dialect"] == "mariadb"
+    customers = model["tables"]["table:db.customers"]
+    assert dict(map(tuple, customers["options"])) == {
+        "collation": "utf8mb4_unicode_ci",
+        "comment": "people",
+        "engine": "InnoDB",
+    }
+    assert customers["columns"][0]["extra"] == [["auto_increment", "true"]]  # never a counter
+    assert [c["name"] for c in model["tables"]["table:db.orders"]["columns"]] == [
+        "id",
+        "customer_id",
+        "total",
+        "note",
+    ]
+    fk = model["constraints"]["constraint:db.orders.orders_customer_fk"]
+    assert fk["definition"] == "FOREIGN KEY (`customer_id`) REFERENCES `customers` (`id`)"
+    assert "index:db.customers.email_uq" in model["indexes"]
+    assert db.name not in json.dumps(model["definitions"])  # keys and bodies are name-free
+
+
+def test_column_reorder_keeps_data(runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path) -> None:
+    load(
+        db, "CREATE TABLE t (a int, b varchar(10), c int, d int); INSERT INTO t VALUES (1,'x',3,4)"
+    )
+    desired = write(
+        tmp_path / "schema.sql", "CREATE TABLE t (b varchar(10), c int, d int, e int, a int);"
+    )
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    assert [(s["op"], s["sql"]) for s in document["statements"]] == [
+        ("add_column", "ALTER TABLE `t` ADD COLUMN `e` int(11) NULL AFTER `d`"),
+        (
+            "move_column",
+            "ALTER TABLE `t` MODIFY COLUMN `a` int(11) NULL AFTER `e`",
+        ),
+    ]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert columns(db, "t") == ["b", "c", "d", "e", "a"]
+    assert query(db, f"SELECT b, c, d, e, a FROM `{db.name}`.t") == [("x", 3, 4, None, 1)]
+    assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
+
+
+def test_implicit_foreign_key_index_is_not_drift(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    # The live table's index for the foreign key was declared by hand under another name;
+    # the desired schema declares only the foreign key, for which the server names the index.
+    load(
+        db,
+        "CREATE TABLE p (id int PRIMARY KEY);"
+        "CREATE TABLE c (id int PRIMARY KEY, p_id int, KEY legacy_p (p_id));"
+        "ALTER TABLE c ADD CONSTRAINT c_p_fk FOREIGN KEY (p_id) REFERENCES p (id)",
+    )
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE p (id int PRIMARY KEY);"
+        "CREATE TABLE c (id int PRIMARY KEY, p_id int,"
+        " CONSTRAINT c_p_fk FOREIGN KEY (p_id) REFERENCES p (id));",
+    )
+    drift = runner(
+        "schema", "drift", "--url-env", "TARGET_URL", "--desired", str(desired), env=env(db)
+    )
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+    assert json.loads(drift.stdout)["total"] == 0
+    assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
+
+
+def test_algorithm_probe_is_the_lock_hazard(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE t (id int PRIMARY KEY, a int, b varchar(20))")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE t (id int PRIMARY KEY, a bigint, b varchar(20), c int, KEY b_idx (b));",
+    )
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    hazards = {s["sql"]: [h["code"] for h in s["hazards"]] for s in document["statements"]}
+    assert hazards == {
+        "ALTER TABLE `t` MODIFY COLUMN `a` bigint(20) NULL": ["ALGORITHM_COPY"],
+        "ALTER TABLE `t` ADD COLUMN `c` int(11) NULL AFTER `b`": [],  # INSTANT
+        "ALTER TABLE `t` ADD KEY `b_idx` (`b`)": ["ALGORITHM_INPLACE"],
+    }
+    assert document["summary"]["hazards"] == {"ALGORITHM_COPY": 1, "ALGORITHM_INPLACE": 1}
+    assert document["summary"]["destructive"] is False  # int -> bigint widens
+
+
+def _journal_events(path: Path) -> list[tuple[str, int | None]]:
+    if not path.exists():
+        return []
+    return [(r["event"], r.get("index")) for r in map(json.loads, path.read_text().splitlines())]
+
+
+def test_interrupted_apply_reports_what_ran(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (id int PRIMARY KEY);")
+    load(db, "CREATE TABLE c (id int PRIMARY KEY); INSERT INTO b VALUES (1)")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE a (id int PRIMARY KEY, x int);"
+        "CREATE TABLE b (id int PRIMARY KEY, x int);"
+        "CREATE TABLE c (id int PRIMARY KEY, x int);",
+    )
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    assert [s["sql"].split("`")[1] for s in document["statements"]] == ["a", "b", "c"]
+    journal = tmp_path / "apply.journal"
+    # Another session reads b in an open transaction: its metadata lock makes the second
+    # ALTER wait, and the runner is killed while it waits.
+    with db.connect(autocommit=False) as blocker:
+        with blocker.cursor() as cur:
+            cur.execute("SELECT * FROM b")
+        args = ["schema", "apply", "--url-env", "TARGET_URL", "--plan", str(tmp_path / "plan.json")]
+        process = subprocess.Popen(
+            [*RUNNER, *args, "--journal", str(journal)],
+            env={**os.environ, **env(db)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while ("started", 1) not in _journal_events(journal):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the apply never reached statement 2"
+                time.sleep(0.1)
+            time.sleep(0.5)
+            assert _journal_events(journal)[-1] == ("started", 1)
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.communicate()
+        blocker.rollback()
+    assert process.returncode == -signal.SIGKILL
+    assert "x" in columns(db, "a") and "x" not in columns(db, "c")
+    again = apply(runner, db, tmp_path / "plan.json", "--journal", str(journal))
+    assert again.returncode == 2, again.stdout + again.stderr
+    report = json.loads(again.stdout)
+    assert report["interrupted"] is True
+    assert report["ran"] == [0] and report["unknown"] == 1 and report["failed"] is None
+    assert "statements that ran: 1" in report["error"]
+    assert "outcome of statement 2 is unknown" in report["error"]
+    assert "x" not in columns(db, "c"), "nothing runs after an interruption"
+
+
+def test_refusals(runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path) -> None:
+    load(db, BASE)
+    smaller = write(
+        tmp_path / "smaller.sql", BASE.replace("  note varchar(200) COMMENT 'free text',\n", "")
+    )
+    refused = plan(runner, db, smaller)
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["refusal"]["code"] == "destructive_disallowed"
+    protected = plan(runner, db, smaller, "--allow-destructive", "--protected-table", "orders")
+    assert json.loads(protected.stdout)["refusal"]["code"] == "protected_table"
+
+    made = plan(runner, db, smaller, "--allow-destructive", "--output", str(tmp_path / "plan.json"))
+    assert made.returncode == 0, made.stderr
+    wrong = apply(runner, db, tmp_path / "plan.json", "--expect-digest", "sha256:" + "0" * 64)
+    assert wrong.returncode == 1
+    assert json.loads(wrong.stdout)["refusal"]["code"] == "digest_mismatch"
+
+    with db.connect() as holder, holder.cursor() as cur:
+        cur.execute("SELECT GET_LOCK(%s, 0)", (f"seshat-schema-apply:{db.name}",))
+        locked = apply(runner, db, tmp_path / "plan.json", "--lock-timeout", "1")
+    assert locked.returncode == 1
+    assert json.loads(locked.stdout)["refusal"]["code"] == "locked"
+
+    load(db, "ALTER TABLE customers ADD COLUMN nickname varchar(20)")
+    stale = apply(runner, db, tmp_path / "plan.json")
+    assert stale.returncode == 1
+    assert json.loads(stale.stdout)["refusal"]["code"] == "stale_plan"
+    assert "note" in columns(db, "orders")
+
+
+def test_plan_refused_until_destructive_allowed(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(db, BASE)
+    smaller = write(
+        tmp_path / "smaller.sql", BASE.replace("  note varchar(200) COMMENT 'free text',\n", "")
+    )
+    out = tmp_path / "plan.json"
+    result = plan(runner, db, smaller, "--allow-destructive", "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+    assert document["summary"]["destructive"] is True
+    assert apply(runner, db, out).returncode == 0
+    assert "note" not in columns(db, "orders")
+
+
+def test_plans_are_deterministic(runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path) -> None:
+    load(db, BASE)
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace("note varchar(200)", "note varchar(300), flag bool NOT NULL DEFAULT 0")
+        + "CREATE TABLE z (id int PRIMARY KEY, v text, FULLTEXT KEY v_ft (v));"
+        + "CREATE TABLE y (id int PRIMARY KEY, z_id int REFERENCES z (id));"
+        + "CREATE INDEX orders_note ON orders (note(20), total DESC);",
+    )
+    first = plan(runner, db, desired, seed="1")
+    second = plan(runner, db, desired, seed="12345")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout
+    assert len(json.loads(first.stdout)["statements"]) >= 5
+
+
+def test_shadow_schemas_are_dropped(runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path) -> None:
+    load(db, BASE)
+    old = f"seshat_shadow_{int(time.time()) - 3600:x}_0123456789abcdef"
+    young = f"seshat_shadow_{int(time.time()):x}_fedcba9876543210"
+    with db.server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{old}`")
+        cur.execute(f"CREATE DATABASE `{young}`")
+    try:
+        bad = write(
+            tmp_path / "bad.sql",
+            "CREATE TABLE ok (id int);\n\nCREATE TABLE broken (id nosuchtype);",
+        )
+        result = plan(runner, db, bad)
+        assert result.returncode == 2
+        assert "bad.sql:3:" in result.stderr
+        assert sorted(shadows(db)) == [young], "an old leftover was not dropped"
+    finally:
+        with db.server.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{young}`")
+            cur.execute(f"DROP DATABASE IF EXISTS `{old}`")
+    other = write(tmp_path / "other.sql", "USE elsewhere; CREATE TABLE t (id int);")
+    refused = plan(runner, db, other)
+    assert refused.returncode == 2 and "USE names another database" in refused.stderr
