@@ -883,6 +883,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="skip a size when the run would likely pass this much wall time (default: 570)",
     )
     parser.add_argument("--json", type=Path, help="write all numbers to this file")
+    parser.add_argument(
+        "--dialect",
+        choices=["postgresql", "mysql"],
+        default="postgresql",
+        help="mysql: bench/scale_mysql.py on MariaDB (default: postgresql)",
+    )
     parser.add_argument("--no-migra", dest="migra", action="store_false", help="skip migra")
     parser.add_argument(
         "--profile",
@@ -896,7 +902,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-top", type=int, default=20, help="rows of the profile shown")
     parser.add_argument("--keep", type=Path, help="keep the generated SQL and plans here")
     args = parser.parse_args(argv)
-    if args.migra and not MIGRA.exists():
+    if args.migra and args.dialect == "postgresql" and not MIGRA.exists():
         parser.error(f"{MIGRA.relative_to(ROOT)} is missing: run bench/setup-migra (or --no-migra)")
     if not SESHAT_RUNNER.exists():
         parser.error(f"{SESHAT_RUNNER.relative_to(ROOT)} is missing: run scripts/setup")
@@ -905,6 +911,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.dialect == "mysql":
+        from scale_mysql import main as mysql_main
+
+        return mysql_main(args)
     harness = importlib.import_module("harness.postgres")
     started = time.perf_counter()
     results: list[SizeResult] = []
