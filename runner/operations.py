@@ -83,7 +83,10 @@ def _execute(
             raise _Failure(
                 "plan_refused", "digest_mismatch: the plan does not hash to the expected digest"
             )
-        report = engine.apply(read_plan(data), lock_timeout_ms=settings.lock_timeout_ms)
+        extra: dict[str, Any] = {}
+        if request.journal and getattr(engine, "journals", False):
+            extra["journal"] = Path(request.journal)
+        report = engine.apply(read_plan(data), lock_timeout_ms=settings.lock_timeout_ms, **extra)
         return {"apply": report.to_json()}
     except PlanRefused as refusal:
         raise _Failure("plan_refused", f"{refusal.reason}: {refusal.message}") from None

@@ -78,6 +78,7 @@ class OperationInput(_Frozen):
     desired: str | None = None  # a folder of .sql files (the verified artifact's content)
     plan: str | None = None  # a plan file, for apply
     expect_digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    journal: str | None = None  # apply, MySQL: the per-statement journal file (see docs)
     settings: PlanSettings = Field(default_factory=PlanSettings)
 
     @model_validator(mode="after")

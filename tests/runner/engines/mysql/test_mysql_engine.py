@@ -406,3 +406,41 @@ def test_shadow_schemas_are_dropped(runner: RunnerCLI, db: MariaDBDatabase, tmp_
     other = write(tmp_path / "other.sql", "USE elsewhere; CREATE TABLE t (id int);")
     refused = plan(runner, db, other)
     assert refused.returncode == 2 and "USE names another database" in refused.stderr
+
+
+def test_plan_and_apply_through_operations_with_a_journal(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    from runner.digests import canonical_json
+    from runner.protocol.frame import Found, find_last_frame
+
+    def op(request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        path = write(tmp_path / f"{request['id']}.json", json.dumps(request))
+        result = runner("op", "--input", str(path), env={"DB_URL": db.url_with_password})
+        frame = find_last_frame(result.stdout)
+        assert isinstance(frame, Found), result.stdout + result.stderr
+        return result.returncode, frame.payload
+
+    load(db, "CREATE TABLE items (id int PRIMARY KEY, name text)")
+    desired = tmp_path / "desired"
+    desired.mkdir()
+    write(desired / "schema.sql", "CREATE TABLE items (id int PRIMARY KEY, name text, n int);")
+    url = {"from_env": "DB_URL"}
+    status, payload = op({"operation": "plan", "id": "p1", "url": url, "desired": str(desired)})
+    assert status == 0, payload
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_bytes(canonical_json(payload["result"]["plan"]) + b"\n")
+    journal = tmp_path / "op.journal"
+    status, payload = op(
+        {
+            "operation": "apply",
+            "id": "a1",
+            "url": url,
+            "plan": str(plan_file),
+            "expect_digest": payload["result"]["planDigest"],
+            "journal": str(journal),
+        }
+    )
+    assert status == 0, payload
+    assert payload["result"]["apply"]["converged"] is True
+    assert _journal_events(journal)[-1] == ("end", None)
