@@ -20,8 +20,8 @@ import re
 
 from runner.engines.changes import Change, Phase
 from runner.engines.diff import diff as shared_diff
-from runner.engines.model import Database, Index
-from runner.engines.mysql.render import index_name
+from runner.engines.model import Column, Database, Index
+from runner.engines.mysql.render import auto_key_added, auto_key_dropped, index_name
 
 __all__ = ["diff"]
 
@@ -87,6 +87,12 @@ def _fk_index_only(change: Change, live: Database, desired: Database) -> bool:
             and bool(_serving(live, index.table, columns))
         )
     return False
+
+
+def _stored(column: object) -> str | None:
+    if not isinstance(column, Column):
+        return None
+    return next((v for k, v in column.extra if k == "generated"), None)
 
 
 def _names(definition: str) -> set[str]:
@@ -166,6 +172,15 @@ def diff(live: Database, desired: Database) -> list[Change]:
             dropped_columns.setdefault(change.key, set()).add(change.detail)
     result: list[Change] = []
     for change in changes:
+        if (
+            change.op in ("add_constraint", "drop_constraint")
+            and change.key.endswith(".PRIMARY")
+            and (
+                auto_key_added(live, desired, "table:" + change.key[11:-8])
+                or auto_key_dropped(live, desired, "table:" + change.key[11:-8])
+            )
+        ):
+            continue  # carried by the column's own statement
         if change.op in ("add_constraint", "create_index") and change.after is not None:
             owner = getattr(change.after, "table", None)
             kind = getattr(change.after, "kind", "i")
@@ -185,6 +200,13 @@ def diff(live: Database, desired: Database) -> list[Change]:
             index = live.indexes[change.key]
             if not _names(index.definition) & dropped_columns.get(index.table, set()):
                 change = dataclasses.replace(change, phase=Phase.FINISH)
+        if change.op == "add_constraint" and getattr(change.after, "kind", "") == "f":
+            # After every index change: the foreign key needs its index in final shape.
+            change = dataclasses.replace(change, phase=Phase.FINISH)
+        if change.op == "alter_column_options" and _stored(change.before) != _stored(change.after):
+            # VIRTUAL <-> STORED cannot be modified: the column is replaced.
+            result.append(dataclasses.replace(change, op="drop_column", phase=Phase.DROP))
+            change = dataclasses.replace(change, op="add_column")
         result.append(change)
-    result += _moves(live, desired, changes)
+    result += _moves(live, desired, changes + result)
     return sorted(result, key=lambda c: c.sort_key)

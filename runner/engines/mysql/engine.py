@@ -180,7 +180,7 @@ class MysqlEngine:
         """A verified plan from the live schema to ``desired_path`` (dry-run on a copy)."""
         live = self.inspect(options.exclude)
         desired = self.desired(desired_path, options.exclude)
-        planned = plan_changes(live, desired, options, renderer(desired), differ=diff)
+        planned = plan_changes(live, desired, options, renderer(desired, live), differ=diff)
         statements = _merged(planned.statements)
         with self._workspace() as (conn, name):
             probed, expected = self._dry_run(conn, name, live, desired, statements, options)
@@ -198,7 +198,11 @@ class MysqlEngine:
         """Rebuild ``live`` in the empty schema ``name``, run the plan there, compare."""
         baseline = introspect(conn, name)
         copy = plan_changes(
-            baseline, live, PlanOptions(allow_destructive=True), renderer(live), differ=diff
+            baseline,
+            live,
+            PlanOptions(allow_destructive=True),
+            renderer(live, baseline),
+            differ=diff,
         )
         _execute(conn, "SET SESSION foreign_key_checks = 0")
         try:

@@ -199,7 +199,7 @@ class _Reader:
         ):
             key = (str(table), str(name))
             part = ident(str(column))
-            if sub_part is not None:
+            if sub_part is not None and index_type != "SPATIAL":  # SPATIAL reports 32
                 part += f"({int(sub_part)})"
             if collation == "D":
                 part += " DESC"

@@ -21,7 +21,14 @@ from runner.engines.changes import Change, Statement, UnsupportedChange
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
 from runner.engines.mysql.quoting import ident, literal
 
-__all__ = ["RENDERERS", "column_sql", "index_name", "renderer"]
+__all__ = [
+    "RENDERERS",
+    "auto_key_added",
+    "auto_key_dropped",
+    "column_sql",
+    "index_name",
+    "renderer",
+]
 
 Render = Callable[[Change], list[Statement]]
 _PLAIN_DEFAULT = re.compile(
@@ -42,6 +49,34 @@ def index_name(index: Index) -> str:
     """The index's own name (its model name is ``table.name``)."""
     table = index.table.split(":", 1)[1].split(".", 1)[1]
     return index.name[len(table) + 1 :]
+
+
+def _primary_key(db: Database, table: str) -> Constraint | None:
+    return db.constraints.get(f"constraint:{table.removeprefix('table:')}.PRIMARY")
+
+
+def _auto(column: Column | None) -> bool:
+    return column is not None and any(k == "auto_increment" for k, _ in column.extra)
+
+
+def auto_key_added(live: Database, desired: Database, table: str) -> str | None:
+    """A new AUTO_INCREMENT column whose new primary key is added in the same statement."""
+    old, new = live.tables.get(table), desired.tables.get(table)
+    if old is None or new is None or _primary_key(live, table) is not None:
+        return None
+    if _primary_key(desired, table) is None:
+        return None
+    return next((c.name for c in new.columns if _auto(c) and old.column(c.name) is None), None)
+
+
+def auto_key_dropped(live: Database, desired: Database, table: str) -> str | None:
+    """A column losing AUTO_INCREMENT whose primary key goes in the same statement."""
+    old, new = live.tables.get(table), desired.tables.get(table)
+    if old is None or new is None or _primary_key(desired, table) is not None:
+        return None
+    if _primary_key(live, table) is None:
+        return None
+    return next((c.name for c in old.columns if _auto(c) and not _auto(new.column(c.name))), None)
 
 
 def column_sql(column: Column) -> str:
@@ -98,8 +133,9 @@ def _constraint_sql(constraint: Constraint) -> str:
 
 
 class _Renderer:
-    def __init__(self, desired: Database) -> None:
+    def __init__(self, desired: Database, live: Database | None) -> None:
         self.desired = desired
+        self.live = live
 
     def __call__(self, change: Change) -> list[Statement]:
         method = RENDERERS.get(change.op)
@@ -156,7 +192,11 @@ class _Renderer:
         column = change.after
         assert isinstance(column, Column)
         place = self._place(change.key, column.name)
-        return self._alter(change, f"ADD COLUMN {column_sql(column)}{place}")
+        action = f"ADD COLUMN {column_sql(column)}{place}"
+        if self.live is not None and auto_key_added(self.live, self.desired, change.key):
+            key = self.desired.constraints[f"constraint:{change.key[6:]}.PRIMARY"]
+            action += f", ADD {key.definition}"
+        return self._alter(change, action)
 
     def drop_column(self, change: Change) -> list[Statement]:
         return self._alter(change, f"DROP COLUMN {ident(change.detail)}")
@@ -164,7 +204,12 @@ class _Renderer:
     def modify_column(self, change: Change) -> list[Statement]:
         column = change.after
         assert isinstance(column, Column)
-        return self._alter(change, f"MODIFY COLUMN {column_sql(column)}")
+        action = f"MODIFY COLUMN {column_sql(column)}"
+        if self.live is not None and auto_key_dropped(self.live, self.desired, change.key) == (
+            column.name
+        ):
+            action += ", DROP PRIMARY KEY"
+        return self._alter(change, action)
 
     def move_column(self, change: Change) -> list[Statement]:
         column = change.after
@@ -264,6 +309,6 @@ RENDERERS: dict[str, Callable[[_Renderer, Change], list[Statement]]] = {
 """The change-op -> render-method table (one entry per op the MySQL differ emits)."""
 
 
-def renderer(desired: Database) -> Render:
-    """The render function for a plan toward ``desired``."""
-    return _Renderer(desired)
+def renderer(desired: Database, live: Database | None = None) -> Render:
+    """The render function for a plan from ``live`` toward ``desired``."""
+    return _Renderer(desired, live)
