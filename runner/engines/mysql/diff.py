@@ -156,7 +156,18 @@ def _moves(live: Database, desired: Database, changes: list[Change]) -> list[Cha
 
 def diff(live: Database, desired: Database) -> list[Change]:
     """Every change from ``live`` to ``desired`` on MySQL, in no particular order."""
-    changes = shared_diff(live, desired)
+    # Partitioning changes in place here (ALTER TABLE ... PARTITION BY), keeping the rows:
+    # the shared differ, which would replace the table, sees the desired partitioning.
+    adjusted = dict(live.tables)
+    repartitioned: list[Change] = []
+    for key in sorted(live.tables.keys() & desired.tables.keys()):
+        old, new = live.tables[key], desired.tables[key]
+        if old.partition_key != new.partition_key:
+            adjusted[key] = dataclasses.replace(old, partition_key=new.partition_key)
+            repartitioned.append(
+                Change("repartition", key, Phase.CREATE, (key,), before=old, after=new)
+            )
+    changes = shared_diff(dataclasses.replace(live, tables=adjusted), desired)
     new_tables = {c.key for c in changes if c.op == "create_table"}
     replaced_indexes = {c.key for c in changes if c.op == "create_index"} & set(live.indexes)
     replaced_keys = {
@@ -208,5 +219,5 @@ def diff(live: Database, desired: Database) -> list[Change]:
             result.append(dataclasses.replace(change, op="drop_column", phase=Phase.DROP))
             change = dataclasses.replace(change, op="add_column")
         result.append(change)
-    result += _moves(live, desired, changes + result)
+    result += _moves(live, desired, changes + result) + repartitioned
     return sorted(result, key=lambda c: c.sort_key)

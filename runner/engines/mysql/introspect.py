@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
@@ -186,9 +187,20 @@ class _Reader:
             extra=tuple(sorted(facts)),
         )
 
+    def show_create(self, tables: list[str]) -> dict[str, str]:
+        """``SHOW CREATE TABLE`` of each table: what ``information_schema`` leaves out."""
+        found: dict[str, str] = {}
+        for name in tables:
+            found[name] = str(
+                rows(self.conn, f"SHOW CREATE TABLE {ident(self.db)}.{ident(name)}")[0][1]
+            )
+        return found
+
     # -- keys, indexes and constraints ---------------------------------------------------
 
-    def indexes(self) -> tuple[dict[str, Constraint], dict[str, Index]]:
+    def indexes(
+        self, using: dict[tuple[str, str], str]
+    ) -> tuple[dict[str, Constraint], dict[str, Index]]:
         parts: dict[tuple[str, str], list[str]] = defaultdict(list)
         kinds: dict[tuple[str, str], tuple[bool, str, str]] = {}
         collation_col = "COLLATION"
@@ -215,16 +227,15 @@ class _Reader:
                     table=_table_key(table),
                     name="PRIMARY",
                     kind="p",
-                    definition=f"PRIMARY KEY {column_list}",
+                    definition=f"PRIMARY KEY {column_list}"
+                    + (f" COMMENT {literal(comment)}" if comment else ""),
                 )
                 constraints[pk.key] = pk
                 continue
             word = {"FULLTEXT": "FULLTEXT KEY", "SPATIAL": "SPATIAL KEY"}.get(
                 index_type, "UNIQUE KEY" if unique else "KEY"
             )
-            definition = f"{word} {ident(name)} {column_list}"
-            if index_type == "HASH":
-                definition += " USING HASH"
+            definition = f"{word} {ident(name)} {column_list}{using.get((table, name), '')}"
             if comment:
                 definition += f" COMMENT {literal(comment)}"
             index = Index(
@@ -377,11 +388,35 @@ def _references(text: str) -> set[str]:
     return {m.group(1).replace("``", "`") for m in _IDENT.finditer(text)}
 
 
+_INDEX_LINE = re.compile(
+    r"^  (?:UNIQUE |FULLTEXT |SPATIAL )?KEY `((?:[^`]|``)+)` \(.*\)( USING (?:BTREE|HASH|RTREE))"
+)
+_PARTITION = re.compile(r"(?:/\*!\d+ )?(PARTITION BY .*?)(?: \*/)?$", re.DOTALL)
+
+
+def _from_show_create(texts: dict[str, str]) -> tuple[dict[tuple[str, str], str], dict[str, str]]:
+    """Explicit index algorithms (``USING BTREE``) and partition clauses, by table."""
+    using: dict[tuple[str, str], str] = {}
+    partitions: dict[str, str] = {}
+    for table, text in texts.items():
+        for line in text.splitlines():
+            if match := _INDEX_LINE.match(line):
+                using[(table, match.group(1).replace("``", "`"))] = match.group(2)
+        _, marker, tail = text.partition("PARTITION BY ")
+        if marker and (match := _PARTITION.search(marker + tail)):
+            partitions[table] = " ".join(match.group(1).split())
+    return using, partitions
+
+
 def introspect(conn: Any, database: str) -> Database:
     """The model of ``database`` on ``conn``'s server."""
     reader = _Reader(conn, database)
     tables = reader.tables()
-    keys, indexes = reader.indexes()
+    using, partitions = _from_show_create(reader.show_create([t.name for t in tables.values()]))
+    for key, table in list(tables.items()):
+        if table.name in partitions:
+            tables[key] = replace(table, partition_key=partitions[table.name])
+    keys, indexes = reader.indexes(using)
     constraints = {**keys, **reader.foreign_keys(), **reader.checks()}
     views = reader.views()
     triggers = reader.triggers()

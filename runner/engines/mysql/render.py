@@ -165,7 +165,7 @@ class _Renderer:
             for c in self.desired.constraints.values()
             if c.table == table.key and c.kind in ("p", "c")
         ]
-        lines += [_constraint_sql(c) for c in sorted(keys, key=lambda c: (c.kind != "p", c.name))]
+        lines += [_constraint_sql(c) for c in sorted(keys, key=lambda c: c.kind != "p")]
         lines += [
             i.definition
             for i in sorted(self.desired.indexes.values(), key=lambda i: i.key)
@@ -176,6 +176,8 @@ class _Renderer:
         sql = f"CREATE TABLE {_table(table.key)} (\n  {body}\n)" + (
             f" {options}" if options else ""
         )
+        if table.partition_key:
+            sql += f"\n{table.partition_key}"
         return [Statement(sql, transactional=False)]
 
     def drop_table(self, change: Change) -> list[Statement]:
@@ -185,6 +187,11 @@ class _Renderer:
         old, new = change.before, change.after
         assert isinstance(old, Table) and isinstance(new, Table)
         return self._alter(change, _table_options(new.options, old.options))
+
+    def repartition(self, change: Change) -> list[Statement]:
+        table = change.after
+        assert isinstance(table, Table)
+        return self._alter(change, table.partition_key or "REMOVE PARTITIONING")
 
     # -- columns ---------------------------------------------------------------------------
 
@@ -289,6 +296,7 @@ RENDERERS: dict[str, Callable[[_Renderer, Change], list[Statement]]] = {
     "create_table": _Renderer.create_table,
     "drop_table": _Renderer.drop_table,
     "alter_table_options": _Renderer.alter_table_options,
+    "repartition": _Renderer.repartition,
     "add_column": _Renderer.add_column,
     "drop_column": _Renderer.drop_column,
     "alter_column_type": _Renderer.modify_column,
