@@ -37,6 +37,7 @@ class Change:
     detail: str = ""  # e.g. the column a column change is about
     existing_table: bool = False  # the table exists in the live database (has rows)
     position: int = 0  # among changes of one op on one key: the desired order (new columns)
+    parts: tuple[Change, ...] = ()  # a composite change (a SQLite table rebuild) stands for these
 
     @property
     def sort_key(self) -> tuple[int, str, str, int, str]:

@@ -195,4 +195,9 @@ def hazards_of(change: Change) -> list[Hazard]:
         table = change.after
         if getattr(table, "row_security", False):
             add("privilege", "ROW_SECURITY")
+    if op == "rebuild_table":
+        add("lock", "TABLE_REBUILD")
+    # A composite change has the hazards of what it stands for; its own lock replaces theirs.
+    for part in change.parts:
+        found.update(h for h in hazards_of(part) if h.kind != "lock")
     return sorted(found)

@@ -1,0 +1,254 @@
+"""The SQLite engine: plan, dry-run, apply, drift and inspect on a database file.
+
+URLs: ``sqlite:///relative.db`` (relative to the current directory) and
+``sqlite:////absolute/path.db``. The engine never creates a database file: ``inspect``,
+``drift`` and ``apply`` need it to exist, and ``plan`` against a missing file plans from
+an empty schema (what the first apply would create) without creating it. An empty file is
+an empty SQLite database, so ``touch app.db`` is how a first apply starts.
+
+The desired schema is normalized in an in-memory database; the dry run applies the plan
+to an in-memory copy of the live database made with the backup API. An apply holds the
+database's own write lock (``BEGIN IMMEDIATE``) from the staleness check to the commit,
+runs every statement in that one transaction and checks foreign keys before committing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+from runner.engines.changes import UnsupportedChange
+from runner.engines.desired import DesiredSchemaError, desired_files
+from runner.engines.drift import drift_report
+from runner.engines.model import Database
+from runner.engines.plan import PlanDocument, PlanStatement, plan_digest
+from runner.engines.planner import PlanOptions, PlanRefused, fingerprint, plan_changes
+from runner.engines.report import ApplyReport
+from runner.engines.scope import apply_exclude
+from runner.engines.sqlite.introspect import introspect, server_major
+from runner.engines.sqlite.rebuild import sqlite_diff
+from runner.engines.sqlite.render import render
+from runner.engines.sqlite.sqltext import SqlTextError, split_script
+from runner.errors import CanNotRunError, ConfigurationError
+
+__all__ = ["SqliteEngine", "database_path"]
+
+
+def database_path(url: str) -> Path:
+    """The file a ``sqlite://`` URL names (three slashes: relative; four: absolute)."""
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise ConfigurationError(
+            "a sqlite URL has no host: sqlite:///relative.db or sqlite:////absolute/path.db"
+        )
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not path or path == ":memory:":
+        raise ConfigurationError("the sqlite URL names no database file")
+    return Path(path)
+
+
+def _session(conn: sqlite3.Connection) -> None:
+    """The settings every plan statement runs under (in the dry run and in the apply)."""
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("PRAGMA legacy_alter_table = ON")
+
+
+def _memory() -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    _session(conn)
+    return conn
+
+
+class _StatementFailed(Exception):
+    def __init__(self, index: int, error: str) -> None:
+        super().__init__(error)
+        self.index = index
+        self.error = error
+
+
+def _run(conn: sqlite3.Connection, statements: Sequence[PlanStatement]) -> None:
+    """Run ``statements`` inside the caller's transaction; then check foreign keys."""
+    for index, statement in enumerate(statements):
+        try:
+            conn.execute(statement.sql)
+        except sqlite3.Error as error:
+            raise _StatementFailed(index, str(error)) from None
+    violations = conn.execute("PRAGMA foreign_key_check").fetchall()
+    if violations:
+        table, rowid, parent, _ = violations[0]
+        touching = [i for i, s in enumerate(statements) if s.key == f"table:main.{table}"]
+        index = touching[-1] if touching else len(statements) - 1
+        raise _StatementFailed(
+            index,
+            f"foreign key check failed: {len(violations)} rows of {table} have no parent row "
+            f"in {parent} (first: rowid {rowid})",
+        )
+
+
+def _load(conn: sqlite3.Connection, files: list[tuple[str, str]]) -> None:
+    """Run the desired schema; failing statements are retried while any succeeds."""
+    pending: list[tuple[str, int, str]] = []
+    try:
+        for name, text in files:
+            pending += [(name, line, sql) for line, sql in split_script(text)]
+    except SqlTextError as error:
+        raise DesiredSchemaError(str(error)) from None
+    while pending:
+        failed: list[tuple[str, int, str, str]] = []
+        for name, line, sql in pending:
+            try:
+                conn.execute(sql)
+            except sqlite3.Error as error:
+                failed.append((name, line, sql, str(error)))
+        if len(failed) == len(pending):
+            first_name, first_line, _, message = failed[0]
+            raise DesiredSchemaError(f"{first_name}:{first_line}: {message}")
+        pending = [(n, line, sql) for n, line, sql, _ in failed]
+
+
+class SqliteEngine:
+    """One SQLite database file."""
+
+    dialect = "sqlite"
+    transactional_ddl = True
+
+    def __init__(self, url: str, dev_url: str | None = None) -> None:
+        self.url = url
+        self.path = database_path(url)
+        self.dev_url = dev_url  # unused: SQLite normalizes and dry-runs in memory
+        self.scratch_names: list[str] = []
+
+    # -- connections -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _connect(self, mode: str, timeout: float = 5.0) -> Iterator[sqlite3.Connection]:
+        if not self.path.is_file():
+            raise CanNotRunError(
+                f"{self.path}: no such SQLite database file (create it first, e.g. an empty "
+                "file: an empty file is an empty database)"
+            )
+        uri = f"file:{quote(str(self.path.resolve()))}?mode={mode}"
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
+        except sqlite3.Error as error:
+            raise CanNotRunError(f"{self.path}: cannot open: {error}") from None
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def inspect(self, exclude: Sequence[str] = ()) -> Database:
+        with self._connect("ro") as conn:
+            return apply_exclude(introspect(conn), exclude)
+
+    def desired(self, path: Path, exclude: Sequence[str] = ()) -> Database:
+        """The desired schema, loaded into an in-memory database and read back."""
+        conn = _memory()
+        try:
+            _load(conn, desired_files(path))
+            return apply_exclude(introspect(conn), exclude)
+        finally:
+            conn.close()
+
+    # -- planning ------------------------------------------------------------------------
+
+    def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
+        """A verified plan: dry-run on an in-memory copy of the database, then compared."""
+        exists = self.path.exists()
+        live = (
+            self.inspect(options.exclude)
+            if exists
+            else Database(dialect="sqlite", server_major=server_major())
+        )
+        desired = self.desired(desired_path, options.exclude)
+        try:
+            planned = plan_changes(live, desired, options, render, differ=sqlite_diff)
+        except UnsupportedChange as error:
+            raise PlanRefused("unsupported_change", str(error)) from None
+        copy = _memory()
+        try:
+            if exists:
+                with self._connect("ro") as source:
+                    source.backup(copy)
+            expected = self._dry_run(copy, desired, planned.statements, options)
+        finally:
+            copy.close()
+        return planned.document(live, desired, expected, options)
+
+    def _dry_run(
+        self,
+        conn: sqlite3.Connection,
+        desired: Database,
+        statements: Sequence[PlanStatement],
+        options: PlanOptions,
+    ) -> str:
+        _session(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            _run(conn, statements)
+        except _StatementFailed as failure:
+            conn.execute("ROLLBACK")
+            raise PlanRefused(
+                "dry_run_failed",
+                f"statement {failure.index + 1} failed in the dry run: {failure.error}",
+            ) from None
+        conn.execute("COMMIT")
+        result = apply_exclude(introspect(conn), options.exclude)
+        remaining = sqlite_diff(result, desired)
+        if remaining:
+            first = remaining[0]
+            raise PlanRefused(
+                "dry_run_not_converged",
+                f"after the dry run {len(remaining)} differences remain "
+                f"(first: {first.op} {first.key})",
+            )
+        return fingerprint(result)
+
+    # -- applying ------------------------------------------------------------------------
+
+    def apply(self, document: PlanDocument, *, lock_timeout_ms: int = 30_000) -> ApplyReport:
+        """Run ``document`` in one transaction under the database's write lock."""
+        report = ApplyReport(plan_digest(document))
+        with self._connect("rw", timeout=lock_timeout_ms / 1000) as conn:
+            _session(conn)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                if "locked" in str(error) or "busy" in str(error):
+                    raise PlanRefused(
+                        "locked", "another connection holds this database's write lock"
+                    ) from None
+                raise CanNotRunError(f"{self.path}: {error}") from None
+            try:
+                live = apply_exclude(introspect(conn), document.exclude)
+                if fingerprint(live) != document.observed:
+                    raise PlanRefused(
+                        "stale_plan", "the live schema changed since the plan was made"
+                    )
+                _run(conn, document.statements)
+                conn.execute("COMMIT")
+            except _StatementFailed as failure:
+                conn.execute("ROLLBACK")
+                report.failed = failure.index
+                report.error = failure.error
+                report.rolled_back = list(range(failure.index))
+                return report
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            report.ran = list(range(len(document.statements)))
+            after = apply_exclude(introspect(conn), document.exclude)
+            report.converged = fingerprint(after) == document.expected
+        return report
+
+    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
+        """A bounded drift report: the live schema against the desired one."""
+        live = self.inspect(exclude)
+        desired = self.desired(desired_path, exclude)
+        return drift_report(sqlite_diff(live, desired), live.dialect)

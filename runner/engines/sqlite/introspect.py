@@ -1,0 +1,288 @@
+"""Reading a SQLite database's schema into the shared model.
+
+Sources: ``sqlite_schema`` (what exists, and its stored CREATE text), the pragmas
+``table_xinfo`` (columns, types, defaults, NOT NULL, primary key, generated columns),
+``table_list`` (STRICT, WITHOUT ROWID), ``index_list``/``index_info`` (UNIQUE constraints)
+and ``foreign_key_list``; and the stored text, read by :mod:`~runner.engines.sqlite.sqltext`,
+for what no pragma tells (CHECK, COLLATE, generation expressions, AUTOINCREMENT).
+
+Everything lives in schema ``main``. Keys: ``table:main.t``, ``index:main.i``,
+``view:main.v``, ``trigger:main.tr``, ``constraint:main.t.<name>`` where unnamed
+constraints get a name derived from what they say (``unique(a,b)``, ``check_<digest>``),
+so the same schema always has the same keys.
+
+Dialect facts: ``Table.options`` holds ``strict``, ``without_rowid``, ``autoincrement``,
+``constraints`` (the table constraints, normalized) and ``sql`` (the stored CREATE text the
+table is rebuilt from; it is never compared); ``Column.extra`` holds ``def`` (the column's
+whole definition, normalized) and ``generated`` (``stored`` or ``virtual``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from typing import Any
+
+from sqlglot.tokenizer_core import TokenType
+
+from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
+from runner.engines.sqlite.sqltext import (
+    SqlTextError,
+    TableText,
+    ident,
+    normalize,
+    parse_create_table,
+    tokens,
+)
+from runner.errors import CanNotRunError
+
+__all__ = ["SCHEMA", "introspect", "server_major"]
+
+SCHEMA = "main"
+_NO_ACTION = "NO ACTION"
+
+
+def server_major() -> int:
+    """The SQLite library's major version (3)."""
+    return int(sqlite3.sqlite_version.split(".")[0])
+
+
+def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    return list(conn.execute(sql, args).fetchall())
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+class _Reader:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.tables: dict[str, Table] = {}
+        self.constraints: dict[str, Constraint] = {}
+        self.indexes: dict[str, Index] = {}
+        self.definitions: dict[str, Definition] = {}
+        self.depends: set[tuple[str, str]] = set()
+        self.schema = _rows(
+            conn,
+            "SELECT type, name, tbl_name, sql FROM sqlite_schema"
+            " WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND sql IS NOT NULL"
+            " ORDER BY type, name",
+        )
+        # Names are case-insensitive in SQLite: references resolve through lower case.
+        self.names: dict[str, str] = {}
+        for kind, name, _, _ in self.schema:
+            if kind in ("table", "view"):
+                self.names[name.lower()] = f"{kind}:{SCHEMA}.{name}"
+
+    def key_of(self, name: str) -> str:
+        return self.names.get(name.lower(), f"table:{SCHEMA}.{name}")
+
+    def references(self, sql: str, own: str) -> set[str]:
+        """Keys of the tables and views a definition's text names."""
+        found = set()
+        for piece in tokens(sql):
+            if piece.kind in (TokenType.IDENTIFIER, TokenType.VAR):
+                key = self.names.get(piece.text.lower())
+                if key is not None and key != own:
+                    found.add(key)
+        return found
+
+    # -- tables -----------------------------------------------------------------------
+
+    def table(self, name: str, sql: str) -> None:
+        key = f"table:{SCHEMA}.{name}"
+        text = parse_create_table(sql)
+        info = _rows(self.conn, "SELECT * FROM pragma_table_xinfo(?)", name)
+        parsed = {c.name.lower(): c for c in text.columns}
+        columns: list[Column] = []
+        for _cid, column_name, type_, notnull, default, _pk, hidden in info:
+            written = parsed.get(str(column_name).lower())
+            extra: list[tuple[str, str]] = []
+            if written is not None:
+                extra.append(("def", written.definition))
+            if hidden in (2, 3):
+                extra.append(("generated", "stored" if hidden == 3 else "virtual"))
+            columns.append(
+                Column(
+                    name=str(column_name),
+                    type=str(type_ or ""),
+                    not_null=bool(notnull),
+                    default=None if default is None else normalize(str(default)),
+                    generated=written.generated if written is not None and hidden else None,
+                    collation=written.collation if written is not None else None,
+                    extra=tuple(sorted(extra)),
+                )
+            )
+        listed = _rows(
+            self.conn,
+            "SELECT strict, wr FROM pragma_table_list WHERE schema = ? AND name = ?",
+            SCHEMA,
+            name,
+        )
+        strict, without_rowid = listed[0] if listed else (0, 0)
+        options = [("sql", sql)]
+        if strict:
+            options.append(("strict", "true"))
+        if without_rowid:
+            options.append(("without_rowid", "true"))
+        if text.autoincrement:
+            options.append(("autoincrement", "true"))
+        if text.constraints:
+            options.append(("constraints", " , ".join(text.constraints)))
+        self.tables[key] = Table(SCHEMA, name, tuple(columns), options=tuple(sorted(options)))
+        self.table_constraints(key, name, info, text)
+
+    def add_constraint(self, constraint: Constraint) -> None:
+        base, number = constraint.name, 1
+        while constraint.key in self.constraints:
+            number += 1
+            constraint = Constraint(
+                constraint.table,
+                f"{base}_{number}",
+                constraint.kind,
+                constraint.definition,
+                references=constraint.references,
+                columns=constraint.columns,
+            )
+        self.constraints[constraint.key] = constraint
+
+    def table_constraints(
+        self, key: str, name: str, info: list[tuple[Any, ...]], text: TableText
+    ) -> None:
+        primary = [str(row[1]) for row in sorted((r for r in info if r[5]), key=lambda r: r[5])]
+        if primary:
+            columns = ", ".join(ident(c) for c in primary)
+            self.add_constraint(
+                Constraint(
+                    key, "primary_key", "p", f"PRIMARY KEY ({columns})", columns=tuple(primary)
+                )
+            )
+        for _seq, index_name, _unique, origin, _partial in _rows(
+            self.conn, "SELECT * FROM pragma_index_list(?) ORDER BY name", name
+        ):
+            if origin != "u":
+                continue
+            members = [
+                str(r[2])
+                for r in _rows(
+                    self.conn, "SELECT * FROM pragma_index_info(?) ORDER BY seqno", index_name
+                )
+            ]
+            self.add_constraint(
+                Constraint(
+                    key,
+                    f"unique({','.join(members)})",
+                    "u",
+                    f"UNIQUE ({', '.join(ident(c) for c in members)})",
+                    columns=tuple(members),
+                )
+            )
+        groups: dict[int, list[tuple[Any, ...]]] = {}
+        for row in _rows(self.conn, "SELECT * FROM pragma_foreign_key_list(?)", name):
+            groups.setdefault(int(row[0]), []).append(row)
+        for rows in groups.values():
+            rows.sort(key=lambda r: r[1])
+            parent = str(rows[0][2])
+            parent_key = self.key_of(parent)
+            parent_name = parent_key.split(".", 1)[1]
+            sources = [str(r[3]) for r in rows]
+            targets = [str(r[4]) for r in rows if r[4] is not None]
+            definition = (
+                f"FOREIGN KEY ({', '.join(ident(c) for c in sources)}) REFERENCES "
+                f"{ident(parent_name)}"
+                + (f" ({', '.join(ident(c) for c in targets)})" if targets else "")
+            )
+            on_update, on_delete, match = rows[0][5], rows[0][6], rows[0][7]
+            if on_update != _NO_ACTION:
+                definition += f" ON UPDATE {on_update}"
+            if on_delete != _NO_ACTION:
+                definition += f" ON DELETE {on_delete}"
+            if match not in (None, "NONE"):
+                definition += f" MATCH {match}"
+            self.add_constraint(
+                Constraint(
+                    key,
+                    f"fk({','.join(sources)})->{parent_name}({','.join(targets)})",
+                    "f",
+                    definition,
+                    references=parent_key,
+                    columns=tuple(sources),
+                )
+            )
+            if parent_key != key:
+                self.depends.add((key, parent_key))
+        checks = [c for column in text.columns for c in column.checks] + list(text.checks)
+        for given, expression in checks:
+            self.add_constraint(
+                Constraint(
+                    key, given or f"check_{_digest(expression)}", "c", f"CHECK ({expression})"
+                )
+            )
+
+    # -- indexes, views, triggers -------------------------------------------------------
+
+    def index(self, name: str, table: str, sql: str) -> None:
+        key = f"index:{SCHEMA}.{name}"
+        unique = any(
+            r[1] == name and r[2]
+            for r in _rows(self.conn, "SELECT * FROM pragma_index_list(?)", table)
+        )
+        table_key = self.key_of(table)
+        self.indexes[key] = Index(SCHEMA, name, table_key, normalize(sql), unique=unique)
+        self.depends.add((key, table_key))
+
+    def view(self, name: str, sql: str) -> None:
+        key = f"view:{SCHEMA}.{name}"
+        self.definitions[key] = Definition(
+            key=key,
+            kind="view",
+            create=sql,
+            drop=f"DROP VIEW {ident(name)}",
+            definition=normalize(sql),
+        )
+        self.depends |= {(key, other) for other in self.references(sql, key)}
+
+    def trigger(self, name: str, table: str, sql: str) -> None:
+        key = f"trigger:{SCHEMA}.{name}"
+        owner = self.key_of(table)
+        self.definitions[key] = Definition(
+            key=key,
+            kind="trigger",
+            create=sql,
+            drop=f"DROP TRIGGER {ident(name)}",
+            definition=normalize(sql),
+            table=owner,
+        )
+        self.depends |= {(key, other) for other in self.references(sql, key) | {owner}}
+
+    def read(self) -> Database:
+        for kind, name, _, sql in self.schema:
+            if kind == "table":
+                self.table(str(name), str(sql))
+        for kind, name, table, sql in self.schema:
+            if kind == "index":
+                self.index(str(name), str(table), str(sql))
+            elif kind == "view":
+                self.view(str(name), str(sql))
+            elif kind == "trigger":
+                self.trigger(str(name), str(table), str(sql))
+        return Database(
+            dialect="sqlite",
+            server_major=server_major(),
+            tables=dict(sorted(self.tables.items())),
+            constraints=dict(sorted(self.constraints.items())),
+            indexes=dict(sorted(self.indexes.items())),
+            definitions=dict(sorted(self.definitions.items())),
+            depends=frozenset(self.depends),
+        )
+
+
+def introspect(conn: sqlite3.Connection) -> Database:
+    """The schema model of the ``main`` database behind ``conn``."""
+    try:
+        return _Reader(conn).read()
+    except SqlTextError:
+        raise
+    except sqlite3.Error as error:
+        raise CanNotRunError(f"cannot read the SQLite schema: {error}") from None

@@ -1,0 +1,293 @@
+"""Reading SQLite's stored CREATE text with sqlglot's SQLite tokenizer.
+
+The pragmas tell columns, types, defaults, NOT NULL, primary keys, unique constraints,
+foreign keys and index columns; what they do not tell (CHECK constraints, column
+collations, generation expressions, AUTOINCREMENT, constraint names) is read here from
+``sqlite_schema.sql``. The text is tokenized by sqlglot (strings, quoted identifiers in all
+four SQLite spellings, comments) and read by a small recursive reader over the tokens, so a
+comma or parenthesis inside a string or a nested expression never confuses it.
+
+:func:`normalize` is the canonical spelling two definitions are compared in: the tokens'
+own source text joined by single spaces, comments dropped, identifiers unquoted where
+quoting changes nothing. Case is kept, so a normalized text is still valid SQL with the
+meaning of the original.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlglot.dialects.sqlite import SQLite
+from sqlglot.errors import TokenError
+from sqlglot.tokenizer_core import Token, TokenType
+
+from runner.errors import SeshatError
+
+__all__ = [
+    "ColumnText",
+    "Piece",
+    "SqlTextError",
+    "TableText",
+    "ident",
+    "normalize",
+    "parse_create_table",
+    "split_script",
+    "tokens",
+]
+
+_NAME_TOKENS = (TokenType.IDENTIFIER, TokenType.VAR, TokenType.STRING)
+_TABLE_CONSTRAINTS = {"CONSTRAINT", "PRIMARY KEY", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN KEY"}
+
+
+class SqlTextError(SeshatError):
+    """Stored or desired SQL text that the reader cannot tokenize."""
+
+    code = "SqlTextError"
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One token: its kind, its value (unquoted for identifiers) and its source spelling."""
+
+    kind: TokenType
+    text: str
+    source: str
+    start: int
+    end: int  # inclusive, as sqlglot reports it
+
+    @property
+    def word(self) -> str:
+        """The keyword spelling (upper case, single spaces); empty for names and literals."""
+        if self.kind in (TokenType.IDENTIFIER, TokenType.STRING):
+            return ""
+        return " ".join(self.text.upper().split())
+
+
+def tokens(sql: str) -> list[Piece]:
+    """The tokens of ``sql`` (comments dropped)."""
+    try:
+        found: list[Token] = SQLite().tokenizer().tokenize(sql)
+    except TokenError as error:
+        raise SqlTextError(f"cannot read SQL text: {str(error).splitlines()[0]}") from None
+    return [Piece(t.token_type, t.text, sql[t.start : t.end + 1], t.start, t.end) for t in found]
+
+
+def ident(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+@lru_cache(maxsize=4096)
+def _bare(name: str) -> str:
+    """``name`` unquoted if it reads back as the same plain identifier, else quoted."""
+    if (
+        name
+        and (name[0].isalpha() or name[0] == "_")
+        and all(c.isalnum() or c == "_" for c in name)
+    ):
+        try:
+            found = SQLite().tokenizer().tokenize(name)
+        except TokenError:
+            return ident(name)
+        if len(found) == 1 and found[0].token_type is TokenType.VAR and found[0].text == name:
+            return name
+    return ident(name)
+
+
+def _spelling(piece: Piece) -> str:
+    return _bare(piece.text) if piece.kind is TokenType.IDENTIFIER else piece.source
+
+
+def normalize(pieces: list[Piece] | str) -> str:
+    """The canonical spelling of a token sequence (see the module docstring)."""
+    if isinstance(pieces, str):
+        pieces = tokens(pieces)
+    return " ".join(_spelling(p) for p in pieces)
+
+
+def _close(pieces: list[Piece], index: int) -> int:
+    """Index of the parenthesis closing the one at ``pieces[index]``."""
+    depth = 0
+    for position in range(index, len(pieces)):
+        kind = pieces[position].kind
+        if kind is TokenType.L_PAREN:
+            depth += 1
+        elif kind is TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                return position
+    raise SqlTextError("unbalanced parentheses in SQL text")
+
+
+def _split(pieces: list[Piece]) -> list[list[Piece]]:
+    """Split at top-level commas."""
+    items: list[list[Piece]] = [[]]
+    depth = 0
+    for piece in pieces:
+        if piece.kind is TokenType.L_PAREN:
+            depth += 1
+        elif piece.kind is TokenType.R_PAREN:
+            depth -= 1
+        if piece.kind is TokenType.COMMA and depth == 0:
+            items.append([])
+        else:
+            items[-1].append(piece)
+    return [item for item in items if item]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnText:
+    """What one column definition says beyond the pragmas."""
+
+    name: str
+    definition: str  # the whole column definition, normalized
+    collation: str | None = None
+    generated: str | None = None  # the generation expression, normalized
+    checks: tuple[tuple[str | None, str], ...] = ()  # (constraint name, expression)
+    autoincrement: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TableText:
+    """A CREATE TABLE statement, read."""
+
+    name_start: int  # source span of the table name (for renaming a rebuilt copy)
+    name_end: int
+    columns: tuple[ColumnText, ...] = ()
+    constraints: tuple[str, ...] = ()  # table constraints, normalized, in written order
+    checks: tuple[tuple[str | None, str], ...] = ()
+    autoincrement: bool = False
+    tail: str = ""  # table options after the column list, normalized
+
+
+def _name_of(piece: Piece) -> str:
+    return piece.text
+
+
+def _constraint_parts(pieces: list[Piece]) -> tuple[list[tuple[str | None, str]], str | None]:
+    """CHECK expressions (with their CONSTRAINT names) and a COLLATE name in ``pieces``."""
+    checks: list[tuple[str | None, str]] = []
+    collation: str | None = None
+    pending: str | None = None
+    index = 0
+    while index < len(pieces):
+        piece = pieces[index]
+        if piece.kind is TokenType.L_PAREN:
+            index = _close(pieces, index) + 1
+            continue
+        word = piece.word
+        if word == "CONSTRAINT" and index + 1 < len(pieces):
+            pending = _name_of(pieces[index + 1])
+            index += 2
+            continue
+        if (
+            word == "CHECK"
+            and index + 1 < len(pieces)
+            and pieces[index + 1].kind is TokenType.L_PAREN
+        ):
+            end = _close(pieces, index + 1)
+            checks.append((pending, normalize(pieces[index + 2 : end])))
+            pending = None
+            index = end + 1
+            continue
+        if word == "COLLATE" and index + 1 < len(pieces):
+            collation = _name_of(pieces[index + 1])
+            index += 2
+            continue
+        index += 1
+    return checks, collation
+
+
+def _generated(pieces: list[Piece]) -> str | None:
+    for index, piece in enumerate(pieces):
+        if (
+            piece.word == "AS"
+            and index + 1 < len(pieces)
+            and pieces[index + 1].kind is TokenType.L_PAREN
+        ):
+            end = _close(pieces, index + 1)
+            return normalize(pieces[index + 2 : end])
+    return None
+
+
+def _column(pieces: list[Piece]) -> ColumnText:
+    name = _name_of(pieces[0])
+    rest = pieces[1:]
+    checks, collation = _constraint_parts(rest)
+    return ColumnText(
+        name=name,
+        definition=normalize(pieces),
+        collation=collation,
+        generated=_generated(rest),
+        checks=tuple(checks),
+        autoincrement=any(p.kind is TokenType.AUTO_INCREMENT for p in rest)
+        or any(p.word == "AUTOINCREMENT" for p in rest),
+    )
+
+
+def parse_create_table(sql: str) -> TableText:
+    """Read a stored ``CREATE TABLE`` statement."""
+    pieces = tokens(sql)
+    index = 0
+    while index < len(pieces) and pieces[index].word != "TABLE":
+        index += 1
+    index += 1
+    while index < len(pieces) and pieces[index].word in ("IF", "NOT", "EXISTS"):
+        index += 1
+    if index >= len(pieces):
+        raise SqlTextError("not a CREATE TABLE statement")
+    name_start = pieces[index].start
+    name_end = pieces[index].end
+    # schema.name
+    while index + 2 < len(pieces) and pieces[index + 1].kind is TokenType.DOT:
+        index += 2
+        name_end = pieces[index].end
+    index += 1
+    if index >= len(pieces) or pieces[index].kind is not TokenType.L_PAREN:
+        return TableText(name_start, name_end)  # CREATE TABLE ... AS SELECT
+    end = _close(pieces, index)
+    columns: list[ColumnText] = []
+    constraints: list[str] = []
+    checks: list[tuple[str | None, str]] = []
+    for item in _split(pieces[index + 1 : end]):
+        if item[0].word in _TABLE_CONSTRAINTS:
+            constraints.append(normalize(item))
+            found, _ = _constraint_parts(item)
+            checks += found
+        else:
+            columns.append(_column(item))
+    return TableText(
+        name_start=name_start,
+        name_end=name_end,
+        columns=tuple(columns),
+        constraints=tuple(constraints),
+        checks=tuple(checks),
+        autoincrement=any(c.autoincrement for c in columns),
+        tail=normalize(pieces[end + 1 :]),
+    )
+
+
+def split_script(text: str) -> list[tuple[int, str]]:
+    """(line, statement) for each complete statement of a script (triggers kept whole).
+
+    SQLite's own :func:`sqlite3.complete_statement` decides where a statement ends, so a
+    semicolon inside a string, a comment or a trigger body does not split it.
+    """
+    statements: list[tuple[int, str]] = []
+    start = 0
+    position = text.find(";")
+    while position >= 0:
+        piece = text[start : position + 1]
+        if sqlite3.complete_statement(piece):
+            if tokens(piece.rstrip().rstrip(";")):
+                lead = len(piece) - len(piece.lstrip())
+                statements.append((text.count("\n", 0, start + lead) + 1, piece.strip()))
+            start = position + 1
+        position = text.find(";", position + 1)
+    rest = text[start:]
+    if rest.strip() and tokens(rest):
+        lead = len(rest) - len(rest.lstrip())
+        statements.append((text.count("\n", 0, start + lead) + 1, rest.strip()))
+    return statements
