@@ -21,50 +21,21 @@ import re
 from runner.engines.changes import Change, Phase
 from runner.engines.diff import diff as shared_diff
 from runner.engines.model import Column, Database, Index
-from runner.engines.mysql.render import auto_key_added, auto_key_dropped, index_name
+from runner.engines.mysql.render import (
+    auto_key_added,
+    auto_key_dropped,
+    fk_columns,
+    implicit_fk_index,
+    index_columns,
+)
 
 __all__ = ["diff"]
 
 _COLUMN = re.compile(r"`((?:[^`]|``)+)`(\(\d+\))?( DESC)?")
 
 
-def _index_columns(index: Index) -> list[str] | None:
-    """Plain column names of a ``KEY`` (``None`` for prefixes, DESC or other kinds)."""
-    if not index.definition.startswith("KEY ") or " COMMENT " in index.definition:
-        return None
-    inner = index.definition[index.definition.index("(") + 1 : index.definition.rindex(")")]
-    names: list[str] = []
-    for part in inner.split(","):
-        match = _COLUMN.fullmatch(part.strip())
-        if match is None or match.group(2) or match.group(3):
-            return None
-        names.append(match.group(1).replace("``", "`"))
-    return names
-
-
-def _fk_columns(index: Index, db: Database) -> list[str] | None:
-    """The columns of the foreign key in ``db`` that ``index`` exactly serves, if any."""
-    columns = _index_columns(index)
-    found = any(
-        c.kind == "f" and c.table == index.table and list(c.columns) == columns
-        for c in db.constraints.values()
-    )
-    return columns if found else None
-
-
-def _implicit(index: Index, db: Database) -> bool:
-    """Whether ``index`` is the one the server made for a foreign key (by its name)."""
-    columns = _fk_columns(index, db)
-    name = index_name(index)
-    return columns is not None and any(
-        c.kind == "f" and c.table == index.table and name in (c.name, c.columns[0])
-        for c in db.constraints.values()
-        if list(c.columns) == columns
-    )
-
-
 def _serving(db: Database, table: str, columns: list[str]) -> list[Index]:
-    return [i for i in db.indexes.values() if i.table == table and _index_columns(i) == columns]
+    return [i for i in db.indexes.values() if i.table == table and index_columns(i) == columns]
 
 
 def _fk_index_only(change: Change, live: Database, desired: Database) -> bool:
@@ -75,15 +46,15 @@ def _fk_index_only(change: Change, live: Database, desired: Database) -> bool:
     """
     if change.op == "drop_index" and change.key not in desired.indexes:
         index = live.indexes[change.key]
-        columns = _fk_columns(index, desired)
+        columns = fk_columns(index, desired)
         others = _serving(desired, index.table, columns) if columns is not None else []
-        return bool(others) and all(_implicit(i, desired) for i in others)
+        return bool(others) and all(implicit_fk_index(i, desired) for i in others)
     if change.op == "create_index" and change.key not in live.indexes:
         index = desired.indexes[change.key]
-        columns = _fk_columns(index, live)
+        columns = fk_columns(index, live)
         return (
             columns is not None
-            and _implicit(index, desired)
+            and implicit_fk_index(index, desired)
             and bool(_serving(live, index.table, columns))
         )
     return False

@@ -89,8 +89,16 @@ class MysqlEngine:
     def _read(self, conn: Any, database: str, exclude: Sequence[str]) -> Database:
         return apply_exclude(introspect(conn, database), exclude)
 
+    @contextlib.contextmanager
+    def _server_errors(self) -> Iterator[None]:
+        """A server error outside a statement's own step: could not run, nothing to blame."""
+        try:
+            yield
+        except pymysql.MySQLError as error:
+            raise CanNotRunError(self._scrub(f"database error: {error_text(error)}")) from None
+
     def inspect(self, exclude: Sequence[str] = ()) -> Database:
-        with connection(self.url) as conn:
+        with self._server_errors(), connection(self.url) as conn:
             return self._read(conn, self.database, exclude)
 
     def _scrub(self, text: str) -> str:
@@ -171,7 +179,7 @@ class MysqlEngine:
 
     def desired(self, path: Path, exclude: Sequence[str] = ()) -> Database:
         """The desired schema, normalized in a shadow schema and introspected."""
-        with self._workspace() as (conn, name):
+        with self._server_errors(), self._workspace() as (conn, name):
             return self._normalize(conn, name, path, exclude)
 
     # -- planning --------------------------------------------------------------------------
@@ -182,7 +190,7 @@ class MysqlEngine:
         desired = self.desired(desired_path, options.exclude)
         planned = plan_changes(live, desired, options, renderer(desired, live), differ=diff)
         statements = _merged(planned.statements)
-        with self._workspace() as (conn, name):
+        with self._server_errors(), self._workspace() as (conn, name):
             probed, expected = self._dry_run(conn, name, live, desired, statements, options)
         return Planned(planned.changes, tuple(probed)).document(live, desired, expected, options)
 
@@ -266,7 +274,7 @@ class MysqlEngine:
             report.error = _interrupted_message(previous.finished, previous.unknown)
             return report
         seconds = max(1, lock_timeout_ms // 1000)
-        with connection(self.url) as conn:
+        with self._server_errors(), connection(self.url) as conn:
             _execute(conn, f"SET SESSION lock_wait_timeout = {seconds}")
             got = rows(conn, "SELECT GET_LOCK(%s, %s)", (lock_name(self.database), seconds))
             if not got or got[0][0] != 1:

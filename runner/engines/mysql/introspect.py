@@ -219,7 +219,12 @@ class _Reader:
             kinds[key] = (not int(non_unique), str(index_type), str(comment or ""))
         constraints: dict[str, Constraint] = {}
         indexes: dict[str, Index] = {}
-        for (table, name), columns in sorted(parts.items()):
+        # In the order SHOW CREATE TABLE lists them (creation order), so a table created
+        # from the model lists them the same way.
+        position = {key: n for n, key in enumerate(using)}
+        for (table, name), columns in sorted(
+            parts.items(), key=lambda kv: (kv[0][0], position.get(kv[0], -1), kv[0][1])
+        ):
             unique, index_type, comment = kinds[(table, name)]
             column_list = "(" + ",".join(columns) + ")"
             if name == "PRIMARY":
@@ -388,8 +393,8 @@ def _references(text: str) -> set[str]:
     return {m.group(1).replace("``", "`") for m in _IDENT.finditer(text)}
 
 
-_INDEX_LINE = re.compile(
-    r"^  (?:UNIQUE |FULLTEXT |SPATIAL )?KEY `((?:[^`]|``)+)` \(.*\)( USING (?:BTREE|HASH|RTREE))"
+_KEY_LINE = re.compile(
+    r"^  (?:UNIQUE |FULLTEXT |SPATIAL )?KEY `((?:[^`]|``)+)` \(.*\)( USING (?:BTREE|HASH|RTREE))?"
 )
 _PARTITION = re.compile(r"(?:/\*!\d+ )?(PARTITION BY .*?)(?: \*/)?$", re.DOTALL)
 
@@ -400,8 +405,8 @@ def _from_show_create(texts: dict[str, str]) -> tuple[dict[tuple[str, str], str]
     partitions: dict[str, str] = {}
     for table, text in texts.items():
         for line in text.splitlines():
-            if match := _INDEX_LINE.match(line):
-                using[(table, match.group(1).replace("``", "`"))] = match.group(2)
+            if match := _KEY_LINE.match(line):
+                using[(table, match.group(1).replace("``", "`"))] = match.group(2) or ""
         _, marker, tail = text.partition("PARTITION BY ")
         if marker and (match := _PARTITION.search(marker + tail)):
             partitions[table] = " ".join(match.group(1).split())

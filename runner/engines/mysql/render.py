@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from runner.engines.changes import Change, Statement, UnsupportedChange
+from runner.engines.changes import Change, Phase, Statement, UnsupportedChange
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
 from runner.engines.mysql.quoting import ident, literal
 
@@ -26,11 +26,15 @@ __all__ = [
     "auto_key_added",
     "auto_key_dropped",
     "column_sql",
+    "fk_columns",
+    "implicit_fk_index",
+    "index_columns",
     "index_name",
     "renderer",
 ]
 
 Render = Callable[[Change], list[Statement]]
+_COLUMN = re.compile(r"`((?:[^`]|``)+)`(\(\d+\))?( DESC)?")
 _PLAIN_DEFAULT = re.compile(
     r"^(-?[0-9.]+(e[-+]?[0-9]+)?|'.*'|[bBxX]'[0-9a-fA-F]*'|NULL|current_timestamp(\(\d*\))?)$",
     re.DOTALL | re.IGNORECASE,
@@ -77,6 +81,41 @@ def auto_key_dropped(live: Database, desired: Database, table: str) -> str | Non
     if _primary_key(live, table) is None:
         return None
     return next((c.name for c in old.columns if _auto(c) and not _auto(new.column(c.name))), None)
+
+
+def index_columns(index: Index) -> list[str] | None:
+    """Plain column names of a ``KEY`` (``None`` for prefixes, DESC or other kinds)."""
+    if not index.definition.startswith("KEY ") or " COMMENT " in index.definition:
+        return None
+    inner = index.definition[index.definition.index("(") + 1 : index.definition.rindex(")")]
+    names: list[str] = []
+    for part in inner.split(","):
+        match = _COLUMN.fullmatch(part.strip())
+        if match is None or match.group(2) or match.group(3):
+            return None
+        names.append(match.group(1).replace("``", "`"))
+    return names
+
+
+def fk_columns(index: Index, db: Database) -> list[str] | None:
+    """The columns of the foreign key in ``db`` that ``index`` exactly serves, if any."""
+    columns = index_columns(index)
+    found = any(
+        c.kind == "f" and c.table == index.table and list(c.columns) == columns
+        for c in db.constraints.values()
+    )
+    return columns if found else None
+
+
+def implicit_fk_index(index: Index, db: Database) -> bool:
+    """Whether ``index`` is the one the server made for a foreign key (by its name)."""
+    columns = fk_columns(index, db)
+    name = index_name(index)
+    return columns is not None and any(
+        c.kind == "f" and c.table == index.table and name in (c.name, c.columns[0])
+        for c in db.constraints.values()
+        if list(c.columns) == columns
+    )
 
 
 def column_sql(column: Column) -> str:
@@ -166,11 +205,7 @@ class _Renderer:
             if c.table == table.key and c.kind in ("p", "c")
         ]
         lines += [_constraint_sql(c) for c in sorted(keys, key=lambda c: c.kind != "p")]
-        lines += [
-            i.definition
-            for i in sorted(self.desired.indexes.values(), key=lambda i: i.key)
-            if i.table == table.key
-        ]
+        lines += [i.definition for i in self.desired.indexes.values() if i.table == table.key]
         body = ",\n  ".join(lines)
         options = _table_options(table.options)
         sql = f"CREATE TABLE {_table(table.key)} (\n  {body}\n)" + (
@@ -265,10 +300,17 @@ class _Renderer:
     def drop_index(self, change: Change) -> list[Statement]:
         index = change.before
         assert isinstance(index, Index)
+        # MariaDB drops a foreign key's generated index by itself once another index can
+        # serve the key, so a drop after the creates may find it gone.
+        maybe = (
+            " IF EXISTS"
+            if change.phase is Phase.FINISH and self.desired.dialect == "mariadb"
+            else ""
+        )
+        name = ident(index_name(index))
         return [
             Statement(
-                f"ALTER TABLE {_table(index.table)} DROP INDEX {ident(index_name(index))}",
-                transactional=False,
+                f"ALTER TABLE {_table(index.table)} DROP INDEX{maybe} {name}", transactional=False
             )
         ]
 
