@@ -122,6 +122,15 @@ def render(repo: Path, show_crds: bool, write: Path | None) -> None:
     sys.exit(EXIT_PROBLEMS if repository.problems else EXIT_OK)
 
 
+def _register() -> None:
+    from gitops.artifacts.cli import artifact
+
+    cli.add_command(artifact)
+
+
+_register()
+
+
 def main() -> None:
     """Entry point of the ``seshat`` console script."""
     cli()

@@ -1,0 +1,1 @@
+"""OCI artifacts: packaging, transport (registry and OCI layout), fetching, signatures."""

@@ -1,0 +1,287 @@
+"""The two artifact formats and their bounds: packaging a folder, checking a manifest.
+
+A Seshat artifact is an OCI 1.1 image manifest whose ``artifactType`` says what it holds:
+
+* ``application/vnd.seshat.schema.v1``: the desired schema's ``.sql`` files;
+* ``application/vnd.seshat.migrations.v1``: a migration directory's ``.sql`` files.
+
+The config is the OCI empty descriptor; there is one layer per file, of media type
+``application/vnd.seshat.file.v1``, titled (``org.opencontainers.image.title``) with the
+file's path relative to the folder, '/'-separated; layers are sorted by title. Manifest
+annotations carry ``org.opencontainers.image.source``, ``.revision`` and ``.created``. The
+manifest is serialized as canonical JSON, so the same files and annotations always give the
+same digest. docs/artifacts.md describes the format for people.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Final
+
+from gitops.artifacts.errors import ArtifactError
+from runner.digests import canonical_json, sha256_digest
+
+__all__ = [
+    "ANNOTATION_CREATED",
+    "ANNOTATION_REVISION",
+    "ANNOTATION_SOURCE",
+    "ANNOTATION_TITLE",
+    "ARTIFACT_TYPES",
+    "DEFAULT_LIMITS",
+    "EMPTY_CONFIG",
+    "EMPTY_CONFIG_DIGEST",
+    "FILE_MEDIA_TYPE",
+    "Limits",
+    "Manifest",
+    "Packaged",
+    "check_title",
+    "package_folder",
+    "parse_manifest",
+]
+
+MANIFEST_MEDIA_TYPE: Final = "application/vnd.oci.image.manifest.v1+json"
+INDEX_MEDIA_TYPE: Final = "application/vnd.oci.image.index.v1+json"
+FILE_MEDIA_TYPE: Final = "application/vnd.seshat.file.v1"
+ARTIFACT_TYPES: Final = {
+    "schema": "application/vnd.seshat.schema.v1",
+    "migrations": "application/vnd.seshat.migrations.v1",
+}
+ANNOTATION_TITLE: Final = "org.opencontainers.image.title"
+ANNOTATION_SOURCE: Final = "org.opencontainers.image.source"
+ANNOTATION_REVISION: Final = "org.opencontainers.image.revision"
+ANNOTATION_CREATED: Final = "org.opencontainers.image.created"
+EMPTY_CONFIG_DIGEST: Final = (
+    "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+)
+EMPTY_CONFIG: Final[dict[str, str | int]] = {
+    "mediaType": "application/vnd.oci.empty.v1+json",
+    "digest": EMPTY_CONFIG_DIGEST,
+    "size": 2,
+}
+EMPTY_CONFIG_BYTES: Final = b"{}"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what Seshat packages or reads (documented in docs/artifacts.md)."""
+
+    max_files: int = 1000
+    max_file_bytes: int = 4 * 1024 * 1024
+    max_total_bytes: int = 64 * 1024 * 1024
+    max_manifest_bytes: int = 4 * 1024 * 1024
+
+
+DEFAULT_LIMITS: Final = Limits()
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    title: str
+    digest: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A checked artifact manifest: its type, annotations and layers (sorted by title)."""
+
+    digest: str
+    artifact_type: str
+    annotations: dict[str, str]
+    layers: tuple[Layer, ...]
+    raw: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Packaged:
+    """A packaged folder: the manifest bytes and every blob they name."""
+
+    manifest: bytes
+    digest: str
+    blobs: dict[str, bytes]
+    titles: tuple[str, ...]
+
+
+def check_title(title: object, limits: Limits = DEFAULT_LIMITS) -> str:
+    """A layer title Seshat may write to disk: a plain relative path, or a refusal."""
+    if not isinstance(title, str) or not title:
+        raise ArtifactError("invalid_name", "a layer has no title")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in title) or "\\" in title:
+        raise ArtifactError("invalid_name", f"layer title {title!r} has control characters")
+    try:
+        title.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ArtifactError("invalid_name", f"layer title {title!r} is not UTF-8") from None
+    path = PurePosixPath(title)
+    if path.is_absolute() or any(part in ("", ".", "..") for part in title.split("/")):
+        raise ArtifactError(
+            "unsafe_path", f"layer title {title!r} is absolute or leaves the artifact folder"
+        )
+    if len(title) > 1024:
+        raise ArtifactError("invalid_name", f"layer title {title[:40]!r}... is too long")
+    return title
+
+
+def _files(folder: Path) -> list[tuple[str, Path]]:
+    """(title, path) of every ``.sql`` file under ``folder``, refusing symlinks."""
+    found: list[tuple[str, Path]] = []
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        base = Path(root)
+        for name in sorted(dirs):
+            if (base / name).is_symlink():
+                raise ArtifactError("symlink", f"{base / name} is a symbolic link")
+        for name in sorted(names):
+            path = base / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise ArtifactError("symlink", f"{path} is a symbolic link")
+            if not name.endswith(".sql") or not stat.S_ISREG(mode):
+                continue
+            relative = path.relative_to(folder).as_posix()
+            try:
+                relative.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ArtifactError(
+                    "invalid_name", f"{os.fsencode(path)!r}: file name is not UTF-8"
+                ) from None
+            found.append((check_title(relative), path))
+    return sorted(found)
+
+
+def package_folder(
+    folder: Path,
+    kind: str,
+    annotations: dict[str, str],
+    limits: Limits = DEFAULT_LIMITS,
+) -> Packaged:
+    """Package the ``.sql`` files under ``folder`` as a ``kind`` (schema|migrations) artifact."""
+    if kind not in ARTIFACT_TYPES:
+        raise ArtifactError("wrong_artifact_type", f"unknown artifact kind {kind!r}")
+    if not folder.is_dir():
+        raise ArtifactError("not_found", f"{folder}: not a folder")
+    files = _files(folder)
+    if not files:
+        raise ArtifactError("empty_artifact", f"{folder}: no .sql files to package")
+    if len(files) > limits.max_files:
+        raise ArtifactError(
+            "too_many_files", f"{folder}: {len(files)} files (at most {limits.max_files})"
+        )
+    blobs: dict[str, bytes] = {}
+    layers: list[dict[str, Any]] = []
+    total = 0
+    for title, path in files:
+        data = path.read_bytes()
+        if len(data) > limits.max_file_bytes:
+            raise ArtifactError(
+                "file_too_large",
+                f"{title}: {len(data)} bytes (at most {limits.max_file_bytes})",
+            )
+        total += len(data)
+        if total > limits.max_total_bytes:
+            raise ArtifactError(
+                "artifact_too_large", f"{folder}: more than {limits.max_total_bytes} bytes"
+            )
+        digest = sha256_digest(data)
+        blobs[digest] = data
+        layers.append(
+            {
+                "mediaType": FILE_MEDIA_TYPE,
+                "digest": digest,
+                "size": len(data),
+                "annotations": {ANNOTATION_TITLE: title},
+            }
+        )
+    blobs[EMPTY_CONFIG_DIGEST] = EMPTY_CONFIG_BYTES
+    document: dict[str, Any] = {
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_MEDIA_TYPE,
+        "artifactType": ARTIFACT_TYPES[kind],
+        "config": dict(EMPTY_CONFIG),
+        "layers": layers,
+    }
+    if annotations:
+        document["annotations"] = dict(sorted(annotations.items()))
+    manifest = canonical_json(document)
+    return Packaged(manifest, sha256_digest(manifest), blobs, tuple(t for t, _ in files))
+
+
+def _descriptor(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ArtifactError("manifest_invalid", f"{where} is not a descriptor")
+    digest, size = value.get("digest"), value.get("size")
+    if not isinstance(digest, str) or not digest.startswith("sha256:") or len(digest) != 71:
+        raise ArtifactError("manifest_invalid", f"{where} has no sha256 digest")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise ArtifactError("manifest_invalid", f"{where} has no valid size")
+    return value
+
+
+def parse_manifest(
+    raw: bytes, digest: str, allowed_types: tuple[str, ...], limits: Limits = DEFAULT_LIMITS
+) -> Manifest:
+    """Check the manifest ``raw`` (fetched as ``digest``) and its layers, or refuse it."""
+    if len(raw) > limits.max_manifest_bytes:
+        raise ArtifactError("manifest_too_large", f"manifest {digest} is {len(raw)} bytes")
+    if sha256_digest(raw) != digest:
+        raise ArtifactError(
+            "digest_mismatch", f"the manifest does not hash to {digest}: it was altered"
+        )
+    try:
+        document = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ArtifactError("manifest_invalid", f"manifest {digest} is not JSON: {error}") from None
+    if not isinstance(document, dict) or document.get("schemaVersion") != 2:
+        raise ArtifactError("manifest_invalid", f"manifest {digest} is not an OCI manifest")
+    if document.get("mediaType", MANIFEST_MEDIA_TYPE) != MANIFEST_MEDIA_TYPE:
+        raise ArtifactError(
+            "manifest_invalid", f"manifest {digest} has media type {document.get('mediaType')!r}"
+        )
+    config = _descriptor(document.get("config"), "config")
+    artifact_type = document.get("artifactType") or config.get("mediaType")
+    if artifact_type not in allowed_types:
+        raise ArtifactError(
+            "wrong_artifact_type",
+            f"artifact type {artifact_type!r} is not one of {', '.join(allowed_types)}",
+        )
+    raw_layers = document.get("layers")
+    if not isinstance(raw_layers, list):
+        raise ArtifactError("manifest_invalid", "the manifest has no layers list")
+    if len(raw_layers) > limits.max_files:
+        raise ArtifactError(
+            "too_many_files", f"{len(raw_layers)} layers (at most {limits.max_files})"
+        )
+    layers: list[Layer] = []
+    seen: set[str] = set()
+    total = 0
+    for index, value in enumerate(raw_layers):
+        layer = _descriptor(value, f"layer {index}")
+        notes = layer.get("annotations") or {}
+        title = check_title(notes.get(ANNOTATION_TITLE) if isinstance(notes, dict) else None)
+        if title in seen:
+            raise ArtifactError("duplicate_title", f"two layers are titled {title!r}")
+        seen.add(title)
+        if layer["size"] > limits.max_file_bytes:
+            raise ArtifactError(
+                "file_too_large",
+                f"{title}: {layer['size']} bytes (at most {limits.max_file_bytes})",
+            )
+        total += layer["size"]
+        if total > limits.max_total_bytes:
+            raise ArtifactError("artifact_too_large", f"more than {limits.max_total_bytes} bytes")
+        layers.append(Layer(title, layer["digest"], layer["size"]))
+    annotations = document.get("annotations") or {}
+    if not isinstance(annotations, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
+    ):
+        raise ArtifactError("manifest_invalid", "manifest annotations are not strings")
+    return Manifest(
+        digest,
+        str(artifact_type),
+        dict(annotations),
+        tuple(sorted(layers, key=lambda x: x.title)),
+        raw,
+    )

@@ -1,0 +1,17 @@
+"""Pushing a packaged artifact: every blob first, then the manifest under its tag."""
+
+from __future__ import annotations
+
+from gitops.artifacts.format import MANIFEST_MEDIA_TYPE, Packaged
+from gitops.artifacts.reference import Reference
+from gitops.artifacts.store import Store
+
+__all__ = ["push"]
+
+
+def push(store: Store, reference: Reference, packaged: Packaged) -> str:
+    """Upload ``packaged`` and tag it (``reference.tag``, default ``latest``); its digest."""
+    for digest in sorted(packaged.blobs):
+        store.push_blob(digest, packaged.blobs[digest])
+    tag = reference.tag if reference.digest is None else None
+    return store.push_manifest(packaged.manifest, MANIFEST_MEDIA_TYPE, tag or "latest")

@@ -1,0 +1,260 @@
+"""Static-key signatures over a manifest digest, in cosign's format.
+
+The signed payload is cosign's "simple signing" JSON naming the repository and the manifest
+digest; the signature (ECDSA P-256 over SHA-256, DER, or Ed25519) is base64 in the layer
+annotation ``dev.cosignproject.cosign/signature``. A signature is stored two ways, so both
+older and newer tools find it:
+
+* the cosign tag layout: a manifest tagged ``sha256-<hex>.sig`` whose layers are the
+  payloads, one per signature;
+* an OCI 1.1 referrer: a manifest whose ``subject`` is the signed manifest (found through
+  the referrers API, or the ``sha256-<hex>`` fallback index the signer maintains when the
+  registry has no such API).
+
+Keys are PEM files: PKCS#8 private keys (optionally encrypted, the password from
+``SESHAT_SIGNING_KEY_PASSWORD``) and SubjectPublicKeyInfo public keys. cosign's own
+scrypt-encrypted key format is not read: export the key to PKCS#8 first.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+from gitops.artifacts.errors import ArtifactError
+from gitops.artifacts.format import (
+    EMPTY_CONFIG,
+    EMPTY_CONFIG_BYTES,
+    EMPTY_CONFIG_DIGEST,
+    INDEX_MEDIA_TYPE,
+    MANIFEST_MEDIA_TYPE,
+)
+from gitops.artifacts.reference import Reference
+from gitops.artifacts.store import Descriptor, Store
+from runner.digests import canonical_json, sha256_digest
+
+__all__ = [
+    "SIGNATURE_ANNOTATION",
+    "SIMPLE_SIGNING",
+    "FoundSignature",
+    "find_signatures",
+    "load_private_key",
+    "load_public_key",
+    "sign",
+    "verify_signature",
+]
+
+SIMPLE_SIGNING: Final = "application/vnd.dev.cosign.simplesigning.v1+json"
+SIGNATURE_ANNOTATION: Final = "dev.cosignproject.cosign/signature"
+_MAX_PAYLOAD = 64 * 1024
+
+PrivateKey = ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
+PublicKey = ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey
+
+
+def load_private_key(path: Path) -> PrivateKey:
+    password = os.environ.get("SESHAT_SIGNING_KEY_PASSWORD")
+    try:
+        key = serialization.load_pem_private_key(
+            path.read_bytes(), password.encode() if password else None
+        )
+    except (OSError, ValueError, TypeError) as error:
+        raise ArtifactError(
+            "invalid_reference", f"{path}: not a usable private key ({error})"
+        ) from None
+    if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
+        return key
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return key
+    raise ArtifactError(
+        "invalid_reference", f"{path}: only ECDSA P-256 and Ed25519 keys are supported"
+    )
+
+
+def load_public_key(data: bytes, where: str) -> PublicKey:
+    try:
+        key = serialization.load_pem_public_key(data)
+    except ValueError as error:
+        raise ArtifactError(
+            "invalid_reference", f"{where}: not a PEM public key ({error})"
+        ) from None
+    if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
+        return key
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return key
+    raise ArtifactError(
+        "invalid_reference", f"{where}: only ECDSA P-256 and Ed25519 keys are supported"
+    )
+
+
+def payload_for(reference: Reference, digest: str) -> bytes:
+    """cosign's simple-signing payload for ``digest`` in ``reference``'s repository."""
+    identity = (
+        f"{reference.registry}/{reference.repository}"
+        if reference.transport == "oci"
+        else reference.layout
+    )
+    return json.dumps(
+        {
+            "critical": {
+                "identity": {"docker-reference": identity},
+                "image": {"docker-manifest-digest": digest},
+                "type": "cosign container image signature",
+            },
+            "optional": None,
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def _sign_bytes(key: PrivateKey, data: bytes) -> bytes:
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return key.sign(data)
+    return key.sign(data, ec.ECDSA(hashes.SHA256()))
+
+
+def verify_signature(key: PublicKey, payload: bytes, signature: bytes) -> bool:
+    try:
+        if isinstance(key, ed25519.Ed25519PublicKey):
+            key.verify(signature, payload)
+        else:
+            key.verify(signature, payload, ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        return False
+    return True
+
+
+def _layer(payload: bytes, signature: bytes) -> dict[str, Any]:
+    return {
+        "mediaType": SIMPLE_SIGNING,
+        "digest": sha256_digest(payload),
+        "size": len(payload),
+        "annotations": {SIGNATURE_ANNOTATION: base64.b64encode(signature).decode("ascii")},
+    }
+
+
+def _cosign_tag(digest: str) -> str:
+    return digest.replace(":", "-") + ".sig"
+
+
+def sign(store: Store, reference: Reference, digest: str, key: PrivateKey) -> list[str]:
+    """Sign ``digest`` with ``key`` in both layouts; the digests of the manifests written."""
+    payload = payload_for(reference, digest)
+    layer = _layer(payload, _sign_bytes(key, payload))
+    store.push_blob(layer["digest"], payload)
+    store.push_blob(EMPTY_CONFIG_DIGEST, EMPTY_CONFIG_BYTES)
+    written: list[str] = []
+    # 1. The cosign tag layout: append to the existing .sig manifest, if any.
+    layers: list[dict[str, Any]] = []
+    try:
+        existing = store.resolve(_cosign_tag(digest))
+        document = json.loads(store.manifest(existing.digest, 4 * 1024 * 1024))
+        layers = [entry for entry in document.get("layers", []) if isinstance(entry, dict)]
+    except ArtifactError as error:
+        if error.reason != "not_found":
+            raise
+    if layer not in layers:
+        layers.append(layer)
+    cosign_manifest = canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "config": dict(EMPTY_CONFIG),
+            "layers": layers,
+        }
+    )
+    written.append(store.push_manifest(cosign_manifest, MANIFEST_MEDIA_TYPE, _cosign_tag(digest)))
+    # 2. An OCI 1.1 referrer naming the signed manifest as its subject.
+    subject = store.manifest(digest, 4 * 1024 * 1024)
+    referrer = canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "artifactType": SIMPLE_SIGNING,
+            "config": dict(EMPTY_CONFIG),
+            "layers": [layer],
+            "subject": {"mediaType": MANIFEST_MEDIA_TYPE, "digest": digest, "size": len(subject)},
+        }
+    )
+    referrer_digest = store.push_manifest(referrer, MANIFEST_MEDIA_TYPE, None)
+    written.append(referrer_digest)
+    _update_fallback_index(
+        store,
+        digest,
+        Descriptor(referrer_digest, len(referrer), MANIFEST_MEDIA_TYPE, SIMPLE_SIGNING),
+    )
+    return written
+
+
+def _update_fallback_index(store: Store, digest: str, entry: Descriptor) -> None:
+    """Keep the ``sha256-<hex>`` referrers index current where the registry has no API."""
+    from gitops.artifacts.registry import RegistryStore
+
+    if not isinstance(store, RegistryStore) or store.has_referrers_api(digest):
+        return  # a layout lists referrers from its index.json; the API lists them itself
+    tag = digest.replace(":", "-")
+    manifests: list[dict[str, Any]] = []
+    try:
+        current = store.resolve(tag)
+        document = json.loads(store.manifest(current.digest, 4 * 1024 * 1024))
+        manifests = [m for m in document.get("manifests", []) if isinstance(m, dict)]
+    except ArtifactError as error:
+        if error.reason != "not_found":
+            raise
+    if all(m.get("digest") != entry.digest for m in manifests):
+        manifests.append(entry.to_json())
+    index = canonical_json(
+        {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": manifests}
+    )
+    store.push_manifest(index, INDEX_MEDIA_TYPE, tag)
+
+
+@dataclass(frozen=True, slots=True)
+class FoundSignature:
+    """One signature found for a digest: where, the payload and the raw signature."""
+
+    source: str  # "cosign-tag" | "referrer"
+    payload: bytes
+    signature: bytes
+
+
+def _signatures_in(store: Store, manifest_digest: str, source: str) -> list[FoundSignature]:
+    document = json.loads(store.manifest(manifest_digest, 4 * 1024 * 1024))
+    found: list[FoundSignature] = []
+    for entry in document.get("layers", []):
+        if not isinstance(entry, dict) or entry.get("mediaType") != SIMPLE_SIGNING:
+            continue
+        encoded = (entry.get("annotations") or {}).get(SIGNATURE_ANNOTATION)
+        size = entry.get("size")
+        if not isinstance(encoded, str) or not isinstance(size, int) or size > _MAX_PAYLOAD:
+            continue
+        try:
+            signature = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            continue
+        payload = store.blob(str(entry["digest"]), size)
+        found.append(FoundSignature(source, payload, signature))
+    return found
+
+
+def find_signatures(store: Store, digest: str) -> list[FoundSignature]:
+    """Every simple-signing signature of ``digest``: cosign tag layout and referrers."""
+    found: list[FoundSignature] = []
+    try:
+        tagged = store.resolve(_cosign_tag(digest))
+        found += _signatures_in(store, tagged.digest, "cosign-tag")
+    except ArtifactError as error:
+        if error.reason != "not_found":
+            raise
+    for referrer in store.referrers(digest):
+        if referrer.artifact_type == SIMPLE_SIGNING:
+            found += _signatures_in(store, referrer.digest, "referrer")
+    return found

@@ -1,0 +1,181 @@
+"""Evaluating a ``VerificationPolicy`` against an artifact: a typed verdict, check by check.
+
+The order is fixed: digest pin, artifact type, required annotations, then signatures. Each
+requirement becomes a :class:`Check` (what was required, whether it passed, why), so
+``seshat artifact verify`` can print them and the reconciler can store the first failure's
+stable ``reason``. In ``warn`` mode failed signature checks are reported but do not refuse.
+
+A static-key authority is satisfied by a signature that verifies under its key *and* whose
+payload names this manifest digest (a valid signature of another digest counts for
+nothing). Authorities are distinct by name, so one key signing twice satisfies one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitops.artifacts.errors import ArtifactError
+from gitops.artifacts.format import DEFAULT_LIMITS, Limits, Manifest, parse_manifest
+from gitops.artifacts.reference import Reference
+from gitops.artifacts.signing import (
+    FoundSignature,
+    find_signatures,
+    load_public_key,
+    verify_signature,
+)
+from gitops.artifacts.store import Store
+from gitops.resources.policies import SignatureMode, VerificationPolicySpec
+from runner.digests import digest as contract_digest
+
+__all__ = ["Check", "Verdict", "policy_digest", "verify_artifact"]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    requirement: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """``accepted``, or refused with a stable ``reason``; ``checks`` says what was judged."""
+
+    accepted: bool
+    reason: str | None
+    digest: str | None
+    checks: tuple[Check, ...]
+    manifest: Manifest | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "accepted": self.accepted,
+            "reason": self.reason,
+            "digest": self.digest,
+            "checks": [
+                {"requirement": c.requirement, "passed": c.passed, "detail": c.detail}
+                for c in self.checks
+            ],
+        }
+
+
+def policy_digest(spec: VerificationPolicySpec) -> str:
+    """The digest of a policy's spec (canonical JSON); part of what a plan binds."""
+    return contract_digest("verification-policy", spec.model_dump(mode="json", by_alias=True))
+
+
+def _payload_digest(payload: bytes) -> str | None:
+    try:
+        document = json.loads(payload)
+        value = document["critical"]["image"]["docker-manifest-digest"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _signature_checks(
+    spec: VerificationPolicySpec, repo: Path, digest: str, found: list[FoundSignature]
+) -> tuple[list[Check], str | None]:
+    requirements = spec.signatures
+    satisfied: list[str] = []
+    checks: list[Check] = []
+    invalid = other_digest = 0
+    keys = {}
+    for authority in requirements.authorities:
+        if authority.key is not None:
+            path = repo / authority.key.public_key
+            keys[authority.name] = load_public_key(path.read_bytes(), str(path))
+    for signature in found:
+        if not any(
+            verify_signature(key, signature.payload, signature.signature) for key in keys.values()
+        ):
+            invalid += 1
+        elif _payload_digest(signature.payload) != digest:
+            other_digest += 1
+    for authority in requirements.authorities:
+        if authority.key is None:
+            checks.append(
+                Check(
+                    f"authority {authority.name}",
+                    False,
+                    "keyless (Sigstore) verification is not available in this version",
+                )
+            )
+            continue
+        key = keys[authority.name]
+        good = [
+            s
+            for s in found
+            if verify_signature(key, s.payload, s.signature)
+            and _payload_digest(s.payload) == digest
+        ]
+        if good:
+            satisfied.append(authority.name)
+            checks.append(Check(f"authority {authority.name}", True, f"signed ({good[0].source})"))
+        else:
+            checks.append(
+                Check(f"authority {authority.name}", False, "no valid signature by this key")
+            )
+    count_ok = len(satisfied) >= requirements.count
+    checks.append(
+        Check(
+            f"{requirements.count} of {len(requirements.authorities)} authorities",
+            count_ok,
+            f"{len(satisfied)} satisfied ({', '.join(satisfied) or 'none'}); "
+            f"{len(found)} signatures found",
+        )
+    )
+    if count_ok:
+        return checks, None
+    if satisfied:
+        return checks, "quorum_not_met"
+    if other_digest:
+        return checks, "signature_for_other_digest"
+    if invalid:
+        return checks, "bad_signature"
+    return checks, "unsigned"
+
+
+def verify_artifact(
+    store: Store,
+    reference: Reference,
+    spec: VerificationPolicySpec,
+    repo: Path,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Verdict:
+    """Judge ``reference`` against ``spec``; key files are read relative to ``repo``."""
+    checks: list[Check] = []
+    if spec.require_digest_pin:
+        pinned = reference.digest is not None
+        checks.append(Check("reference pinned by digest", pinned, str(reference)))
+        if not pinned:
+            return Verdict(False, "digest_pin_required", None, tuple(checks))
+    try:
+        digest = reference.digest or store.resolve(reference.tag or "latest").digest
+        raw = store.manifest(digest, limits.max_manifest_bytes)
+        manifest = parse_manifest(raw, digest, tuple(spec.artifact_types), limits)
+    except ArtifactError as error:
+        checks.append(Check("artifact readable and of an accepted type", False, error.message))
+        return Verdict(False, error.reason, None, tuple(checks))
+    checks.append(Check("artifact type", True, manifest.artifact_type))
+    missing = [a for a in spec.required_annotations if not manifest.annotations.get(a)]
+    checks.append(
+        Check(
+            "required annotations",
+            not missing,
+            f"missing {', '.join(missing)}" if missing else "present",
+        )
+    )
+    if missing:
+        return Verdict(False, "missing_annotation", digest, tuple(checks), manifest)
+    if spec.signatures.mode is SignatureMode.OFF:
+        checks.append(Check("signatures", True, "not required (mode off)"))
+        return Verdict(True, None, digest, tuple(checks), manifest)
+    signature_checks, reason = _signature_checks(spec, repo, digest, find_signatures(store, digest))
+    checks += signature_checks
+    if reason is not None and spec.signatures.mode is SignatureMode.WARN:
+        checks.append(Check("mode warn", True, f"accepted despite {reason}"))
+        return Verdict(True, None, digest, tuple(checks), manifest)
+    return Verdict(reason is None, reason, digest, tuple(checks), manifest)
