@@ -147,7 +147,8 @@ class RegistryStore:
         except requests.exceptions.SSLError:
             raise ArtifactError(
                 "registry_unavailable",
-                f"{self.host}: TLS verification failed (give its CA with --ca-file)",
+                f"{self.host}: TLS verification failed (give its CA with --ca-file, or allow "
+                "plain HTTP for it with --plain-http if it speaks no TLS)",
                 retryable=True,
             ) from None
         except requests.exceptions.RequestException as error:
