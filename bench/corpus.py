@@ -53,8 +53,15 @@ def _postgresql(runner: Runner, base_dir: Path | None) -> AbstractContextManager
     return running_environment(runner, base_dir)
 
 
+def _sqlite(runner: Runner, base_dir: Path | None) -> AbstractContextManager[Environment]:
+    from corpus_sqlite import running_environment
+
+    return running_environment(runner, base_dir)
+
+
 DIALECTS: dict[str, Callable[[Runner, Path | None], AbstractContextManager[Environment]]] = {
     "postgresql": _postgresql,
+    "sqlite": _sqlite,
     # "mysql" and "sqlite": add an environment module like corpus_pg.py and register it here.
 }
 

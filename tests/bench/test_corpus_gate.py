@@ -49,3 +49,24 @@ def test_postgresql_corpus_has_no_regressions(tmp_path: Path) -> None:
     )
     document = json.loads(results.read_text(encoding="utf-8"))
     assert any(case["status"] != "skip" for case in document["cases"]), "no case was run"
+
+
+@pytest.mark.corpus
+def test_sqlite_corpus_has_no_regressions(tmp_path: Path) -> None:
+    """All 65 SQLite cases (no server, about three minutes): no unlisted failure."""
+    if not (CORPUS / "sqlite").is_dir():
+        pytest.skip(f"the sqldef corpus is not at {CORPUS} (set SESHAT_CORPUS)")
+    results = tmp_path / "results.json"
+    known = ROOT / "bench" / "corpus-known-failures" / "sqlite.txt"
+    command = [sys.executable, str(SCORER), "--dialect", "sqlite", "--corpus", str(CORPUS)]
+    command += ["--check-known", str(known), "--json", str(results)]
+    completed = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    print(completed.stdout)
+    assert completed.returncode == 0, (
+        f"bench/corpus.py exited {completed.returncode}\n"
+        f"{completed.stdout[-15000:]}\n--- stderr ---\n{completed.stderr[-5000:]}"
+    )
+    document = json.loads(results.read_text(encoding="utf-8"))
+    assert sum(case["status"] != "skip" for case in document["cases"]) == 65
