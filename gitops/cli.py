@@ -123,9 +123,12 @@ def render(repo: Path, show_crds: bool, write: Path | None) -> None:
 
 
 def _register() -> None:
+    from gitops.approvals.cli import approve, verify_approval
     from gitops.artifacts.cli import artifact
 
     cli.add_command(artifact)
+    cli.add_command(approve)
+    cli.add_command(verify_approval)
 
 
 _register()

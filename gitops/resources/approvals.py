@@ -42,6 +42,7 @@ class ApprovalSpec(Model):
 
     resource: ResourceRef
     plan: PlanRef
+    approved_at: datetime | None = None  # written by `seshat approve`; maxAge counts from it
     expires_at: datetime | None = None
     comment: Annotated[str, Field(max_length=1024)] = ""
 

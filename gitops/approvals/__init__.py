@@ -1,0 +1,1 @@
+"""Signed statements in the repository: approvals of plans and acknowledgments of runs."""

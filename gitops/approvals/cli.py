@@ -1,0 +1,215 @@
+"""``seshat approve`` and ``seshat verify-approval``: signing and checking approvals.
+
+Exit status of ``verify-approval``: 0 accepted, 1 refused (the reason is printed), 2 could
+not run (a missing file, no ssh-keygen, an unreadable repository).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE, APPROVAL_NAMESPACE
+from gitops.approvals.verify import verify_statement
+from gitops.approvals.write import approve as write_approval
+from gitops.approvals.write import signature_path
+from gitops.repo.loader import Repository, load_repository
+from gitops.repo.single import load_one
+from gitops.repo.yamlfile import FileError, read_documents
+from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
+from gitops.resources.base import parse_duration
+from gitops.resources.policies import ApprovalPolicy
+from runner.errors import SeshatError
+
+__all__ = ["approve", "verify_approval"]
+
+EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
+LIFECYCLE_KINDS = ("DatabaseSchema", "DatabaseMigration")
+
+
+def _fail(message: str) -> None:
+    click.echo(f"seshat: {message}", err=True)
+    sys.exit(EXIT_CANNOT_RUN)
+
+
+def _repository(repo: Path) -> Repository:
+    try:
+        return load_repository(repo)
+    except SeshatError as error:
+        _fail(str(error))
+        raise
+
+
+def _resource_ref(repository: Repository, target: str, kind: str | None) -> ResourceRef:
+    namespace, slash, name = target.partition("/")
+    if not slash or not namespace or not name:
+        _fail(f"{target!r}: give the resource as NAMESPACE/NAME")
+    kinds = (kind,) if kind else LIFECYCLE_KINDS
+    found = [r for k in kinds if (r := repository.find(k, namespace, name)) is not None]
+    if not found:
+        hint = (
+            f" ({len(repository.problems)} problems in the repository: run seshat validate)"
+            if repository.problems
+            else ""
+        )
+        _fail(f"no valid {' or '.join(kinds)} {namespace}/{name} in {repository.root}{hint}")
+    if len(found) > 1:
+        _fail(f"both a DatabaseSchema and a DatabaseMigration are named {target}; give --kind")
+    resource = found[0].resource
+    return ResourceRef(
+        kind=resource.kind,
+        namespace=namespace,
+        name=name,
+        uid=str(resource.metadata.uid),
+    )
+
+
+@click.command()
+@click.argument("target", metavar="NAMESPACE/NAME")
+@click.option("--plan", "plan_id", required=True, help="The plan id to approve (sha256:...).")
+@click.option(
+    "--repo",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The repository (a Git work tree) declaring the resource.",
+)
+@click.option("--kind", type=click.Choice(LIFECYCLE_KINDS), help="If both kinds use the name.")
+@click.option(
+    "--key",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Your SSH private key (or its .pub when the private key is in ssh-agent).",
+)
+@click.option("--expires-in", help="Refuse the approval after this long (e.g. 2d, 12h).")
+@click.option("--comment", default="", help="Why (kept in the approval file).")
+def approve(
+    target: str,
+    plan_id: str,
+    repo: Path,
+    kind: str | None,
+    key: Path,
+    expires_in: str | None,
+    comment: str,
+) -> None:
+    """Approve one plan of one resource: write the approval file and sign it with SSH.
+
+    The file goes to approvals/<namespace>/<name>/<plan-id-hex>.yaml with the signature in
+    <file>.sig (namespace seshat-approval). Another approver runs the same command to add
+    their signature. Commit both files and open a pull request.
+    """
+    repository = _repository(repo)
+    resource = _resource_ref(repository, target, kind)
+    try:
+        expires = timedelta(seconds=parse_duration(expires_in)) if expires_in else None
+        signed = write_approval(
+            repository.root, resource, plan_id, key, expires_in=expires, comment=comment
+        )
+    except (SeshatError, ValueError) as error:
+        _fail(str(error))
+        return
+    action = "wrote" if signed.created else "signed existing"
+    click.echo(f"{action} {signed.path.relative_to(repository.root)}")
+    click.echo(
+        f"{signed.signature_path.relative_to(repository.root)}: {signed.signatures} signature(s)"
+    )
+
+
+@click.command(name="verify-approval")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--repo",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The repository holding the file and its ApprovalPolicy.",
+)
+@click.option("--plan", "current_plan", help="The current plan id; another one is refused.")
+@click.option("--destructive", is_flag=True, help="The plan is destructive (higher quorum).")
+@click.option("--privilege", is_flag=True, help="The plan changes privileges (higher quorum).")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+)
+def verify_approval(
+    file: Path,
+    repo: Path,
+    current_plan: str | None,
+    destructive: bool,
+    privilege: bool,
+    output_format: str,
+) -> None:
+    """Say who signed an Approval (or RunAcknowledgment) file and whether the policy accepts it.
+
+    Exit status: 0 accepted, 1 refused with the reason, 2 could not run.
+    """
+    repository = _repository(repo)
+    try:
+        documents = read_documents(file.read_bytes())
+    except FileError as error:
+        _fail(f"{file}: {error.message}")
+        return
+    kind = (
+        documents[0].data.get("kind") if documents and isinstance(documents[0].data, dict) else None
+    )
+    model: type[Approval] | type[RunAcknowledgment] = (
+        RunAcknowledgment if kind == "RunAcknowledgment" else Approval
+    )
+    namespace = ACKNOWLEDGMENT_NAMESPACE if kind == "RunAcknowledgment" else APPROVAL_NAMESPACE
+    try:
+        statement = load_one(file, model)
+        sig = signature_path(file)
+        signatures = sig.read_text(encoding="ascii") if sig.exists() else ""
+        named = statement.spec.resource
+        loaded = repository.find(named.kind, named.namespace, named.name)
+        expected = (
+            ResourceRef(
+                kind=named.kind,
+                namespace=named.namespace,
+                name=named.name,
+                uid=str(loaded.resource.metadata.uid),
+            )
+            if loaded is not None
+            else None
+        )
+        policies = [
+            r.resource for r in repository.resources if isinstance(r.resource, ApprovalPolicy)
+        ]
+        verdict = verify_statement(
+            statement,
+            file.read_bytes(),
+            signatures,
+            policies,
+            repository.root,
+            namespace=namespace,
+            expected=expected,
+            current_plan=current_plan,
+            destructive=destructive,
+            privilege=privilege,
+        )
+    except SeshatError as error:
+        _fail(str(error))
+        return
+    if loaded is None and verdict.accepted:
+        verdict = type(verdict)(
+            False,
+            "wrong_resource",
+            f"the repository declares no {named.kind} {named.namespace}/{named.name}",
+        )
+    if output_format == "json":
+        click.echo(json.dumps(verdict.to_json(), sort_keys=True))
+    else:
+        for signer in verdict.signers:
+            click.echo(f"signed by {signer.principal} ({signer.fingerprint})")
+        if verdict.accepted:
+            click.echo(f"accepted: {verdict.message}")
+        else:
+            click.echo(f"refused: {verdict.reason}: {verdict.message}")
+    sys.exit(EXIT_OK if verdict.accepted else EXIT_REFUSED)

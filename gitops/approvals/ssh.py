@@ -1,0 +1,124 @@
+"""SSH signatures over a file's bytes, through OpenSSH's ``ssh-keygen -Y``.
+
+A signature file (``<statement>.yaml.sig``) holds one or more armored SSH signatures, one
+per signer, so a quorum is several people signing the same bytes. Each signature is checked
+three ways, which tells the failures apart:
+
+1. ``check-novalidate``: is it a valid signature of these bytes in this namespace at all
+   (no: ``bad_signature``)? It also names the key's fingerprint.
+2. ``find-principals``: which principals of the allowed-signers file hold that key
+   (none: ``signer_not_allowed``)?
+3. ``verify``: does the allowed-signers file let that principal sign in this namespace
+   (``namespaces="..."``, validity dates)? (no: ``signer_not_allowed``)
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import CanNotRunError
+
+__all__ = [
+    "ACKNOWLEDGMENT_NAMESPACE",
+    "APPROVAL_NAMESPACE",
+    "Checked",
+    "check",
+    "sign",
+    "split_signatures",
+]
+
+APPROVAL_NAMESPACE = "seshat-approval"
+ACKNOWLEDGMENT_NAMESPACE = "seshat-acknowledgment"
+_BEGIN, _END = "-----BEGIN SSH SIGNATURE-----", "-----END SSH SIGNATURE-----"
+_FINGERPRINT = re.compile(r"key (SHA256:[A-Za-z0-9+/=]+)")
+
+
+def _ssh_keygen() -> str:
+    found = shutil.which("ssh-keygen")
+    if found is None:
+        raise CanNotRunError("ssh-keygen is not installed (Debian: openssh-client)")
+    return found
+
+
+def _run(args: list[str], data: bytes) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [_ssh_keygen(), *args], input=data, capture_output=True, timeout=30, check=False
+    )
+
+
+def sign(data: bytes, key: Path, namespace: str) -> str:
+    """One armored signature of ``data`` with the private ``key`` (or its public half
+    when the private key is in ssh-agent)."""
+    done = _run(["-Y", "sign", "-q", "-f", str(key), "-n", namespace], data)
+    if done.returncode != 0 or _BEGIN.encode() not in done.stdout:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()
+        raise CanNotRunError(f"ssh-keygen could not sign with {key}: {' '.join(reason)[:300]}")
+    return done.stdout.decode("ascii").strip() + "\n"
+
+
+def split_signatures(text: str) -> list[str]:
+    """The armored signatures in a signature file, in order."""
+    blocks: list[str] = []
+    for part in text.split(_BEGIN)[1:]:
+        body, end, _ = part.partition(_END)
+        if end:
+            blocks.append(f"{_BEGIN}{body}{_END}\n")
+    return blocks
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What one signature proved: valid or not, its key, and the allowed principal."""
+
+    valid: bool
+    fingerprint: str | None
+    principal: str | None
+
+
+def check(data: bytes, signature: str, namespace: str, allowed_signers: Path | None) -> Checked:
+    """Check one armored signature of ``data`` (see the module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="seshat-ssh-") as folder:
+        sig = Path(folder) / "statement.sig"
+        sig.write_text(signature, encoding="ascii")
+        novalidate = _run(["-Y", "check-novalidate", "-n", namespace, "-s", str(sig)], data)
+        if novalidate.returncode != 0:
+            return Checked(False, None, None)
+        output = (novalidate.stdout + novalidate.stderr).decode(errors="replace")
+        match = _FINGERPRINT.search(output)
+        fingerprint = match.group(1) if match else None
+        if allowed_signers is None:
+            return Checked(True, fingerprint, None)
+        found = _run(["-Y", "find-principals", "-s", str(sig), "-f", str(allowed_signers)], b"")
+        principals = (
+            sorted(
+                line.strip()
+                for line in found.stdout.decode(errors="replace").splitlines()
+                if line.strip()
+            )
+            if found.returncode == 0
+            else []
+        )
+        for principal in principals:
+            verified = _run(
+                [
+                    "-Y",
+                    "verify",
+                    "-f",
+                    str(allowed_signers),
+                    "-I",
+                    principal,
+                    "-n",
+                    namespace,
+                    "-s",
+                    str(sig),
+                ],
+                data,
+            )
+            if verified.returncode == 0:
+                return Checked(True, fingerprint, principal)
+        return Checked(True, fingerprint, None)

@@ -1,0 +1,193 @@
+"""Judging a signed ``Approval`` or ``RunAcknowledgment`` against the ``ApprovalPolicy``.
+
+A typed verdict: accepted, or refused with one stable reason, checked in this order:
+
+* ``wrong_resource``: the statement names another resource, or another lifetime of it (uid);
+* ``wrong_plan``: an approval naming a plan other than the current one;
+* ``expired``: past ``expiresAt``, or older than the rule's ``maxAge`` (from ``approvedAt``);
+* ``bad_signature``: no signature is a valid signature of the file's bytes;
+* ``signer_not_allowed``: valid signatures, but by nobody the matching rule allows (or no
+  rule of the resource's namespace matches it);
+* ``quorum_not_met``: fewer distinct allowed signers than the rule requires (``count``, or
+  ``destructiveCount`` / ``privilegeCount`` for such plans; the highest applicable).
+
+Signers are distinct by principal and by key: one person signing twice, or one key listed
+under two names, counts once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from gitops.approvals.ssh import check, split_signatures
+from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
+from gitops.resources.policies import ApprovalPolicy, ApprovalRule
+
+__all__ = ["REASONS", "Signer", "StatementVerdict", "matching_rule", "verify_statement"]
+
+REASONS = (
+    "bad_signature",
+    "signer_not_allowed",
+    "quorum_not_met",
+    "expired",
+    "wrong_resource",
+    "wrong_plan",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Signer:
+    principal: str
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatementVerdict:
+    accepted: bool
+    reason: str | None
+    message: str
+    signers: tuple[Signer, ...] = ()
+    required: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "accepted": self.accepted,
+            "reason": self.reason,
+            "message": self.message,
+            "required": self.required,
+            "signers": [{"principal": s.principal, "key": s.fingerprint} for s in self.signers],
+        }
+
+
+def matching_rule(
+    policies: Sequence[ApprovalPolicy], resource: ResourceRef
+) -> tuple[ApprovalPolicy, ApprovalRule] | None:
+    """The first rule (policies of the resource's namespace by name, rules in order)."""
+    ordered = sorted(
+        (p for p in policies if p.metadata.namespace == resource.namespace),
+        key=lambda p: p.metadata.name,
+    )
+    for policy in ordered:
+        for rule in policy.spec.rules:
+            namespaces, names = rule.match.namespaces, rule.match.names
+            if namespaces and not any(fnmatchcase(resource.namespace, p) for p in namespaces):
+                continue
+            if names and not any(fnmatchcase(resource.name, p) for p in names):
+                continue
+            return policy, rule
+    return None
+
+
+def _refused(
+    reason: str, message: str, signers: tuple[Signer, ...] = (), required: int = 0
+) -> StatementVerdict:
+    return StatementVerdict(False, reason, message, signers, required)
+
+
+def verify_statement(
+    statement: Approval | RunAcknowledgment,
+    data: bytes,
+    signatures: str,
+    policies: Sequence[ApprovalPolicy],
+    repo: Path,
+    *,
+    namespace: str,
+    expected: ResourceRef | None,
+    current_plan: str | None = None,
+    destructive: bool = False,
+    privilege: bool = False,
+    now: datetime | None = None,
+) -> StatementVerdict:
+    """Judge ``statement`` (whose file bytes are ``data``); see the module docstring."""
+    now = now or datetime.now(UTC)
+    named = statement.spec.resource
+    if expected is not None and named != expected:
+        differs = [
+            f
+            for f in ("kind", "namespace", "name", "uid")
+            if getattr(named, f) != getattr(expected, f)
+        ]
+        return _refused(
+            "wrong_resource",
+            f"it names {named.kind} {named.namespace}/{named.name} (uid {named.uid}); "
+            f"the resource's {', '.join(differs)} differ",
+        )
+    if (
+        isinstance(statement, Approval)
+        and current_plan is not None
+        and statement.spec.plan.id != current_plan
+    ):
+        return _refused(
+            "wrong_plan",
+            f"it approves plan {statement.spec.plan.id}; the current plan is {current_plan}",
+        )
+    found = matching_rule(policies, named)
+    if isinstance(statement, Approval):
+        if statement.spec.expires_at is not None and _aware(statement.spec.expires_at) <= now:
+            return _refused("expired", f"it expired at {statement.spec.expires_at.isoformat()}")
+        if found is not None and found[1].max_age is not None:
+            approved = statement.spec.approved_at
+            limit = timedelta(seconds=found[1].max_age)
+            if approved is None:
+                return _refused("expired", "the policy sets maxAge and it has no approvedAt")
+            if now - _aware(approved) > limit:
+                return _refused(
+                    "expired", f"approved at {approved.isoformat()}, longer ago than maxAge"
+                )
+    blocks = split_signatures(signatures)
+    if found is None:
+        return _refused(
+            "signer_not_allowed",
+            f"no ApprovalPolicy rule in namespace {named.namespace} covers {named.name}",
+        )
+    policy, rule = found
+    allowed = repo / rule.approvers.allowed_signers if rule.approvers.allowed_signers else None
+    required = rule.count
+    if destructive and rule.destructive_count:
+        required = max(required, rule.destructive_count)
+    if privilege and rule.privilege_count:
+        required = max(required, rule.privilege_count)
+    signers: dict[str, Signer] = {}
+    keys: set[str] = set()
+    bad = unlisted = 0
+    for block in blocks:
+        checked = check(data, block, namespace, allowed)
+        if not checked.valid:
+            bad += 1
+        elif checked.principal is None or checked.fingerprint is None:
+            unlisted += 1
+        elif checked.principal not in signers and checked.fingerprint not in keys:
+            signers[checked.principal] = Signer(checked.principal, checked.fingerprint)
+            keys.add(checked.fingerprint)
+    distinct = tuple(sorted(signers.values(), key=lambda s: s.principal))
+    if len(distinct) >= required:
+        names = ", ".join(s.principal for s in distinct)
+        return StatementVerdict(
+            True, None, f"signed by {names} ({policy.metadata.name})", distinct, required
+        )
+    if not distinct and bad:
+        return _refused(
+            "bad_signature",
+            f"{bad} of {len(blocks)} signatures do not verify over this file",
+            required=required,
+        )
+    if not distinct and unlisted:
+        return _refused(
+            "signer_not_allowed",
+            f"signed by keys that {policy.metadata.name}'s allowed signers do not list",
+            required=required,
+        )
+    return _refused(
+        "quorum_not_met",
+        f"{len(distinct)} distinct allowed signers of {required} required",
+        signers=distinct,
+        required=required,
+    )
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -1,0 +1,86 @@
+"""Writing and signing statements at their canonical paths (``seshat approve``).
+
+An approval lives at ``approvals/<namespace>/<name>/<plan-id-hex>.yaml`` and its SSH
+signatures beside it in ``<same>.yaml.sig``, one armored block per signer. A second approver
+signs the same bytes: the file is never rewritten once it exists, so earlier signatures stay
+valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from gitops.approvals.ssh import APPROVAL_NAMESPACE, sign, split_signatures
+from gitops.repo.single import load_one
+from gitops.resources.approvals import Approval, ResourceRef
+from gitops.yamlout import dump_all
+from runner.digests import digest_hex
+from runner.errors import ConfigurationError
+
+__all__ = ["Signed", "approval_path", "approve"]
+
+
+@dataclass(frozen=True, slots=True)
+class Signed:
+    path: Path
+    signature_path: Path
+    signatures: int
+    created: bool
+
+
+def approval_path(repo: Path, resource: ResourceRef, plan_id: str) -> Path:
+    return repo / "approvals" / resource.namespace / resource.name / f"{digest_hex(plan_id)}.yaml"
+
+
+def signature_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sig")
+
+
+def approve(
+    repo: Path,
+    resource: ResourceRef,
+    plan_id: str,
+    key: Path,
+    *,
+    expires_in: timedelta | None = None,
+    comment: str = "",
+    now: datetime | None = None,
+) -> Signed:
+    """Write (or reuse) the approval of ``plan_id`` for ``resource`` and add a signature."""
+    path = approval_path(repo, resource, plan_id)
+    created = not path.exists()
+    if created:
+        moment = (now or datetime.now(UTC)).replace(microsecond=0)
+        approval = Approval.model_validate(
+            {
+                "metadata": {
+                    "name": f"{resource.name}-{digest_hex(plan_id)[:12]}",
+                    "namespace": resource.namespace,
+                },
+                "spec": {
+                    "resource": resource.model_dump(by_alias=True),
+                    "plan": {"id": plan_id},
+                    "approvedAt": moment,
+                    "expiresAt": moment + expires_in if expires_in else None,
+                    "comment": comment,
+                },
+            }
+        )
+        text = dump_all([approval.model_dump(mode="json", by_alias=True, exclude_none=True)])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    else:
+        existing = load_one(path, Approval)
+        if existing.spec.resource != resource or existing.spec.plan.id != plan_id:
+            raise ConfigurationError(
+                f"{path} exists and approves something else; it is never rewritten"
+            )
+    data = path.read_bytes()
+    block = sign(data, key, APPROVAL_NAMESPACE)
+    sig = signature_path(path)
+    current = sig.read_text(encoding="ascii") if sig.exists() else ""
+    with sig.open("a", encoding="ascii") as out:
+        out.write(block)
+    return Signed(path, sig, len(split_signatures(current + block)), created)

@@ -1,0 +1,205 @@
+"""SSH-signed approvals end to end: ``seshat approve`` and ``seshat verify-approval`` on a
+real Git repository, with keys made by ssh-keygen; every refusal reason from a real case."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from harness.gitrepo import GitRemote
+from harness.seshat_cli import Run, SeshatRunner, seshat_runner
+from harness.sshkeys import SSHIdentity, SSHKeyFactory
+
+from gitops.approvals.ssh import APPROVAL_NAMESPACE, sign
+from gitops.approvals.verify import verify_statement
+from gitops.repo.loader import load_repository
+from gitops.resources.approvals import Approval, ResourceRef
+from gitops.resources.policies import ApprovalPolicy
+
+PLAN = "sha256:" + "ab" * 32
+OTHER_PLAN = "sha256:" + "cd" * 32
+
+SCHEMA = """\
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseSchema
+metadata: {name: orders, namespace: shop}
+spec:
+  target: {engine: sqlite, url: {fromEnv: ORDERS_URL}, coordinationKey: orders}
+  artifact: {ref: "oci://registry.invalid/shop/orders:v1", verification: {policy: any}}
+---
+apiVersion: seshat.dev/v1alpha1
+kind: VerificationPolicy
+metadata: {name: any, namespace: shop}
+spec:
+  artifactTypes: [application/vnd.seshat.schema.v1]
+  signatures: {mode: "off"}
+"""
+
+POLICY = """\
+apiVersion: seshat.dev/v1alpha1
+kind: ApprovalPolicy
+metadata: {name: approvers, namespace: shop}
+spec:
+  rules:
+    - match: {namespaces: [shop], names: [orders]}
+      approvers: {allowedSigners: policies/allowed_signers}
+      count: 1
+      destructiveCount: 2
+      maxAge: 7d
+"""
+
+
+@pytest.fixture
+def people(ssh_key_factory: SSHKeyFactory) -> dict[str, SSHIdentity]:
+    return {name: ssh_key_factory(f"{name}@example.com") for name in ("alice", "bob", "eve")}
+
+
+@pytest.fixture
+def repo(git_remote: GitRemote, people: dict[str, SSHIdentity]) -> Path:
+    git_remote.write_file("databases/orders/schema.yaml", SCHEMA)
+    git_remote.write_file("policies/approval.yaml", POLICY)
+    lines = [
+        people["alice"].allowed_signers_line(APPROVAL_NAMESPACE),
+        people["bob"].allowed_signers_line(APPROVAL_NAMESPACE),
+        # eve may sign acknowledgments only: an approval signature by her is not allowed
+        people["eve"].allowed_signers_line("seshat-acknowledgment"),
+    ]
+    git_remote.write_file("policies/allowed_signers", "\n".join(lines) + "\n")
+    git_remote.commit_all("declare orders")
+    return git_remote.work_dir
+
+
+@pytest.fixture
+def seshat(tmp_path: Path) -> SeshatRunner:
+    return seshat_runner(tmp_path)
+
+
+def _approve(seshat: SeshatRunner, repo: Path, who: SSHIdentity, *extra: str) -> Run:
+    return seshat(
+        "approve",
+        "shop/orders",
+        "--plan",
+        PLAN,
+        "--repo",
+        repo,
+        "--key",
+        who.private_key,
+        *extra,
+    )
+
+
+def _verify(seshat: SeshatRunner, repo: Path, *extra: str) -> Run:
+    path = repo / "approvals" / "shop" / "orders" / f"{PLAN.removeprefix('sha256:')}.yaml"
+    return seshat("verify-approval", path, "--repo", repo, "--format", "json", *extra)
+
+
+def _reason(run: Run) -> str | None:
+    reason = json.loads(run.stdout)["reason"]
+    assert (run.returncode == 0) == (reason is None)
+    return reason  # type: ignore[no-any-return]
+
+
+def test_approve_writes_the_canonical_file_and_the_policy_accepts_it(
+    seshat: SeshatRunner, repo: Path, people: dict[str, SSHIdentity]
+) -> None:
+    done = _approve(seshat, repo, people["alice"], "--comment", "reviewed in #42")
+    assert done.returncode == 0, done.stderr
+    approval_file = repo / "approvals/shop/orders" / f"{'ab' * 32}.yaml"
+    assert f"wrote approvals/shop/orders/{'ab' * 32}.yaml" in done.stdout
+    assert approval_file.with_name(approval_file.name + ".sig").is_file()
+
+    # The file is a valid Approval naming the resource's uid, and the repository loads it.
+    loaded = load_repository(repo)
+    assert not loaded.problems, loaded.problems
+    approval = next(r.resource for r in loaded.resources if isinstance(r.resource, Approval))
+    schema = loaded.find("DatabaseSchema", "shop", "orders")
+    assert schema is not None and approval.spec.resource.uid == schema.resource.metadata.uid
+    assert approval.spec.plan.id == PLAN and approval.spec.comment == "reviewed in #42"
+
+    text = seshat("verify-approval", approval_file, "--repo", repo, "--plan", PLAN)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "signed by alice@example.com (SHA256:" in text.stdout
+    assert text.stdout.splitlines()[-1].startswith("accepted: signed by alice@example.com")
+    assert _reason(_verify(seshat, repo, "--plan", PLAN)) is None
+
+
+def test_quorum_for_destructive_plans_needs_two_distinct_signers(
+    seshat: SeshatRunner, repo: Path, people: dict[str, SSHIdentity]
+) -> None:
+    assert _approve(seshat, repo, people["alice"]).returncode == 0
+    assert _reason(_verify(seshat, repo, "--destructive")) == "quorum_not_met"
+    again = _approve(seshat, repo, people["alice"])  # the same person twice
+    assert "signed existing" in again.stdout and "2 signature(s)" in again.stdout
+    assert _reason(_verify(seshat, repo, "--destructive")) == "quorum_not_met"
+    assert _approve(seshat, repo, people["bob"]).returncode == 0
+    verdict = _verify(seshat, repo, "--destructive")
+    assert _reason(verdict) is None
+    assert [s["principal"] for s in json.loads(verdict.stdout)["signers"]] == [
+        "alice@example.com",
+        "bob@example.com",
+    ]
+
+
+def test_refusals(
+    seshat: SeshatRunner, repo: Path, people: dict[str, SSHIdentity], tmp_path: Path
+) -> None:
+    # Signer not allowed: eve's key is listed for acknowledgments only; a stranger not at all.
+    assert _approve(seshat, repo, people["eve"]).returncode == 0
+    assert _reason(_verify(seshat, repo)) == "signer_not_allowed"
+
+    # Wrong plan: a valid approval of another plan authorizes nothing.
+    assert _approve(seshat, repo, people["alice"]).returncode == 0
+    assert _reason(_verify(seshat, repo, "--plan", PLAN)) is None
+    assert _reason(_verify(seshat, repo, "--plan", OTHER_PLAN)) == "wrong_plan"
+
+    # Bad signature: the file edited after signing.
+    path = repo / "approvals/shop/orders" / f"{'ab' * 32}.yaml"
+    original = path.read_text()
+    path.write_text(original.replace("comment: ''", "comment: edited"))
+    assert _reason(_verify(seshat, repo)) == "bad_signature"
+    path.write_text(original)
+
+
+def test_expired_and_wrong_resource(
+    repo: Path, people: dict[str, SSHIdentity], tmp_path: Path
+) -> None:
+    loaded = load_repository(repo)
+    schema = loaded.find("DatabaseSchema", "shop", "orders")
+    assert schema is not None
+    policies = [r.resource for r in loaded.resources if isinstance(r.resource, ApprovalPolicy)]
+    resource = ResourceRef(
+        kind="DatabaseSchema",
+        namespace="shop",
+        name="orders",
+        uid=str(schema.resource.metadata.uid),
+    )
+
+    def judged(spec: dict[str, object], expected: ResourceRef = resource) -> str | None:
+        approval = Approval.model_validate(
+            {"metadata": {"name": "a", "namespace": "shop"}, "spec": spec}
+        )
+        data = json.dumps(spec).encode()
+        signature = sign(data, people["alice"].private_key, APPROVAL_NAMESPACE)
+        return verify_statement(
+            approval,
+            data,
+            signature,
+            policies,
+            repo,
+            namespace=APPROVAL_NAMESPACE,
+            expected=expected,
+        ).reason
+
+    now = datetime.now(UTC)
+    base: dict[str, object] = {"resource": resource.model_dump(by_alias=True), "plan": {"id": PLAN}}
+    assert judged(base | {"approvedAt": now.isoformat()}) is None
+    assert judged(base | {"approvedAt": (now - timedelta(days=8)).isoformat()}) == "expired"
+    assert judged(base) == "expired"  # maxAge is set and the approval has no approvedAt
+    expired_at = (now - timedelta(minutes=1)).isoformat()
+    assert judged(base | {"approvedAt": now.isoformat(), "expiresAt": expired_at}) == "expired"
+    # An approval for the same name in an earlier lifetime (another uid) is not this resource's.
+    old = resource.model_copy(update={"uid": "00000000-0000-4000-8000-000000000000"})
+    stale = base | {"resource": old.model_dump(by_alias=True), "approvedAt": now.isoformat()}
+    assert judged(stale) == "wrong_resource"
