@@ -78,16 +78,20 @@ def _droppable(live: Database, table: Table, column: str) -> bool:
     return not any(c.generated and _mentions(c.generated, column) for c in table.columns)
 
 
+def _same_order(old: Table, new: Table) -> bool:
+    """The kept columns stay in their order, and new ones go at the end."""
+    old_names = [c.name for c in old.columns]
+    new_names = [c.name for c in new.columns]
+    common = [n for n in old_names if n in new_names]
+    return new_names[: len(common)] == common
+
+
 def _in_place(live: Database, old: Table, new: Table, changes: list[Change]) -> bool:
     if _compared(old) != _compared(new):
         return False
     if any(c.op not in _TABLE_OPS_IN_PLACE for c in changes):
         return False
-    old_names = [c.name for c in old.columns]
-    new_names = [c.name for c in new.columns]
-    common = [n for n in old_names if n in new_names]
-    # The kept columns stay in their order, and new ones go at the end.
-    if new_names[: len(common)] != common:
+    if not _same_order(old, new):
         return False
     for change in changes:
         if change.op == "add_column":
@@ -124,6 +128,10 @@ def sqlite_diff(live: Database, desired: Database) -> list[Change]:
             by_table.setdefault(table, []).append(change)
         else:
             kept.append(change)
+    # The shared differ does not compare column order; SQLite can only keep it by a rebuild.
+    for table in sorted(live.tables.keys() & desired.tables.keys()):
+        if table not in by_table and not _same_order(live.tables[table], desired.tables[table]):
+            by_table[table] = []
     result = list(kept)
     for table, group in sorted(by_table.items()):
         old, new = live.tables[table], desired.tables[table]
