@@ -231,7 +231,11 @@ class SqliteEngine:
                         "stale_plan", "the live schema changed since the plan was made"
                     )
                 _run(conn, document.statements)
-                conn.execute("COMMIT")
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as error:
+                    last = max(0, len(document.statements) - 1)
+                    raise _StatementFailed(last, f"could not commit: {error}") from None
             except _StatementFailed as failure:
                 conn.execute("ROLLBACK")
                 report.failed = failure.index

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.runner_cli import RunnerCLI, write
+from harness.runner_cli import RUNNER, RunnerCLI, write
 
 from runner.digests import sha256_digest
 
@@ -362,3 +366,63 @@ def test_op_plans_and_applies_a_sqlite_database(
     assert status == 0, payload
     assert payload["result"]["apply"]["converged"] is True
     assert ("table", "extra") in {(k, n) for k, n, _, _ in schema_rows(db)}
+
+
+def test_a_killed_apply_leaves_the_database_as_it_was(
+    runner: RunnerCLI, db: Path, tmp_path: Path
+) -> None:
+    """Killed after its statements ran but before COMMIT: SQLite's journal undoes them."""
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace("note TEXT\n", "note TEXT NOT NULL DEFAULT ''\n")
+        + "CREATE TABLE extra (id INTEGER);\n",
+    )
+    planned(runner, db, desired, tmp_path / "plan.json")
+    before = schema_rows(db)
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM orders").fetchall()  # a SHARED lock: COMMIT must wait
+    process = subprocess.Popen(
+        [*RUNNER, "schema", "apply", "--url", url(db), "--plan", str(tmp_path / "plan.json")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    try:
+        journal = db.with_name(db.name + "-journal")
+        deadline = time.monotonic() + 30
+        while not journal.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert journal.exists(), "the apply never started writing"
+        time.sleep(0.5)
+        assert process.poll() is None, "the apply should be waiting to commit"
+        process.send_signal(signal.SIGKILL)
+        out, _ = process.communicate(timeout=30)
+    finally:
+        reader.execute("ROLLBACK")
+        reader.close()
+    assert process.returncode == -signal.SIGKILL and out == b""  # killed: no report at all
+    assert schema_rows(db) == before
+    assert query(db, "SELECT count(*) FROM orders") == [(2,)]
+    assert apply(runner, db, tmp_path / "plan.json").returncode == 0
+
+
+def test_a_commit_blocked_by_a_reader_is_reported_and_rolled_back(
+    runner: RunnerCLI, db: Path, tmp_path: Path
+) -> None:
+    desired = write(tmp_path / "schema.sql", BASE + "CREATE TABLE extra (id INTEGER);\n")
+    planned(runner, db, desired, tmp_path / "plan.json")
+    before = schema_rows(db)
+    reader = sqlite3.connect(db, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM orders").fetchall()
+        result = apply(runner, db, tmp_path / "plan.json", "--lock-timeout", "1")
+    finally:
+        reader.execute("ROLLBACK")
+        reader.close()
+    assert result.returncode == 2
+    report = json.loads(result.stdout)
+    assert report["failed"] == 0 and report["ran"] == [] and report["converged"] is False
+    assert "could not commit" in report["error"]
+    assert schema_rows(db) == before
