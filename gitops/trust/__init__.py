@@ -1,0 +1,1 @@
+"""Trust: verifying signatures made by identities rather than by keys in the repository."""
