@@ -38,6 +38,7 @@ from harness.registry import (
     running_auth_registry,
     running_registry,
 )
+from harness.seshat_cli import SeshatRunner, seshat_runner
 from harness.sshkeys import SSHKeyFactory
 
 KEEP_ENV = "SESHAT_KEEP_HARNESS_DIR"
@@ -138,3 +139,20 @@ def ssh_key_factory(tmp_path: Path) -> SSHKeyFactory:
     directory = tmp_path / "ssh-keys"
     directory.mkdir()
     return SSHKeyFactory(directory)
+
+
+@pytest.fixture
+def seshat(tmp_path: Path) -> SeshatRunner:
+    """The ``seshat`` CLI in a subprocess, with a private cache and a fixed creation time."""
+    return seshat_runner(tmp_path)
+
+
+@pytest.fixture
+def schema_folder(tmp_path: Path) -> Path:
+    """A desired-schema folder: two .sql files (one in a subfolder) and a README."""
+    folder = tmp_path / "schema"
+    (folder / "tables").mkdir(parents=True)
+    (folder / "tables" / "orders.sql").write_text("CREATE TABLE orders (id bigint);\n")
+    (folder / "types.sql").write_text("CREATE TYPE status AS ENUM ('new');\n")
+    (folder / "README.md").write_text("not packaged\n")
+    return folder

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from harness.gitrepo import GitRemote
-from harness.seshat_cli import Run, SeshatRunner, seshat_runner
+from harness.seshat_cli import Run, SeshatRunner
 from harness.sshkeys import SSHIdentity, SSHKeyFactory
 
 from gitops.approvals.ssh import APPROVAL_NAMESPACE, sign
@@ -69,11 +69,6 @@ def repo(git_remote: GitRemote, people: dict[str, SSHIdentity]) -> Path:
     git_remote.write_file("policies/allowed_signers", "\n".join(lines) + "\n")
     git_remote.commit_all("declare orders")
     return git_remote.work_dir
-
-
-@pytest.fixture
-def seshat(tmp_path: Path) -> SeshatRunner:
-    return seshat_runner(tmp_path)
 
 
 def _approve(seshat: SeshatRunner, repo: Path, who: SSHIdentity, *extra: str) -> Run:

@@ -1,0 +1,1 @@
+"""Writing what Seshat decided back to Git: the status branch, its files and commits."""

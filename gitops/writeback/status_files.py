@@ -1,0 +1,42 @@
+"""Where Seshat's files live on the status branch, and their exact bytes.
+
+```
+status/<namespace>/<name>.yaml                     one status file per resource
+plans/<namespace>/<name>/<plan-id-hex>.json, .sql  the plan document and its SQL rendering
+```
+
+Status files are YAML with keys in a fixed order and no volatile values beyond the
+condition transition times, so writing the same status twice gives the same bytes and
+makes no commit.
+"""
+
+from __future__ import annotations
+
+from gitops.resources.approvals import ResourceRef
+from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
+from gitops.yamlout import dump_all
+from runner.digests import digest_hex
+
+__all__ = ["plan_paths", "status_bytes", "status_path"]
+
+
+def status_path(namespace: str, name: str) -> str:
+    return f"status/{namespace}/{name}.yaml"
+
+
+def plan_paths(namespace: str, name: str, plan_id: str) -> tuple[str, str]:
+    base = f"plans/{namespace}/{name}/{digest_hex(plan_id)}"
+    return f"{base}.json", f"{base}.sql"
+
+
+def status_bytes(
+    resource: ResourceRef, status: DatabaseSchemaStatus | DatabaseMigrationStatus
+) -> bytes:
+    """The status file of ``resource``: which resource (with its uid) and its status."""
+    document = {
+        "apiVersion": "seshat.dev/v1alpha1",
+        "kind": f"{resource.kind}Status",
+        "resource": resource.model_dump(mode="json", by_alias=True),
+        "status": status.model_dump(mode="json", by_alias=True, exclude_none=True),
+    }
+    return dump_all([document]).encode("utf-8")
