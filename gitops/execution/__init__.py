@@ -1,0 +1,1 @@
+"""Running operations: the executor interface and the local subprocess executor."""
