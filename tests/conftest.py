@@ -39,6 +39,7 @@ from harness.registry import (
     running_registry,
 )
 from harness.seshat_cli import SeshatRunner, seshat_runner
+from harness.sigstore_root import PrivateSigstore
 from harness.sshkeys import SSHKeyFactory
 
 KEEP_ENV = "SESHAT_KEEP_HARNESS_DIR"
@@ -156,3 +157,15 @@ def schema_folder(tmp_path: Path) -> Path:
     (folder / "types.sql").write_text("CREATE TYPE status AS ENUM ('new');\n")
     (folder / "README.md").write_text("not packaged\n")
     return folder
+
+
+@pytest.fixture(scope="session")
+def sigstore_instance() -> PrivateSigstore:
+    """A private Sigstore deployment (CA, CT log, tlog) built offline; trust its root file."""
+    return PrivateSigstore("seshat-test")
+
+
+@pytest.fixture(scope="session")
+def untrusted_sigstore() -> PrivateSigstore:
+    """Another private Sigstore deployment, with its own keys, that no test root names."""
+    return PrivateSigstore("elsewhere")

@@ -6,6 +6,8 @@ not run (a missing file, no ssh-keygen, an unreadable repository).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import sys
 from datetime import timedelta
@@ -14,9 +16,9 @@ from pathlib import Path
 import click
 
 from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE, APPROVAL_NAMESPACE
-from gitops.approvals.verify import verify_statement
+from gitops.approvals.verify import load_bundles, sigstore_path, verify_statement
+from gitops.approvals.write import approval_path, signature_path
 from gitops.approvals.write import approve as write_approval
-from gitops.approvals.write import signature_path
 from gitops.repo.loader import Repository, load_repository
 from gitops.repo.single import load_one
 from gitops.repo.yamlfile import FileError, read_documents
@@ -81,9 +83,14 @@ def _resource_ref(repository: Repository, target: str, kind: str | None) -> Reso
 @click.option("--kind", type=click.Choice(LIFECYCLE_KINDS), help="If both kinds use the name.")
 @click.option(
     "--key",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Your SSH private key (or its .pub when the private key is in ssh-agent).",
+)
+@click.option(
+    "--sigstore-bundle",
+    "bundle",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A Sigstore bundle signing the existing approval file's bytes (from 'sigstore sign').",
 )
 @click.option("--expires-in", help="Refuse the approval after this long (e.g. 2d, 12h).")
 @click.option("--comment", default="", help="Why (kept in the approval file).")
@@ -92,7 +99,8 @@ def approve(
     plan_id: str,
     repo: Path,
     kind: str | None,
-    key: Path,
+    key: Path | None,
+    bundle: Path | None,
     expires_in: str | None,
     comment: str,
 ) -> None:
@@ -101,9 +109,18 @@ def approve(
     The file goes to approvals/<namespace>/<name>/<plan-id-hex>.yaml with the signature in
     <file>.sig (namespace seshat-approval). Another approver runs the same command to add
     their signature. Commit both files and open a pull request.
+
+    With --sigstore-bundle instead of --key, a Sigstore bundle made elsewhere over the
+    existing approval file's bytes is added to <file>.sigstore.json (a JSON list of bundles).
     """
+    if (key is None) == (bundle is None):
+        _fail("give exactly one of --key or --sigstore-bundle")
     repository = _repository(repo)
     resource = _resource_ref(repository, target, kind)
+    if bundle is not None:
+        _add_bundle(approval_path(repository.root, resource, plan_id), bundle, repository.root)
+        return
+    assert key is not None
     try:
         expires = timedelta(seconds=parse_duration(expires_in)) if expires_in else None
         signed = write_approval(
@@ -117,6 +134,36 @@ def approve(
     click.echo(
         f"{signed.signature_path.relative_to(repository.root)}: {signed.signatures} signature(s)"
     )
+
+
+def _add_bundle(path: Path, bundle: Path, root: Path) -> None:
+    """Append ``bundle`` to ``path``'s ``.sigstore.json`` if it signs ``path``'s bytes."""
+    if not path.exists():
+        _fail(
+            f"{path.relative_to(root)} does not exist yet: a bundle signs an approval file's "
+            "bytes, so the file is written first (seshat approve --key by the first approver)"
+        )
+    data = path.read_bytes()
+    try:
+        document = json.loads(bundle.read_bytes())
+        stated = document["messageSignature"]["messageDigest"]["digest"]
+        signed = base64.b64decode(stated, validate=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        _fail(f"{bundle}: not a Sigstore bundle with a message signature")
+        return
+    if signed != hashlib.sha256(data).digest():
+        _fail(f"{bundle} signs other bytes than {path.relative_to(root)}")
+    target = sigstore_path(path)
+    try:
+        existing = load_bundles(target.read_text(encoding="utf-8")) if target.exists() else []
+    except SeshatError as error:
+        _fail(str(error))
+        return
+    documents = [json.loads(item) for item in existing]
+    if document not in documents:
+        documents.append(document)
+    target.write_text(json.dumps(documents, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    click.echo(f"{target.relative_to(root)}: {len(documents)} bundle(s)")
 
 
 @click.command(name="verify-approval")
@@ -167,6 +214,12 @@ def verify_approval(
         statement = load_one(file, model)
         sig = signature_path(file)
         signatures = sig.read_text(encoding="ascii") if sig.exists() else ""
+        keyless = sigstore_path(file)
+        bundles = (
+            load_bundles(keyless.read_text(encoding="utf-8"), str(keyless))
+            if keyless.exists()
+            else []
+        )
         named = statement.spec.resource
         loaded = repository.find(named.kind, named.namespace, named.name)
         expected = (
@@ -191,6 +244,7 @@ def verify_approval(
             namespace=namespace,
             expected=expected,
             current_plan=current_plan,
+            bundles=bundles,
             destructive=destructive,
             privilege=privilege,
         )

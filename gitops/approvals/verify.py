@@ -13,10 +13,19 @@ A typed verdict: accepted, or refused with one stable reason, checked in this or
 
 Signers are distinct by principal and by key: one person signing twice, or one key listed
 under two names, counts once.
+
+Sigstore keyless signatures live beside the file in ``<file>.sigstore.json``: a JSON list of
+bundles, each a message signature over the file's bytes. A bundle counts for the rule's
+``approvers.keyless`` identities when it verifies against the identity's ``trustedRoot``
+(``gitops.trust.sigstore``): a bundle that does not verify is a bad signature, one by an
+identity the rule does not list is a signer not allowed. Keyless signers are distinct by
+their certificate's subject, like SSH signers by principal, so one identity signing twice
+(two certificates) counts once, and so does one person signing with SSH and with Sigstore.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,8 +35,18 @@ from pathlib import Path
 from gitops.approvals.ssh import check, split_signatures
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.resources.policies import ApprovalPolicy, ApprovalRule
+from gitops.trust.sigstore import BAD_SIGNATURE, verify_bundle
+from runner.errors import ConfigurationError
 
-__all__ = ["REASONS", "Signer", "StatementVerdict", "matching_rule", "verify_statement"]
+__all__ = [
+    "REASONS",
+    "Signer",
+    "StatementVerdict",
+    "load_bundles",
+    "matching_rule",
+    "sigstore_path",
+    "verify_statement",
+]
 
 REASONS = (
     "bad_signature",
@@ -61,6 +80,23 @@ class StatementVerdict:
             "required": self.required,
             "signers": [{"principal": s.principal, "key": s.fingerprint} for s in self.signers],
         }
+
+
+def sigstore_path(path: Path) -> Path:
+    """Where a statement's Sigstore bundles live: ``<file>.sigstore.json``."""
+    return path.with_name(path.name + ".sigstore.json")
+
+
+def load_bundles(text: str, where: str = "bundles") -> list[bytes]:
+    """The bundles of a ``.sigstore.json`` file (a JSON list, or one bundle), each as JSON."""
+    try:
+        document = json.loads(text) if text.strip() else []
+    except ValueError as error:
+        raise ConfigurationError(f"{where}: not JSON ({error})") from None
+    items = document if isinstance(document, list) else [document]
+    if not all(isinstance(item, dict) for item in items):
+        raise ConfigurationError(f"{where}: expected a JSON list of Sigstore bundles")
+    return [json.dumps(item, sort_keys=True).encode() for item in items]
 
 
 def matching_rule(
@@ -98,11 +134,16 @@ def verify_statement(
     namespace: str,
     expected: ResourceRef | None,
     current_plan: str | None = None,
+    bundles: Sequence[bytes] = (),
     destructive: bool = False,
     privilege: bool = False,
     now: datetime | None = None,
 ) -> StatementVerdict:
-    """Judge ``statement`` (whose file bytes are ``data``); see the module docstring."""
+    """Judge ``statement`` (whose file bytes are ``data``); see the module docstring.
+
+    ``signatures`` is the text of the ``.sig`` file, ``bundles`` the Sigstore bundles of the
+    ``.sigstore.json`` file (see :func:`load_bundles`).
+    """
     now = now or datetime.now(UTC)
     named = statement.spec.resource
     if expected is not None and named != expected:
@@ -163,6 +204,18 @@ def verify_statement(
         elif checked.principal not in signers and checked.fingerprint not in keys:
             signers[checked.principal] = Signer(checked.principal, checked.fingerprint)
             keys.add(checked.fingerprint)
+    for bundle in bundles:
+        if not rule.approvers.keyless:
+            unlisted += 1
+            continue
+        judged = verify_bundle(data, bundle, rule.approvers.keyless, repo)
+        if judged.signer is None or judged.reason == BAD_SIGNATURE:
+            bad += 1
+        elif not judged.ok:
+            unlisted += 1
+        elif (principal := judged.signer.subjects[0]) not in signers:
+            # Keyed by subject like SSH principals: one person signing both ways counts once.
+            signers[principal] = Signer(principal, f"sigstore:{judged.signer.issuer}")
     distinct = tuple(sorted(signers.values(), key=lambda s: s.principal))
     if len(distinct) >= required:
         names = ", ".join(s.principal for s in distinct)
@@ -172,7 +225,7 @@ def verify_statement(
     if not distinct and bad:
         return _refused(
             "bad_signature",
-            f"{bad} of {len(blocks)} signatures do not verify over this file",
+            f"{bad} of {len(blocks) + len(bundles)} signatures do not verify over this file",
             required=required,
         )
     if not distinct and unlisted:
