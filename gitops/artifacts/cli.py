@@ -1,5 +1,9 @@
 """``seshat artifact``: push, pull, resolve, sign and verify schema and migration artifacts.
 
+Keyless signing: ``seshat artifact payload REF`` prints the simple-signing payload naming
+REF's manifest digest; sign it with any Sigstore client (``sigstore sign --bundle``) and
+store the bundle with ``seshat artifact attach-bundle REF --bundle FILE --payload FILE``.
+
 Output for scripts goes to stdout (a digest, or JSON with ``--format json``); progress and
 explanations go to stderr. Every line passes through a redactor that knows the registry
 credentials in use. Exit status: 0 done (or accepted), 1 refused (the reason is printed),
@@ -26,10 +30,11 @@ from gitops.artifacts.format import (
     ARTIFACT_TYPES,
     package_folder,
 )
+from gitops.artifacts.keyless import attach_bundle as attach_bundle_to
 from gitops.artifacts.push import push as push_artifact
 from gitops.artifacts.reference import Reference, parse_reference
 from gitops.artifacts.registry import RegistryOptions, credentials_for
-from gitops.artifacts.signing import load_private_key
+from gitops.artifacts.signing import load_private_key, payload_for
 from gitops.artifacts.signing import sign as sign_digest
 from gitops.artifacts.store import Store, open_store
 from gitops.artifacts.verify import policy_digest, verify_artifact
@@ -225,6 +230,54 @@ def sign(ref: str, key: Path) -> None:
         context.fail(error)
     context.say(f"signed {reference.pinned(digest)} ({len(written)} signature manifests)")
     context.out(digest)
+
+
+@artifact.command(name="payload")
+@click.argument("ref")
+def payload_command(ref: str) -> None:
+    """Print the payload a keyless signature of REF signs (to sign with a Sigstore client)."""
+    context = _context()
+    reference = _reference(ref)
+    try:
+        digest = resolve(context.store(reference), reference)
+    except SeshatError as error:
+        context.fail(error)
+    sys.stdout.buffer.write(payload_for(reference, digest))
+    sys.stdout.buffer.flush()
+
+
+@artifact.command(name="attach-bundle")
+@click.argument("ref")
+@click.option(
+    "--bundle",
+    "bundle_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A Sigstore bundle (message signature) over the payload.",
+)
+@click.option(
+    "--payload",
+    "payload_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The signed payload (default: what 'seshat artifact payload REF' prints).",
+)
+def attach_bundle(ref: str, bundle_file: Path, payload_file: Path | None) -> None:
+    """Store a Sigstore bundle as an OCI 1.1 referrer of REF's manifest (keyless signature).
+
+    The referrer (artifactType application/vnd.dev.sigstore.bundle.v0.3+json) holds the
+    bundle and the payload it signs; a bundle over other bytes is refused.
+    """
+    context = _context()
+    reference = _reference(ref)
+    try:
+        store = context.store(reference)
+        digest = resolve(store, reference)
+        payload = payload_file.read_bytes() if payload_file else payload_for(reference, digest)
+        written = attach_bundle_to(store, digest, payload, bundle_file.read_bytes())
+    except SeshatError as error:
+        context.fail(error)
+    context.say(f"attached a Sigstore bundle to {reference.pinned(digest)} ({written})")
+    context.out(written)
 
 
 @artifact.command()

@@ -8,6 +8,13 @@ stable ``reason``. In ``warn`` mode failed signature checks are reported but do 
 A static-key authority is satisfied by a signature that verifies under its key *and* whose
 payload names this manifest digest (a valid signature of another digest counts for
 nothing). Authorities are distinct by name, so one key signing twice satisfies one.
+
+A keyless authority is satisfied by a Sigstore bundle referrer (``gitops.artifacts.keyless``)
+that verifies against the authority's ``trustedRoot`` with a certificate identity it allows
+(``gitops.trust.sigstore``) *and* whose payload names this manifest digest. Each signer
+identity (OIDC issuer and subject) satisfies at most one keyless authority, so one identity
+signing twice, or two authorities whose patterns both match it, count once. A valid keyless
+signature of this digest by an identity no authority allows is ``identity_mismatch``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from pathlib import Path
 
 from gitops.artifacts.errors import ArtifactError
 from gitops.artifacts.format import DEFAULT_LIMITS, Limits, Manifest, parse_manifest
+from gitops.artifacts.keyless import FoundBundle, find_bundles
 from gitops.artifacts.reference import Reference
 from gitops.artifacts.signing import (
     FoundSignature,
@@ -26,7 +34,8 @@ from gitops.artifacts.signing import (
     verify_signature,
 )
 from gitops.artifacts.store import Store
-from gitops.resources.policies import SignatureMode, VerificationPolicySpec
+from gitops.resources.policies import Authority, SignatureMode, VerificationPolicySpec
+from gitops.trust.sigstore import BAD_SIGNATURE, verify_bundle
 from runner.digests import digest as contract_digest
 
 __all__ = ["Check", "Verdict", "policy_digest", "verify_artifact"]
@@ -75,13 +84,70 @@ def _payload_digest(payload: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _assign(candidates: dict[str, set[str]]) -> dict[str, str]:
+    """Authorities to distinct signers, as many as possible (augmenting paths)."""
+    owner: dict[str, str] = {}
+
+    def place(authority: str, seen: set[str]) -> bool:
+        for signer in sorted(candidates[authority]):
+            if signer in seen:
+                continue
+            seen.add(signer)
+            if signer not in owner or place(owner[signer], seen):
+                owner[signer] = authority
+                return True
+        return False
+
+    for authority in candidates:
+        place(authority, set())
+    return {authority: signer for signer, authority in owner.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class _Keyless:
+    candidates: dict[str, set[str]]  # authority name -> signer identities that satisfy it
+    invalid: int
+    other_digest: int
+    mismatched: int
+
+
+def _keyless(
+    authorities: list[Authority], repo: Path, digest: str, found: list[FoundBundle]
+) -> _Keyless:
+    keyless = [a for a in authorities if a.keyless is not None]
+    candidates: dict[str, set[str]] = {a.name: set() for a in keyless}
+    invalid = other_digest = mismatched = 0
+    allowed = [a.keyless for a in keyless if a.keyless is not None]
+    for bundle in found if allowed else []:  # bundles mean nothing to a keys-only policy
+        judged = verify_bundle(bundle.payload, bundle.bundle, allowed, repo)
+        if judged.signer is None or judged.reason == BAD_SIGNATURE:
+            invalid += 1
+            continue
+        if _payload_digest(bundle.payload) != digest:
+            other_digest += 1
+            continue
+        if not judged.ok:
+            mismatched += 1
+            continue
+        for authority in keyless:
+            if authority.keyless in judged.matched:
+                candidates[authority.name].add(judged.signer.key)
+    return _Keyless(candidates, invalid, other_digest, mismatched)
+
+
 def _signature_checks(
-    spec: VerificationPolicySpec, repo: Path, digest: str, found: list[FoundSignature]
+    spec: VerificationPolicySpec,
+    repo: Path,
+    digest: str,
+    found: list[FoundSignature],
+    bundles: list[FoundBundle],
 ) -> tuple[list[Check], str | None]:
     requirements = spec.signatures
     satisfied: list[str] = []
     checks: list[Check] = []
     invalid = other_digest = 0
+    judged = _keyless(requirements.authorities, repo, digest, bundles)
+    assigned = _assign(judged.candidates)
     keys = {}
     for authority in requirements.authorities:
         if authority.key is not None:
@@ -96,13 +162,26 @@ def _signature_checks(
             other_digest += 1
     for authority in requirements.authorities:
         if authority.key is None:
-            checks.append(
-                Check(
-                    f"authority {authority.name}",
-                    False,
-                    "keyless (Sigstore) verification is not available in this version",
+            signer = assigned.get(authority.name)
+            if signer is not None:
+                satisfied.append(authority.name)
+                checks.append(Check(f"authority {authority.name}", True, f"signed by {signer}"))
+            elif judged.candidates[authority.name]:
+                checks.append(
+                    Check(
+                        f"authority {authority.name}",
+                        False,
+                        "its only signers already count for another authority",
+                    )
                 )
-            )
+            else:
+                checks.append(
+                    Check(
+                        f"authority {authority.name}",
+                        False,
+                        "no valid Sigstore bundle of this digest by this identity",
+                    )
+                )
             continue
         key = keys[authority.name]
         good = [
@@ -124,16 +203,18 @@ def _signature_checks(
             f"{requirements.count} of {len(requirements.authorities)} authorities",
             count_ok,
             f"{len(satisfied)} satisfied ({', '.join(satisfied) or 'none'}); "
-            f"{len(found)} signatures found",
+            f"{len(found)} signatures and {len(bundles)} Sigstore bundles found",
         )
     )
     if count_ok:
         return checks, None
     if satisfied:
         return checks, "quorum_not_met"
-    if other_digest:
+    if other_digest or judged.other_digest:
         return checks, "signature_for_other_digest"
-    if invalid:
+    if judged.mismatched:
+        return checks, "identity_mismatch"
+    if invalid or judged.invalid:
         return checks, "bad_signature"
     return checks, "unsigned"
 
@@ -173,7 +254,9 @@ def verify_artifact(
     if spec.signatures.mode is SignatureMode.OFF:
         checks.append(Check("signatures", True, "not required (mode off)"))
         return Verdict(True, None, digest, tuple(checks), manifest)
-    signature_checks, reason = _signature_checks(spec, repo, digest, find_signatures(store, digest))
+    signature_checks, reason = _signature_checks(
+        spec, repo, digest, find_signatures(store, digest), find_bundles(store, digest)
+    )
     checks += signature_checks
     if reason is not None and spec.signatures.mode is SignatureMode.WARN:
         checks.append(Check("mode warn", True, f"accepted despite {reason}"))

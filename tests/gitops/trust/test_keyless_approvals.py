@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from harness.gitrepo import GitRemote
-from harness.seshat_cli import Run, SeshatRunner, seshat_runner
+from harness.seshat_cli import Run, SeshatRunner
 from harness.sigstore_root import PrivateSigstore
 from harness.sshkeys import SSHIdentity, SSHKeyFactory
 
@@ -78,11 +78,6 @@ def repo(git_remote: GitRemote, alice: SSHIdentity, sigstore_instance: PrivateSi
     sigstore_instance.write_trusted_root(git_remote.work_dir / ROOT)
     git_remote.commit_all("declare orders, approvers and the private Sigstore root")
     return git_remote.work_dir
-
-
-@pytest.fixture
-def seshat(tmp_path: Path) -> SeshatRunner:
-    return seshat_runner(tmp_path)
 
 
 def _approval_file(repo: Path) -> Path:

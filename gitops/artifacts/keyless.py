@@ -1,0 +1,120 @@
+"""Sigstore bundles stored beside an artifact, as OCI 1.1 referrers of its manifest.
+
+A keyless signature of a manifest is a Sigstore bundle (a message signature, made by
+``sigstore sign`` or any Sigstore client) over the same simple-signing payload a static-key
+signature signs (:func:`gitops.artifacts.signing.payload_for`: the repository and the
+manifest digest). It is stored as one referrer manifest whose ``subject`` is the signed
+manifest, with ``artifactType`` ``application/vnd.dev.sigstore.bundle.v0.3+json`` and two
+layers: the bundle (that media type) and the payload it signs (the simple-signing type).
+The payload travels with the bundle because a message signature carries only its digest;
+the verifier checks the bundle over these bytes, then that they name the manifest digest.
+Registries without the referrers API find it through the ``sha256-<hex>`` fallback index.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Final
+
+from gitops.artifacts.errors import ArtifactError
+from gitops.artifacts.format import (
+    EMPTY_CONFIG,
+    EMPTY_CONFIG_BYTES,
+    EMPTY_CONFIG_DIGEST,
+    MANIFEST_MEDIA_TYPE,
+)
+from gitops.artifacts.signing import SIMPLE_SIGNING, _update_fallback_index
+from gitops.artifacts.store import Descriptor, Store
+from gitops.trust.sigstore import MAX_BUNDLE_BYTES
+from runner.digests import canonical_json, sha256_digest
+
+__all__ = ["SIGSTORE_BUNDLE", "FoundBundle", "attach_bundle", "find_bundles"]
+
+SIGSTORE_BUNDLE: Final = "application/vnd.dev.sigstore.bundle.v0.3+json"
+_MAX_PAYLOAD = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FoundBundle:
+    """One keyless signature found for a digest: the referrer, the payload and the bundle."""
+
+    referrer: str
+    payload: bytes
+    bundle: bytes
+
+
+def _signed_digest(bundle: bytes) -> bytes | None:
+    try:
+        document = json.loads(bundle)
+        encoded = document["messageSignature"]["messageDigest"]["digest"]
+        return base64.b64decode(encoded, validate=True)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def attach_bundle(store: Store, digest: str, payload: bytes, bundle: bytes) -> str:
+    """Store ``bundle`` (over ``payload``) as a referrer of ``digest``; the referrer's digest.
+
+    Refused (``invalid_reference``) when the bundle states a message digest other than the
+    payload's: such a bundle could never verify, and attaching it would only mislead.
+    """
+    if len(bundle) > MAX_BUNDLE_BYTES or len(payload) > _MAX_PAYLOAD:
+        raise ArtifactError("invalid_reference", "bundle or payload too large to attach")
+    if _signed_digest(bundle) != hashlib.sha256(payload).digest():
+        raise ArtifactError(
+            "invalid_reference", "the bundle is not a message signature over this payload"
+        )
+    bundle_digest, payload_digest = sha256_digest(bundle), sha256_digest(payload)
+    layers = [
+        {"mediaType": SIGSTORE_BUNDLE, "digest": bundle_digest, "size": len(bundle)},
+        {"mediaType": SIMPLE_SIGNING, "digest": payload_digest, "size": len(payload)},
+    ]
+    store.push_blob(bundle_digest, bundle)
+    store.push_blob(payload_digest, payload)
+    store.push_blob(EMPTY_CONFIG_DIGEST, EMPTY_CONFIG_BYTES)
+    subject = store.manifest(digest, 4 * 1024 * 1024)
+    referrer = canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "artifactType": SIGSTORE_BUNDLE,
+            "config": dict(EMPTY_CONFIG),
+            "layers": layers,
+            "subject": {"mediaType": MANIFEST_MEDIA_TYPE, "digest": digest, "size": len(subject)},
+        }
+    )
+    written = store.push_manifest(referrer, MANIFEST_MEDIA_TYPE, None)
+    _update_fallback_index(
+        store, digest, Descriptor(written, len(referrer), MANIFEST_MEDIA_TYPE, SIGSTORE_BUNDLE)
+    )
+    return written
+
+
+def find_bundles(store: Store, digest: str) -> list[FoundBundle]:
+    """Every Sigstore bundle referrer of ``digest`` with its payload (malformed ones skipped)."""
+    found: list[FoundBundle] = []
+    for referrer in store.referrers(digest):
+        if referrer.artifact_type != SIGSTORE_BUNDLE:
+            continue
+        document = json.loads(store.manifest(referrer.digest, 4 * 1024 * 1024))
+        layers = [entry for entry in document.get("layers", []) if isinstance(entry, dict)]
+        by_type = {str(entry.get("mediaType")): entry for entry in layers}
+        bundle, payload = by_type.get(SIGSTORE_BUNDLE), by_type.get(SIMPLE_SIGNING)
+        if bundle is None or payload is None:
+            continue
+        sizes = bundle.get("size"), payload.get("size")
+        if not all(isinstance(size, int) for size in sizes):
+            continue
+        if int(bundle["size"]) > MAX_BUNDLE_BYTES or int(payload["size"]) > _MAX_PAYLOAD:
+            continue
+        found.append(
+            FoundBundle(
+                referrer.digest,
+                store.blob(str(payload["digest"]), int(payload["size"])),
+                store.blob(str(bundle["digest"]), int(bundle["size"])),
+            )
+        )
+    return found
