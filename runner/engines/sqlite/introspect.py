@@ -51,6 +51,14 @@ def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[tuple[Any, ...
     return list(conn.execute(sql, args).fetchall())
 
 
+def _grouped(conn: sqlite3.Connection, sql: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Rows by their first column (the rest of each row kept, in query order)."""
+    groups: dict[str, list[tuple[Any, ...]]] = {}
+    for row in _rows(conn, sql):
+        groups.setdefault(str(row[0]), []).append(tuple(row[1:]))
+    return groups
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
@@ -69,6 +77,32 @@ class _Reader:
             " WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND sql IS NOT NULL"
             " ORDER BY type, name",
         )
+        # Every pragma in one query each (a query per table costs seconds at 1,000 tables).
+        tables = "FROM sqlite_schema m JOIN {} p WHERE m.type = 'table'"
+        self.xinfo = _grouped(
+            conn, "SELECT m.name, p.* " + tables.format("pragma_table_xinfo(m.name)")
+        )
+        self.index_list = _grouped(
+            conn,
+            "SELECT m.name, p.* " + tables.format("pragma_index_list(m.name)") + " ORDER BY p.name",
+        )
+        self.unique_info = _grouped(
+            conn,
+            "SELECT p.name, i.* "
+            + tables.format("pragma_index_list(m.name)").replace(
+                " p ", " p JOIN pragma_index_info(p.name) i "
+            )
+            + " AND p.origin = 'u' ORDER BY p.name, i.seqno",
+        )
+        self.foreign_keys = _grouped(
+            conn, "SELECT m.name, p.* " + tables.format("pragma_foreign_key_list(m.name)")
+        )
+        self.table_list = {
+            str(r[0]): (r[1], r[2])
+            for r in _rows(
+                conn, "SELECT name, strict, wr FROM pragma_table_list WHERE schema = ?", SCHEMA
+            )
+        }
         # Names are case-insensitive in SQLite: references resolve through lower case.
         self.names: dict[str, str] = {}
         for kind, name, _, _ in self.schema:
@@ -93,7 +127,7 @@ class _Reader:
     def table(self, name: str, sql: str) -> None:
         key = f"table:{SCHEMA}.{name}"
         text = parse_create_table(sql)
-        info = _rows(self.conn, "SELECT * FROM pragma_table_xinfo(?)", name)
+        info = self.xinfo.get(name, [])
         parsed = {c.name.lower(): c for c in text.columns}
         columns: list[Column] = []
         for _cid, column_name, type_, notnull, default, _pk, hidden in info:
@@ -114,13 +148,7 @@ class _Reader:
                     extra=tuple(sorted(extra)),
                 )
             )
-        listed = _rows(
-            self.conn,
-            "SELECT strict, wr FROM pragma_table_list WHERE schema = ? AND name = ?",
-            SCHEMA,
-            name,
-        )
-        strict, without_rowid = listed[0] if listed else (0, 0)
+        strict, without_rowid = self.table_list.get(name, (0, 0))
         options = [("sql", sql)]
         if strict:
             options.append(("strict", "true"))
@@ -158,17 +186,10 @@ class _Reader:
                     key, "primary_key", "p", f"PRIMARY KEY ({columns})", columns=tuple(primary)
                 )
             )
-        for _seq, index_name, _unique, origin, _partial in _rows(
-            self.conn, "SELECT * FROM pragma_index_list(?) ORDER BY name", name
-        ):
+        for _seq, index_name, _unique, origin, _partial in self.index_list.get(name, []):
             if origin != "u":
                 continue
-            members = [
-                str(r[2])
-                for r in _rows(
-                    self.conn, "SELECT * FROM pragma_index_info(?) ORDER BY seqno", index_name
-                )
-            ]
+            members = [str(r[2]) for r in self.unique_info.get(index_name, [])]
             self.add_constraint(
                 Constraint(
                     key,
@@ -179,7 +200,7 @@ class _Reader:
                 )
             )
         groups: dict[int, list[tuple[Any, ...]]] = {}
-        for row in _rows(self.conn, "SELECT * FROM pragma_foreign_key_list(?)", name):
+        for row in self.foreign_keys.get(name, []):
             groups.setdefault(int(row[0]), []).append(row)
         for rows in groups.values():
             rows.sort(key=lambda r: r[1])
@@ -224,10 +245,7 @@ class _Reader:
 
     def index(self, name: str, table: str, sql: str) -> None:
         key = f"index:{SCHEMA}.{name}"
-        unique = any(
-            r[1] == name and r[2]
-            for r in _rows(self.conn, "SELECT * FROM pragma_index_list(?)", table)
-        )
+        unique = any(r[1] == name and r[2] for r in self.index_list.get(table, []))
         table_key = self.key_of(table)
         self.indexes[key] = Index(SCHEMA, name, table_key, normalize(sql), unique=unique)
         self.depends.add((key, table_key))

@@ -67,11 +67,19 @@ class Piece:
 
 def tokens(sql: str) -> list[Piece]:
     """The tokens of ``sql`` (comments dropped)."""
+    return list(_tokens(sql))
+
+
+@lru_cache(maxsize=65536)
+def _tokens(sql: str) -> tuple[Piece, ...]:
+    # Cached: a plan reads the same stored text up to three times (live, desired, dry run).
     try:
         found: list[Token] = SQLite().tokenizer().tokenize(sql)
     except TokenError as error:
         raise SqlTextError(f"cannot read SQL text: {str(error).splitlines()[0]}") from None
-    return [Piece(t.token_type, t.text, sql[t.start : t.end + 1], t.start, t.end) for t in found]
+    return tuple(
+        Piece(t.token_type, t.text, sql[t.start : t.end + 1], t.start, t.end) for t in found
+    )
 
 
 def ident(name: str) -> str:
@@ -103,8 +111,13 @@ def _spelling(piece: Piece) -> str:
 def normalize(pieces: list[Piece] | str) -> str:
     """The canonical spelling of a token sequence (see the module docstring)."""
     if isinstance(pieces, str):
-        pieces = tokens(pieces)
+        return _normalize_text(pieces)
     return " ".join(_spelling(p) for p in pieces)
+
+
+@lru_cache(maxsize=65536)
+def _normalize_text(sql: str) -> str:
+    return " ".join(_spelling(p) for p in _tokens(sql))
 
 
 def _close(pieces: list[Piece], index: int) -> int:
@@ -227,6 +240,7 @@ def _column(pieces: list[Piece]) -> ColumnText:
     )
 
 
+@lru_cache(maxsize=65536)
 def parse_create_table(sql: str) -> TableText:
     """Read a stored ``CREATE TABLE`` statement."""
     pieces = tokens(sql)
@@ -269,6 +283,19 @@ def parse_create_table(sql: str) -> TableText:
     )
 
 
+def _emit(statements: list[tuple[int, str]], text: str, start: int, piece: str) -> None:
+    """Keep ``piece`` unless it holds nothing but a semicolon, blanks and comments."""
+    body = piece.strip().rstrip(";").strip()
+    if body and _has_code(body):
+        lead = len(piece) - len(piece.lstrip())
+        statements.append((text.count("\n", 0, start + lead) + 1, piece.strip()))
+
+
+def _has_code(body: str) -> bool:
+    # Cheap first: most statements start with a keyword; only comment-led ones are tokenized.
+    return not body.startswith(("--", "/*")) or bool(_tokens(body))
+
+
 def split_script(text: str) -> list[tuple[int, str]]:
     """(line, statement) for each complete statement of a script (triggers kept whole).
 
@@ -281,13 +308,8 @@ def split_script(text: str) -> list[tuple[int, str]]:
     while position >= 0:
         piece = text[start : position + 1]
         if sqlite3.complete_statement(piece):
-            if tokens(piece.rstrip().rstrip(";")):
-                lead = len(piece) - len(piece.lstrip())
-                statements.append((text.count("\n", 0, start + lead) + 1, piece.strip()))
+            _emit(statements, text, start, piece)
             start = position + 1
         position = text.find(";", position + 1)
-    rest = text[start:]
-    if rest.strip() and tokens(rest):
-        lead = len(rest) - len(rest.lstrip())
-        statements.append((text.count("\n", 0, start + lead) + 1, rest.strip()))
+    _emit(statements, text, start, text[start:])
     return statements
