@@ -885,9 +885,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write all numbers to this file")
     parser.add_argument(
         "--dialect",
-        choices=["postgresql", "mysql"],
+        choices=["postgresql", "mysql", "sqlite"],
         default="postgresql",
-        help="mysql: bench/scale_mysql.py on MariaDB (default: postgresql)",
+        help="mysql: bench/scale_mysql.py on MariaDB; sqlite: bench/scale_sqlite.py on files"
+        " (default: postgresql)",
     )
     parser.add_argument("--no-migra", dest="migra", action="store_false", help="skip migra")
     parser.add_argument(
@@ -915,6 +916,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from scale_mysql import main as mysql_main
 
         return mysql_main(args)
+    if args.dialect == "sqlite":
+        from scale_sqlite import main as sqlite_main
+
+        return sqlite_main(args)
     harness = importlib.import_module("harness.postgres")
     started = time.perf_counter()
     results: list[SizeResult] = []
