@@ -53,6 +53,12 @@ def _postgresql(runner: Runner, base_dir: Path | None) -> AbstractContextManager
     return running_environment(runner, base_dir)
 
 
+def _mysql(runner: Runner, base_dir: Path | None) -> AbstractContextManager[Environment]:
+    from corpus_mysql import running_environment
+
+    return running_environment(runner, base_dir)
+
+
 def _sqlite(runner: Runner, base_dir: Path | None) -> AbstractContextManager[Environment]:
     from corpus_sqlite import running_environment
 
@@ -62,6 +68,7 @@ def _sqlite(runner: Runner, base_dir: Path | None) -> AbstractContextManager[Env
 DIALECTS: dict[str, Callable[[Runner, Path | None], AbstractContextManager[Environment]]] = {
     "postgresql": _postgresql,
     "sqlite": _sqlite,
+    "mysql": _mysql,
     # "mysql" and "sqlite": add an environment module like corpus_pg.py and register it here.
 }
 

@@ -245,7 +245,7 @@ class _Reader:
                 definition += f" COMMENT {literal(comment)}"
             index = Index(
                 schema=SCHEMA,
-                name=f"{table}.{name}",
+                name=f"{table}.{name.lower()}",  # index names are case-insensitive
                 table=_table_key(table),
                 definition=definition,
                 unique=unique,
@@ -386,6 +386,37 @@ class _Reader:
         return found
 
 
+_DEFINER = re.compile(
+    r"^CREATE\s+DEFINER\s*=\s*(?:`(?:[^`]|``)*`|'[^']*'|\S+?)@(?:`(?:[^`]|``)*`|'[^']*'|\S+)\s+"
+)
+_STARTS = re.compile(r" STARTS '[^']*'")
+
+
+def _events(reader: _Reader) -> dict[str, Definition]:
+    """Events, from ``SHOW CREATE EVENT`` without the definer and a recurring start time.
+
+    A recurring event starts when it is created unless told otherwise, so its start time
+    is not compared (the server cannot tell an explicit start from the default one).
+    """
+    found: dict[str, Definition] = {}
+    for (name,) in reader.query(
+        "SELECT EVENT_NAME FROM information_schema.EVENTS WHERE EVENT_SCHEMA = %s"
+        " ORDER BY EVENT_NAME"
+    ):
+        row = rows(reader.conn, f"SHOW CREATE EVENT {ident(reader.db)}.{ident(str(name))}")[0]
+        text = _strip_schema(str(row[3]), reader.db)
+        text = _STARTS.sub("", _DEFINER.sub("CREATE ", text, count=1))
+        key = f"event:{SCHEMA}.{name}"
+        found[key] = Definition(
+            key=key,
+            kind="event",
+            create=text,
+            drop=f"DROP EVENT {ident(str(name))}",
+            definition=text.removeprefix("CREATE "),
+        )
+    return found
+
+
 _IDENT = re.compile(r"`((?:[^`]|``)+)`")
 
 
@@ -449,6 +480,6 @@ def introspect(conn: Any, database: str) -> Database:
         tables=tables,
         constraints=constraints,
         indexes=indexes,
-        definitions={**views, **triggers},
+        definitions={**views, **triggers, **_events(reader)},
         depends=frozenset(depends),
     )

@@ -50,9 +50,12 @@ def _table(key: str) -> str:
 
 
 def index_name(index: Index) -> str:
-    """The index's own name (its model name is ``table.name``)."""
-    table = index.table.split(":", 1)[1].split(".", 1)[1]
-    return index.name[len(table) + 1 :]
+    """The index's own name, as its definition spells it (its model name is
+    ``table.name`` in lower case: index names are case-insensitive).
+    """
+    match = _COLUMN.search(index.definition)
+    assert match is not None
+    return match.group(1).replace("``", "`")
 
 
 def _primary_key(db: Database, table: str) -> Constraint | None:
