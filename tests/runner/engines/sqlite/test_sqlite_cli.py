@@ -426,3 +426,30 @@ def test_a_commit_blocked_by_a_reader_is_reported_and_rolled_back(
     assert report["failed"] == 0 and report["ran"] == [] and report["converged"] is False
     assert "could not commit" in report["error"]
     assert schema_rows(db) == before
+
+
+def test_strict_and_without_rowid_are_switched_by_a_rebuild(
+    runner: RunnerCLI, db: Path, tmp_path: Path
+) -> None:
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace(
+            "CREATE TABLE customers (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE);",
+            "CREATE TABLE customers (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE)"
+            " STRICT, WITHOUT ROWID;",
+        ),
+    )
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    assert {(s["op"], s["key"]) for s in document["statements"]} == {
+        ("rebuild_table", "table:main.customers")
+    }
+    assert apply(runner, db, tmp_path / "plan.json").returncode == 0
+    assert query(db, "SELECT strict, wr FROM pragma_table_list WHERE name = 'customers'") == [
+        (1, 1)
+    ]
+    assert query(db, "SELECT id, email FROM customers ORDER BY id") == [
+        (1, "a@example.com"),
+        (2, "b@example.com"),
+    ]
+    assert query(db, "PRAGMA foreign_key_check") == []
+    assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
