@@ -125,10 +125,12 @@ def render(repo: Path, show_crds: bool, write: Path | None) -> None:
 def _register() -> None:
     from gitops.approvals.cli import approve, verify_approval
     from gitops.artifacts.cli import artifact
+    from gitops.reconcile.cli import reconcile
 
     cli.add_command(artifact)
     cli.add_command(approve)
     cli.add_command(verify_approval)
+    cli.add_command(reconcile)
 
 
 _register()

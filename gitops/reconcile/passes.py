@@ -1,0 +1,199 @@
+"""One reconciliation pass over a repository: fetch, read at one commit, census, lifecycles.
+
+``run_pass`` clones (first time) or fetches the repository into ``work/source``, checks out
+the watched branch's tip detached (that commit is every status file's
+``observedRevision``), reads the declarations there, takes the realm census, reads each
+resource's previous status from the status branch, and drives each ``DatabaseSchema``
+through :func:`~gitops.reconcile.schema.reconcile_schema`. A declaration with problems gets a
+``Blocked/ConfigurationError`` status of its own; the others proceed.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+
+from gitops.execution.executor import Executor, LocalExecutor
+from gitops.reconcile.conditions import summary_conditions
+from gitops.reconcile.identities import coordination_digest
+from gitops.reconcile.schema import PassContext, reconcile_schema
+from gitops.reconcile.state import StateFile
+from gitops.repo.loader import LoadedResource, load_repository
+from gitops.repo.yamlfile import read_documents
+from gitops.resources.approvals import ResourceRef
+from gitops.resources.migration import DatabaseMigration
+from gitops.resources.schema import DatabaseSchema
+from gitops.resources.status import DatabaseSchemaStatus, Reason, SchemaPhase
+from gitops.writeback.commits import Trailers
+from gitops.writeback.status_branch import StatusBranch
+from gitops.writeback.status_files import status_bytes, status_path
+from runner.errors import CanNotRunError
+
+__all__ = ["PassReport", "run_pass"]
+
+
+@dataclass
+class PassReport:
+    revision: str
+    phases: dict[str, str] = field(default_factory=dict)  # "ns/name" -> phase
+    reasons: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _checkout(source: str, work: Path, branch: str) -> tuple[Path, str]:
+    clone = work / "source"
+    try:
+        if not (clone / ".git").is_dir():
+            repo = git.Repo.clone_from(source, clone, no_checkout=True)
+        else:
+            repo = git.Repo(clone)
+            repo.git.fetch("--quiet", "--prune", "origin")
+        repo.git.checkout("--quiet", "--detach", "--force", f"origin/{branch}")
+        repo.git.clean("-fdxq")
+        revision = repo.head.commit.hexsha
+        repo.close()
+    except git.GitCommandError as error:
+        lines = [x for x in str(error.stderr or "").splitlines() if x.strip()]
+        raise CanNotRunError(
+            f"cannot read branch {branch} of the repository: {lines[-1] if lines else error}"
+        ) from None
+    return clone, revision
+
+
+def _previous(branch: StatusBranch, namespace: str, name: str) -> DatabaseSchemaStatus | None:
+    data = branch.read(status_path(namespace, name))
+    if data is None:
+        return None
+    try:
+        document = read_documents(data)[0].data
+        assert isinstance(document, dict)
+        return DatabaseSchemaStatus.model_validate(document["status"])
+    except (ValueError, KeyError, AssertionError, IndexError):
+        return None  # unreadable: treated as unknown, rebuilt by this pass
+
+
+def _census(resources: list[LoadedResource]) -> dict[str, tuple[Reason, str]]:
+    """Realm conflicts: two live resources on one database, unless all share the realm."""
+    claimants: dict[str, list[LoadedResource]] = defaultdict(list)
+    for loaded in resources:
+        resource = loaded.resource
+        if isinstance(resource, (DatabaseSchema, DatabaseMigration)) and not resource.spec.suspend:
+            digest = coordination_digest(resource.metadata.namespace, resource.spec.target)
+            claimants[digest].append(loaded)
+    blocked: dict[str, tuple[Reason, str]] = {}
+    for group in claimants.values():
+        if len(group) < 2 or all(g.resource.spec.target.shared_realm for g in group):  # type: ignore[union-attr]
+            continue
+        names = ", ".join(sorted(f"{g.key.kind} {g.key.namespace}/{g.key.name}" for g in group))
+        for loaded in group:
+            blocked[str(loaded.key)] = (
+                Reason.REALM_CONFLICT,
+                f"one database, one writer: {names} claim it (set sharedRealm on all of them "
+                "to share it)",
+            )
+    return blocked
+
+
+def run_pass(
+    source: str,
+    work: Path,
+    *,
+    branch: str = "main",
+    executor: Executor | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> PassReport:
+    """One pass over ``source`` (a path or URL of a Git repository)."""
+    work.mkdir(parents=True, exist_ok=True)
+    checkout, revision = _checkout(source, work, branch)
+    repository = load_repository(checkout)
+    if repository.config.spec.branch != branch:
+        checkout, revision = _checkout(source, work, repository.config.spec.branch)
+        repository = load_repository(checkout)
+    config = repository.config.spec
+    status_branch = StatusBranch(work / "status", source, config.status_branch, config.commit)
+    state = StateFile(work / "state.sqlite")
+    report = PassReport(revision)
+    try:
+        status_branch.sync()
+        ctx = PassContext(
+            repository=repository,
+            revision=revision,
+            state=state,
+            executor=executor or LocalExecutor(work / "operations"),
+            status_branch=status_branch,
+            work_dir=work,
+            holder=f"{socket.gethostname()}:{work.resolve()}",
+            log=log,
+        )
+        for problem in repository.problems:
+            report.problems.append(str(problem))
+        _blocked_by_problems(ctx, report)
+        census = _census(list(repository.resources))
+        for loaded in repository.resources:
+            if not isinstance(loaded.resource, DatabaseSchema):
+                continue  # migrations: issue 7
+            meta = loaded.resource.metadata
+            key = f"{meta.namespace}/{meta.name}"
+            status = reconcile_schema(
+                loaded,
+                ctx,
+                _previous(status_branch, meta.namespace, meta.name),
+                census.get(str(loaded.key)),
+            )
+            report.phases[key] = status.phase.value
+            ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
+            report.reasons[key] = ready.reason if ready is not None else ""
+            log(f"{key}: {status.phase.value} ({report.reasons[key]})")
+    finally:
+        state.close()
+        status_branch.close()
+    return report
+
+
+def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
+    """Each invalid DatabaseSchema declaration gets its own Blocked/ConfigurationError."""
+    from gitops.repo.uids import GitHistoryUids
+
+    by_key: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for problem in ctx.repository.problems:
+        if problem.resource is not None and problem.resource.kind == "DatabaseSchema":
+            by_key[(problem.resource.namespace, problem.resource.name)].append(str(problem))
+    if not by_key:
+        return
+    uids = GitHistoryUids(ctx.repository.root, ctx.repository.config.spec.paths)
+    from gitops.repo.problems import ResourceKey
+
+    for (namespace, name), problems in sorted(by_key.items()):
+        ref = ResourceRef(
+            kind="DatabaseSchema",
+            namespace=namespace,
+            name=name,
+            uid=uids.uid_for(ResourceKey("DatabaseSchema", namespace, name)),
+        )
+        message = "; ".join(problems)[:1024]
+        previous = _previous(ctx.status_branch, namespace, name)
+        status = DatabaseSchemaStatus(
+            observed_revision=ctx.revision,
+            phase=SchemaPhase.BLOCKED,
+            conditions=summary_conditions(
+                "Blocked",
+                Reason.CONFIGURATION_ERROR.value,
+                message,
+                ctx.revision,
+                ctx.now(),
+                previous.conditions if previous else [],
+            ),
+        )
+        ctx.status_branch.publish(
+            {status_path(namespace, name): status_bytes(ref, status)},
+            f"{namespace}/{name}: Blocked (ConfigurationError)",
+            Trailers(f"DatabaseSchema {namespace}/{name}", "Blocked", None, ctx.revision),
+            message,
+        )
+        report.phases[f"{namespace}/{name}"] = "Blocked"
+        report.reasons[f"{namespace}/{name}"] = Reason.CONFIGURATION_ERROR.value

@@ -1,0 +1,137 @@
+"""The local state file (SQLite): claims, dispatch markers, consumed approvals, leases.
+
+Working state only: Git's status branch is the durable record, and this file can be lost.
+What it cannot prove is treated as uncertain (an Apply whose dispatch marker is on the
+status branch but whose result is not is never started again).
+
+* claims: an operation about to be dispatched (type, id, input fingerprint); a claim whose
+  input moved is discarded;
+* dispatches: an Apply's dispatch-started marker, written (and pushed to Git) before the
+  runner starts;
+* consumed: approvals (by file digest) spent on a dispatch;
+* leases: one per coordination digest, with a random epoch per uninterrupted holding.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Lease", "StateFile"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS claims (
+    resource TEXT NOT NULL, operation TEXT NOT NULL, op_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (resource, operation));
+CREATE TABLE IF NOT EXISTS dispatches (
+    op_id TEXT PRIMARY KEY, resource TEXT NOT NULL, plan_id TEXT NOT NULL,
+    started REAL NOT NULL, finished REAL);
+CREATE TABLE IF NOT EXISTS consumed (
+    approval TEXT PRIMARY KEY, resource TEXT NOT NULL, op_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    coordination TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch TEXT NOT NULL,
+    acquired REAL NOT NULL);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    coordination: str
+    holder: str
+    epoch: str
+
+
+class StateFile:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- claims --------------------------------------------------------------------------
+
+    def claim(self, resource: str, operation: str, op_id: str, fingerprint: str) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)",
+            (resource, operation, op_id, fingerprint, time.time()),
+        )
+
+    def claimed(self, resource: str, operation: str) -> tuple[str, str] | None:
+        row = self.db.execute(
+            "SELECT op_id, fingerprint FROM claims WHERE resource = ? AND operation = ?",
+            (resource, operation),
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def release_claim(self, resource: str, operation: str) -> None:
+        self.db.execute(
+            "DELETE FROM claims WHERE resource = ? AND operation = ?", (resource, operation)
+        )
+
+    # -- dispatches and approvals --------------------------------------------------------
+
+    def mark_dispatched(self, op_id: str, resource: str, plan_id: str) -> None:
+        self.db.execute(
+            "INSERT INTO dispatches VALUES (?, ?, ?, ?, NULL)",
+            (op_id, resource, plan_id, time.time()),
+        )
+
+    def mark_finished(self, op_id: str) -> None:
+        self.db.execute("UPDATE dispatches SET finished = ? WHERE op_id = ?", (time.time(), op_id))
+
+    def dispatched(self, resource: str, plan_id: str) -> bool:
+        """Whether an Apply of this plan was ever started for this resource."""
+        row = self.db.execute(
+            "SELECT 1 FROM dispatches WHERE resource = ? AND plan_id = ?", (resource, plan_id)
+        ).fetchone()
+        return row is not None
+
+    def consume(self, approval: str, resource: str, op_id: str) -> None:
+        self.db.execute("INSERT INTO consumed VALUES (?, ?, ?)", (approval, resource, op_id))
+
+    def is_consumed(self, approval: str) -> bool:
+        row = self.db.execute("SELECT 1 FROM consumed WHERE approval = ?", (approval,)).fetchone()
+        return row is not None
+
+    # -- leases --------------------------------------------------------------------------
+
+    def acquire(self, coordination: str, holder: str) -> Lease | None:
+        """A new holding (new epoch) of the lease, or None if someone else holds it."""
+        epoch = secrets.token_hex(16)
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self.db.execute(
+                "SELECT holder FROM leases WHERE coordination = ?", (coordination,)
+            ).fetchone()
+            if row is not None and row[0] != holder:
+                self.db.execute("ROLLBACK")
+                return None
+            self.db.execute(
+                "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?)",
+                (coordination, holder, epoch, time.time()),
+            )
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return Lease(coordination, holder, epoch)
+
+    def holds(self, lease: Lease) -> bool:
+        """Whether ``lease``'s holding is still uninterrupted (same epoch)."""
+        row = self.db.execute(
+            "SELECT holder, epoch FROM leases WHERE coordination = ?", (lease.coordination,)
+        ).fetchone()
+        return row is not None and (row[0], row[1]) == (lease.holder, lease.epoch)
+
+    def release(self, lease: Lease) -> None:
+        self.db.execute(
+            "DELETE FROM leases WHERE coordination = ? AND holder = ? AND epoch = ?",
+            (lease.coordination, lease.holder, lease.epoch),
+        )
