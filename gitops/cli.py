@@ -122,6 +122,21 @@ def render(repo: Path, show_crds: bool, write: Path | None) -> None:
     sys.exit(EXIT_PROBLEMS if repository.problems else EXIT_OK)
 
 
+@cli.command()
+@click.option("--keep", is_flag=True, help="Keep the temporary directory for inspection.")
+def demo(keep: bool) -> None:
+    """Run the whole loop offline: plan, approve, apply, a destructive change refused.
+
+    Uses a temporary Git repository, a local OCI layout, SQLite, fresh keys and the real
+    reconciler and runner. Nothing outside the temporary directory is touched.
+    """
+    from gitops.demo import run_demo
+
+    root = run_demo(click.echo, keep=keep)
+    if keep:
+        click.echo(f"kept {root}")
+
+
 def _register() -> None:
     from gitops.approvals.cli import approve, verify_approval
     from gitops.artifacts.cli import artifact

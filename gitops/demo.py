@@ -1,0 +1,277 @@
+"""``seshat demo``: the whole loop, offline, in a temporary directory, in under a minute.
+
+It builds a Git repository (with a bare remote) from ``examples/repo``'s shop catalogue,
+pushes signed schema artifacts into a local OCI layout, generates a CI signing key and two
+approvers' SSH keys, points the declaration at an SQLite database, and runs the real
+reconciler and runner:
+
+1. plan -> AwaitingApproval (a status commit with the plan);
+2. ``seshat approve`` -> apply -> InSync;
+3. a new artifact that drops a column -> Blocked (DestructiveChangesDisallowed);
+4. ``allowDestructive: true`` -> AwaitingApproval; two approvals (a destructive plan needs
+   two distinct approvers) -> InSync.
+
+Nothing outside the temporary directory is touched; ``--keep`` leaves it for inspection.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import git
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from gitops.approvals.write import approve
+from gitops.artifacts.format import package_folder
+from gitops.artifacts.layout import LayoutStore
+from gitops.artifacts.push import push
+from gitops.artifacts.reference import parse_reference
+from gitops.artifacts.signing import sign
+from gitops.reconcile.passes import run_pass
+from gitops.repo.loader import load_repository
+from gitops.resources.approvals import ResourceRef
+
+__all__ = ["run_demo"]
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "repo"
+_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0"}
+
+V1 = """\
+CREATE TABLE products (
+    id INTEGER PRIMARY KEY,
+    sku TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    legacy_code TEXT
+);
+CREATE TABLE orders_archive (id INTEGER PRIMARY KEY, payload TEXT NOT NULL);
+CREATE INDEX products_name ON products (name);
+"""
+V2 = V1.replace("    name TEXT NOT NULL,\n    legacy_code TEXT\n", "    name TEXT NOT NULL\n")
+
+SCHEMA = """\
+# The shop's catalogue (from examples/repo), pointed at the demo's OCI layout and SQLite file.
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseSchema
+metadata:
+  name: catalogue
+  namespace: shop
+spec:
+  target:
+    engine: sqlite
+    url: {{fromEnv: SHOP_CATALOGUE_URL}}
+    coordinationKey: shop-catalogue
+  artifact:
+    ref: oci-layout://{layout}:{tag}
+    verification: {{policy: signed-by-ci}}
+  policy:
+    apply: OnApproval
+    allowDestructive: {destructive}
+    protectedTables: [orders_archive]
+"""
+
+
+class _Demo:
+    def __init__(self, root: Path, say: Callable[[str], None]) -> None:
+        self.root, self.say = root, say
+        self.started = time.monotonic()
+        self.remote = root / "remote.git"
+        self.work = root / "repo"
+        self.layout = root / "oci"
+        self.database = root / "catalogue.db"
+        self.controller = root / "controller"
+
+    def step(self, text: str) -> None:
+        self.say(f"\n[{time.monotonic() - self.started:5.1f}s] {text}")
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(
+            ["git", *args],
+            cwd=self.work,
+            env={**os.environ, **_ENV},
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+
+    def setup(self) -> None:
+        self.step("a Git repository with a bare remote, from examples/repo")
+        subprocess.run(
+            ["git", "init", "-q", "--bare", "-b", "main", str(self.remote)],
+            check=True,
+            env={**os.environ, **_ENV},
+        )
+        git.Repo.clone_from(self.remote.as_uri(), self.work, env=_ENV).close()
+        self.git("symbolic-ref", "HEAD", "refs/heads/main")
+        self.git("config", "user.name", "Demo Person")
+        self.git("config", "user.email", "demo@example.com")
+        self.git("config", "commit.gpgsign", "false")
+        for name in ("seshat.yaml", "policies/verification.yaml", "policies/approval.yaml"):
+            target = self.work / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(EXAMPLES / name, target)
+        # Fresh keys: the CI signing key and two approvers' SSH keys.
+        key = ec.generate_private_key(ec.SECP256R1())
+        self.ci_key = key
+        (self.work / "policies/keys").mkdir(parents=True)
+        (self.work / "policies/keys/artifact-signing.pub").write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        self.approvers: dict[str, Path] = {}
+        lines = []
+        for person in ("alice", "bob"):
+            private = self.root / "keys" / person
+            private.parent.mkdir(exist_ok=True)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", person, "-f", str(private)],
+                check=True,
+            )
+            public = private.with_suffix(".pub").read_text().split()
+            lines.append(
+                f'{person}@example.com namespaces="seshat-approval" {public[0]} {public[1]}'
+            )
+            self.approvers[person] = private
+        (self.work / "policies/allowed_signers").write_text("\n".join(lines) + "\n")
+        sqlite3.connect(self.database).close()
+        os.environ["SHOP_CATALOGUE_URL"] = f"sqlite:///{self.database}"
+        self.say(f"  repository {self.work}, database {self.database}")
+
+    def publish(self, tag: str, sql: str) -> None:
+        folder = self.root / "artifacts" / tag
+        folder.mkdir(parents=True)
+        (folder / "catalogue.sql").write_text(sql)
+        reference = parse_reference(f"oci-layout://{self.layout}:{tag}")
+        store = LayoutStore(str(self.layout))
+        packaged = package_folder(
+            folder,
+            "schema",
+            {
+                "org.opencontainers.image.source": "https://example.com/shop",
+                "org.opencontainers.image.created": "2026-01-01T00:00:00Z",
+            },
+        )
+        digest = push(store, reference, packaged)
+        sign(store, reference, digest, self.ci_key)
+        self.say(f"  pushed and signed oci-layout://{self.layout.name}:{tag} ({digest[:19]}...)")
+
+    def declare(self, tag: str, destructive: bool, message: str) -> None:
+        path = self.work / "databases/shop/schema.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            SCHEMA.format(layout=self.layout, tag=tag, destructive=str(destructive).lower())
+        )
+        self.commit(message)
+
+    def commit(self, message: str) -> None:
+        self.git("add", "--all")
+        self.git("commit", "-q", "-m", message)
+        self.git("push", "-q", "origin", "HEAD:refs/heads/main")
+        self.say(f"  committed: {message}")
+
+    def reconcile(self) -> str:
+        report = run_pass(self.remote.as_uri(), self.controller)
+        verdict = f"{report.phases['shop/catalogue']} ({report.reasons['shop/catalogue']})"
+        self.say(f"  seshat reconcile --once: shop/catalogue is {verdict}")
+        return report.phases["shop/catalogue"]
+
+    def plan_id(self) -> str:
+        status = git.Repo(self.controller / "status")
+        text = str(status.git.show("seshat/status:status/shop/catalogue.yaml"))
+        status.close()
+        line = next(x for x in text.splitlines() if x.strip().startswith("id: sha256:"))
+        return line.split(":", 1)[1].strip()
+
+    def show_plan(self, plan: str) -> None:
+        status = git.Repo(self.controller / "status")
+        sql = str(status.git.show(f"seshat/status:plans/shop/catalogue/{plan[7:]}.sql"))
+        status.close()
+        self.say("  the plan (plans/shop/catalogue/<id>.sql on the status branch):")
+        for line in sql.splitlines():
+            self.say(f"    {line}")
+
+    def approve(self, person: str, plan: str) -> None:
+        repository = load_repository(self.work)
+        loaded = repository.find("DatabaseSchema", "shop", "catalogue")
+        assert loaded is not None
+        ref = ResourceRef(
+            kind="DatabaseSchema",
+            namespace="shop",
+            name="catalogue",
+            uid=str(loaded.resource.metadata.uid),
+        )
+        approve(self.work, ref, plan, self.approvers[person], comment=f"approved by {person}")
+        self.say(
+            f"  {person}: seshat approve shop/catalogue --plan {plan[:19]}... --key keys/{person}"
+        )
+
+    def run(self) -> None:
+        self.setup()
+        self.step("version 1 of the catalogue schema")
+        self.publish("v1", V1)
+        self.declare("v1", False, "Declare the shop catalogue")
+        assert self.reconcile() == "AwaitingApproval"
+        plan = self.plan_id()
+        self.show_plan(plan)
+        self.step("approve the exact plan")
+        self.approve("alice", plan)
+        self.commit("Approve the catalogue plan")
+        assert self.reconcile() == "InSync"
+        self.say(f"  tables now: {', '.join(self._tables())}")
+        self.step("version 2 drops products.legacy_code: destructive")
+        self.publish("v2", V2)
+        self.declare("v2", False, "Catalogue v2")
+        assert self.reconcile() == "Blocked"
+        self.step("allow destructive changes for this resource")
+        self.declare("v2", True, "Allow dropping legacy_code")
+        assert self.reconcile() == "AwaitingApproval"
+        plan = self.plan_id()
+        self.show_plan(plan)
+        self.step("a destructive plan needs two distinct approvers")
+        self.approve("alice", plan)
+        self.approve("bob", plan)
+        self.commit("Approve dropping legacy_code")
+        assert self.reconcile() == "InSync"
+        self.step("the status branch's history (git log seshat/status)")
+        status = git.Repo(self.controller / "status")
+        for commit in status.iter_commits("seshat/status"):
+            summary = commit.summary
+            text = summary.decode() if isinstance(summary, bytes) else summary
+            self.say(f"  {commit.hexsha[:10]} {text}")
+        status.close()
+        self.say(f"\ndone in {time.monotonic() - self.started:.1f}s")
+
+    def _tables(self) -> list[str]:
+        conn = sqlite3.connect(self.database)
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        conn.close()
+        return names
+
+
+def run_demo(say: Callable[[str], None], keep: bool = False) -> Path:
+    """Run the demo; the temporary directory is removed unless ``keep``."""
+    root = Path(tempfile.mkdtemp(prefix="seshat-demo-"))
+    previous = os.environ.get("SHOP_CATALOGUE_URL")
+    try:
+        _Demo(root, say).run()
+    finally:
+        if previous is None:
+            os.environ.pop("SHOP_CATALOGUE_URL", None)
+        else:
+            os.environ["SHOP_CATALOGUE_URL"] = previous
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return root
