@@ -191,6 +191,19 @@ def test_plan_approve_apply_in_sync(world: World) -> None:
     assert status["resource"]["uid"]  # type: ignore[index]
     assert world.status_log() == ["shop/orders: AwaitingApproval"]
 
+    # What people see: seshat status and seshat plan show, read from the remote.
+    listed = world.seshat("status", "--repo", world.remote.remote_url, "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    [entry] = json.loads(listed.stdout)
+    assert entry["status"]["phase"] == "AwaitingApproval"
+    table = world.seshat("status", "--repo", world.remote.remote_url)
+    assert "shop/orders" in table.stdout and "AwaitingApproval" in table.stdout
+    shown = world.seshat("plan", "show", "shop/orders", "--repo", world.remote.remote_url)
+    assert shown.returncode == 0, shown.stderr
+    assert f"plan id      {plan_id}" in shown.stdout and "(verified)" in shown.stdout
+    assert "CREATE TABLE orders" in shown.stdout
+    assert f"seshat approve shop/orders --plan {plan_id}" in shown.stdout
+
     # The same pass again: nothing material changed, no new commit.
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     assert world.status_log() == ["shop/orders: AwaitingApproval"]
