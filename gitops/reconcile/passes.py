@@ -29,10 +29,11 @@ from gitops.resources.approvals import ResourceRef
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.schema import DatabaseSchema
 from gitops.resources.status import DatabaseSchemaStatus, Reason, SchemaPhase
+from gitops.reviews.review import Reviews
 from gitops.writeback.commits import Trailers
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import status_bytes, status_path
-from runner.errors import CanNotRunError
+from runner.errors import CanNotRunError, SeshatError
 
 __all__ = ["PassReport", "run_pass"]
 
@@ -117,6 +118,7 @@ def run_pass(
     config = repository.config.spec
     status_branch = StatusBranch(work / "status", source, config.status_branch, config.commit)
     state = StateFile(work / "state.sqlite")
+    reviews = Reviews(work / "reviews", source, config)
     report = PassReport(revision)
     try:
         status_branch.sync()
@@ -146,6 +148,7 @@ def run_pass(
                 census.get(str(loaded.key)),
             )
             report.phases[key] = status.phase.value
+            _review(reviews, status_branch, meta.namespace, meta.name, status, log)
             ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
             report.reasons[key] = ready.reason if ready is not None else ""
             log(f"{key}: {status.phase.value} ({report.reasons[key]})")
@@ -153,6 +156,28 @@ def run_pass(
         state.close()
         status_branch.close()
     return report
+
+
+def _review(
+    reviews: Reviews,
+    status_branch: StatusBranch,
+    namespace: str,
+    name: str,
+    status: DatabaseSchemaStatus,
+    log: Callable[[str], None],
+) -> None:
+    """Publish the resource's review; a forge or push problem never fails the pass."""
+    sql = None
+    if status.plan is not None and status.plan.path:
+        data = status_branch.read(status.plan.path.removesuffix(".json") + ".sql")
+        sql = data.decode("utf-8") if data is not None else None
+    try:
+        outcome = reviews.after_verdict("DatabaseSchema", namespace, name, status, sql)
+    except (SeshatError, git.GitCommandError) as error:
+        log(f"{namespace}/{name}: review not published: {error}")
+        return
+    if outcome is not None and outcome.pull_request is not None:
+        log(f"{namespace}/{name}: review {outcome.pull_request.url}")
 
 
 def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:

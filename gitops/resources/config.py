@@ -35,6 +35,7 @@ class Reviews(Model):
     forge: Forge = Forge.NONE
     repository: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")] | None = None
     token_from_env: Annotated[str, Field(pattern=ENV_NAME)] | None = None
+    api_url: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] = "https://api.github.com"
 
     @model_validator(mode="after")
     def _forge_needs_repository(self) -> Self:

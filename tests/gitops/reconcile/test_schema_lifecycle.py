@@ -273,3 +273,86 @@ def test_apply_policies_and_blocked_verdicts(world: World) -> None:
     assert never["plan"]["id"].startswith("sha256:")  # type: ignore[index]
     broken = json.dumps(world.status("broken"))
     assert "Sometimes" in broken and "spec.policy.apply" in broken
+
+
+CONFIG = """\
+apiVersion: seshat.dev/v1alpha1
+kind: Config
+spec:
+  reviews: {forge: github, repository: acme/shop, tokenFromEnv: GH_TOKEN,
+            apiUrl: "https://api.github.test"}
+"""
+
+
+def test_review_branch_and_pull_request(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub itself cannot run here: its REST API is played by ``responses``; the review
+    branch is pushed to the real bare remote."""
+    import responses
+    from responses import matchers
+
+    token = "ghp_" + "s3cr3t" * 6
+    monkeypatch.setenv("GH_TOKEN", token)
+    layout = world.artifact("rv", "CREATE TABLE orders (id INTEGER PRIMARY KEY);\n")
+    database = world.database("orders")
+    world.remote.write_file("seshat.yaml", CONFIG)
+    world.remote.write_file("databases/orders/schema.yaml", _schema("orders", layout))
+    world.remote.commit_all("declare orders")
+    api = "https://api.github.test/repos/acme/shop"
+    head = {"head": "acme:seshat/review/shop/orders", "state": "open"}
+    pr = {"number": 7, "html_url": "https://github.test/acme/shop/pull/7", "state": "open"}
+
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as api_mock:
+        api_mock.get(f"{api}/pulls", json=[], match=[matchers.query_param_matcher(head)])
+        created = api_mock.post(f"{api}/pulls", json=pr, status=201)
+        assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+        body = json.loads(created.calls[0].request.body or b"{}")
+        plan_id = world.status("orders")["status"]["plan"]["id"]  # type: ignore[index]
+        assert body["head"] == "seshat/review/shop/orders" and body["base"] == "main"
+        assert body["title"] == "Seshat: shop/orders AwaitingApproval"
+        assert f"seshat approve shop/orders --plan {plan_id}" in body["body"]
+        assert "CREATE TABLE orders" in body["body"]
+        assert created.calls[0].request.headers["Authorization"] == f"Bearer {token}"
+
+    shown = subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(world.remote.remote_path),
+            "show",
+            "refs/heads/seshat/review/shop/orders:.seshat/reviews/shop/orders.md",
+        ],
+        capture_output=True,
+        text=True,
+        env=GIT_ENV,
+        check=True,
+    ).stdout
+    assert f"`{plan_id}`" in shown
+
+    approved = world.seshat(
+        "approve",
+        "shop/orders",
+        "--plan",
+        plan_id,
+        "--repo",
+        world.remote.work_dir,
+        "--key",
+        world.alice.private_key,
+    )
+    assert approved.returncode == 0
+    world.remote.commit_all("approve")
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as api_mock:
+        api_mock.get(f"{api}/pulls", json=[pr], match=[matchers.query_param_matcher(head)])
+        comment = api_mock.post(f"{api}/issues/7/comments", json={}, status=201)
+        closed = api_mock.patch(f"{api}/pulls/7", json=pr | {"state": "closed"})
+        assert world.reconcile() == {"shop/orders": "InSync/InSync"}
+        assert json.loads(closed.calls[0].request.body or b"{}") == {"state": "closed"}
+        assert "InSync" in json.loads(comment.calls[0].request.body or b"{}")["body"]
+    assert _tables(database) == ["orders"]
+    log = subprocess.run(
+        ["git", "--git-dir", str(world.remote.remote_path), "log", "-p", "--all"],
+        capture_output=True,
+        text=True,
+        env=GIT_ENV,
+        check=True,
+    ).stdout
+    assert token not in log

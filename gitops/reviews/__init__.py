@@ -1,0 +1,1 @@
+"""Review branches and pull requests for plans awaiting approval and for refusals."""

@@ -1,0 +1,148 @@
+"""Review branches ``seshat/review/<namespace>/<name>`` and their pull requests.
+
+When a plan awaits approval, or a resource becomes Blocked or Failed, Seshat pushes the
+review branch (branched from the declarations' commit) with one file,
+``.seshat/reviews/<namespace>/<name>.md``: the verdict, the plan id, its SQL and hazards, and
+the exact ``seshat approve`` command. With ``reviews.forge: github`` it opens one pull request
+per resource (or updates it), and closes it when the resource is InSync again. Approvers may
+push their signed approval onto the review branch and merge the pull request.
+
+The branch is only ever fast-forwarded: a newer verdict is a new commit on top (a person's
+commits on it are kept), never a force-push.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from gitops.resources.config import ConfigSpec, Forge
+from gitops.resources.status import DatabaseSchemaStatus, SchemaPhase
+from gitops.reviews.github import GitHub, PullRequest
+from gitops.writeback.commits import Trailers, message
+
+__all__ = ["ReviewOutcome", "Reviews", "review_body", "review_branch"]
+
+_REVIEWED = (SchemaPhase.AWAITING_APPROVAL, SchemaPhase.BLOCKED, SchemaPhase.FAILED)
+
+
+def review_branch(namespace: str, name: str) -> str:
+    return f"seshat/review/{namespace}/{name}"
+
+
+def review_body(key: str, status: DatabaseSchemaStatus, sql: str | None) -> str:
+    ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
+    lines = [
+        f"## {key}: {status.phase.value}" + (f" ({ready.reason})" if ready else ""),
+        "",
+        ready.message if ready else "",
+        "",
+        f"Declarations at `{status.observed_revision}`.",
+    ]
+    if status.plan is not None:
+        plan = status.plan
+        lines += [
+            "",
+            f"**Plan** `{plan.id}`: {plan.statements} statements"
+            + ("; **destructive**" if plan.destructive else "")
+            + (
+                f"; privileges: {', '.join(plan.privilege_changes)}"
+                if plan.privilege_changes
+                else ""
+            ),
+        ]
+        if sql:
+            lines += ["", "```sql", sql.rstrip(), "```"]
+        if status.phase is SchemaPhase.AWAITING_APPROVAL:
+            lines += [
+                "",
+                "Approve exactly this plan:",
+                "",
+                "```sh",
+                f"seshat approve {key} --plan {plan.id} --key ~/.ssh/id_ed25519",
+                "git add approvals/ && git commit -m 'Approve' && git push",
+                "```",
+            ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewOutcome:
+    branch: str
+    commit: str | None
+    pull_request: PullRequest | None
+
+
+class Reviews:
+    """Publishes review branches (and pull requests) for one repository."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        remote_url: str,
+        config: ConfigSpec,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        self.workdir, self.remote_url, self.config = workdir, remote_url, config
+        self.environment = {"GIT_TERMINAL_PROMPT": "0", **(environment or {})}
+        self.forge: GitHub | None = None
+        reviews = config.reviews
+        if reviews.forge is Forge.GITHUB and reviews.repository and reviews.token_from_env:
+            token = os.environ.get(reviews.token_from_env, "")
+            if token:
+                self.forge = GitHub(reviews.repository, token, reviews.api_url)
+
+    def _repo(self) -> git.Repo:
+        if (self.workdir / ".git").is_dir():
+            repo = git.Repo(self.workdir)
+        else:
+            repo = git.Repo.clone_from(self.remote_url, self.workdir, no_checkout=True)
+        repo.git.update_environment(**self.environment)
+        with repo.config_writer() as config:
+            config.set_value("user", "name", self.config.commit.author.name)
+            config.set_value("user", "email", self.config.commit.author.email)
+            config.set_value("commit", "gpgsign", "false")
+        repo.git.fetch("--quiet", "--prune", "origin")
+        return repo
+
+    def after_verdict(
+        self, kind: str, namespace: str, name: str, status: DatabaseSchemaStatus, sql: str | None
+    ) -> ReviewOutcome | None:
+        """Publish, update or close the review of one resource after its pass."""
+        key, branch = f"{namespace}/{name}", review_branch(namespace, name)
+        if status.phase is SchemaPhase.IN_SYNC:
+            closed = self.forge.close(branch, f"{key} is InSync.") if self.forge else None
+            return ReviewOutcome(branch, None, closed) if closed else None
+        if status.phase not in _REVIEWED:
+            return None
+        body = review_body(key, status, sql)
+        repo = self._repo()
+        try:
+            remote = f"refs/remotes/origin/{branch}"
+            start = remote if any(r.path == remote for r in repo.refs) else status.observed_revision
+            repo.git.checkout("--quiet", "--force", "-B", "seshat-review", start)
+            path = Path(".seshat") / "reviews" / namespace / f"{name}.md"
+            (self.workdir / path).parent.mkdir(parents=True, exist_ok=True)
+            (self.workdir / path).write_text(body, encoding="utf-8")
+            repo.git.add("--", str(path))
+            commit = None
+            if repo.git.status("--porcelain"):
+                plan = status.plan.id if status.plan else None
+                text = message(
+                    f"Review {key}: {status.phase.value}",
+                    "",
+                    Trailers(f"{kind} {key}", status.phase.value, plan, status.observed_revision),
+                )
+                repo.git.commit("--quiet", "--no-verify", "-m", text)
+                repo.git.push("--quiet", "origin", f"HEAD:refs/heads/{branch}")
+                commit = repo.head.commit.hexsha
+        finally:
+            repo.close()
+        pull = None
+        if self.forge is not None:
+            title = f"Seshat: {key} {status.phase.value}"
+            pull = self.forge.open_or_update(branch, self.config.branch, title, body)
+        return ReviewOutcome(branch, commit, pull)
