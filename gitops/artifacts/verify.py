@@ -175,13 +175,12 @@ def _signature_checks(
                     )
                 )
             else:
-                checks.append(
-                    Check(
-                        f"authority {authority.name}",
-                        False,
-                        "no valid Sigstore bundle of this digest by this identity",
-                    )
+                detail = (
+                    "no valid Sigstore bundle of this digest by this identity"
+                    if authority.keyless is not None and authority.keyless.trusted_root
+                    else "no trustedRoot: keyless verification is offline and needs one"
                 )
+                checks.append(Check(f"authority {authority.name}", False, detail))
             continue
         key = keys[authority.name]
         good = [

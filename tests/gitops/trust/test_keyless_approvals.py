@@ -17,8 +17,9 @@ from gitops.approvals.ssh import APPROVAL_NAMESPACE
 from gitops.approvals.verify import StatementVerdict, verify_statement
 from gitops.repo.loader import load_repository
 from gitops.repo.single import load_one
-from gitops.resources.approvals import Approval
+from gitops.resources.approvals import Approval, RunAcknowledgment
 from gitops.resources.policies import ApprovalPolicy
+from gitops.yamlout import dump_all
 
 PLAN = "sha256:" + "ab" * 32
 ISSUER = "https://token.actions.githubusercontent.com"
@@ -243,3 +244,52 @@ def test_a_bundle_over_other_bytes_is_not_added(
     assert refused.returncode == 2
     assert "signs other bytes" in refused.stderr
     assert not path.with_name(path.name + ".sigstore.json").exists()
+
+
+def test_run_acknowledgment_signed_with_sigstore(
+    seshat: SeshatRunner, repo: Path, sigstore_instance: PrivateSigstore
+) -> None:
+    loaded = load_repository(repo)
+    schema = loaded.find("DatabaseSchema", "shop", "orders")
+    assert schema is not None
+    acknowledgment = RunAcknowledgment.model_validate(
+        {
+            "metadata": {"name": "orders-run", "namespace": "shop"},
+            "spec": {
+                "resource": {
+                    "kind": "DatabaseSchema",
+                    "namespace": "shop",
+                    "name": "orders",
+                    "uid": str(schema.resource.metadata.uid),
+                },
+                "operationId": "0123456789abcdef",
+                "comment": "settled by hand",
+            },
+        }
+    )
+    path = repo / "acknowledgments/shop/orders/0123456789abcdef.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        dump_all([acknowledgment.model_dump(mode="json", by_alias=True, exclude_none=True)])
+    )
+    bundles = path.with_name(path.name + ".sigstore.json")
+
+    def verdict() -> dict[str, object]:
+        done = seshat("verify-approval", path, "--repo", repo, "--format", "json")
+        assert done.returncode in (0, 1), done.stderr
+        result: dict[str, object] = json.loads(done.stdout)
+        assert (done.returncode == 0) == (result["reason"] is None)
+        return result
+
+    stranger = sigstore_instance.mint_bundle(path.read_bytes(), "mallory@example.com", ISSUER)
+    bundles.write_text(json.dumps([json.loads(stranger)]))
+    assert verdict()["reason"] == "signer_not_allowed"
+    carol = sigstore_instance.mint_bundle(
+        path.read_bytes(), "carol@example.com", "https://accounts.example.com"
+    )
+    bundles.write_text(json.dumps([json.loads(stranger), json.loads(carol)]))
+    accepted = verdict()
+    assert accepted["reason"] is None
+    assert accepted["signers"] == [
+        {"principal": "carol@example.com", "key": "sigstore:https://accounts.example.com"}
+    ]

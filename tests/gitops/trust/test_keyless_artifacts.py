@@ -5,6 +5,7 @@ unmodified sigstore-python verifier against the repository's trusted root."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -282,6 +283,7 @@ def test_an_identity_without_a_trusted_root_is_never_satisfied(
     public = {"issuer": ISSUER, "subject": RELEASE}  # would need the network (TUF): refused
     verdict = _verify(store, ref, repo, _spec({"release": public}))
     assert verdict.reason == "bad_signature", verdict.checks
+    assert any("no trustedRoot" in check.detail for check in verdict.checks)
     assert _verify(store, ref, repo, _spec({"release": ACME})).accepted
 
 
@@ -298,3 +300,26 @@ def test_attach_refuses_a_bundle_over_other_bytes(
         )
     assert refused.value.reason == "invalid_reference"
     assert _store(ref).referrers(digest) == []
+
+
+def test_verification_never_touches_the_network(
+    layout: tuple[str, str],
+    repo: Path,
+    sigstore_instance: PrivateSigstore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ref, digest = layout
+    payload = _payload(ref, digest)
+    store = _store(ref)
+    attach_bundle(store, digest, payload, sigstore_instance.mint_bundle(payload, RELEASE, ISSUER))
+    attempts: list[object] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        attempts.append(args)
+        raise OSError("network access in an offline verification")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    verdict = _verify(store, ref, repo, _spec({"release": ACME}))
+    assert verdict.accepted, verdict.checks
+    assert attempts == []
