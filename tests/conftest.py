@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import pytest
 from harness.gitrepo import GitRemote, git_remote_with_clone
@@ -41,6 +42,9 @@ from harness.registry import (
 from harness.seshat_cli import SeshatRunner, seshat_runner
 from harness.sigstore_root import PrivateSigstore
 from harness.sshkeys import SSHKeyFactory
+
+if TYPE_CHECKING:
+    from harness.reconcile_world import World
 
 KEEP_ENV = "SESHAT_KEEP_HARNESS_DIR"
 
@@ -169,3 +173,17 @@ def sigstore_instance() -> PrivateSigstore:
 def untrusted_sigstore() -> PrivateSigstore:
     """Another private Sigstore deployment, with its own keys, that no test root names."""
     return PrivateSigstore("elsewhere")
+
+
+@pytest.fixture
+def world(
+    tmp_path: Path,
+    git_remote: GitRemote,
+    seshat: SeshatRunner,
+    ssh_key_factory: SSHKeyFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> World:
+    """A reconciler world: Git remote, signed artifacts, SQLite databases, an approver."""
+    from harness.reconcile_world import World
+
+    return World(tmp_path, git_remote, seshat, ssh_key_factory, monkeypatch)

@@ -5,174 +5,11 @@ SSH-signed approvals, and the status branch read back from the remote."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
-from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from harness.gitrepo import GIT_ENV, GitRemote
-from harness.seshat_cli import SeshatRunner
-from harness.sshkeys import SSHKeyFactory
-
-from gitops.reconcile.passes import run_pass
-
-
-def _schema(
-    name: str,
-    layout: Path,
-    *,
-    apply: str = "OnApproval",
-    engine: str = "sqlite",
-    extra: str = "",
-    key: str | None = None,
-) -> str:
-    return f"""\
-apiVersion: seshat.dev/v1alpha1
-kind: DatabaseSchema
-metadata: {{name: {name}, namespace: shop}}
-spec:
-  target: {{engine: {engine}, url: {{fromEnv: {(key or name).upper()}_URL}},
-           coordinationKey: {key or name}}}
-  artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
-  policy: {{apply: {apply}{extra}}}
-"""
-
-
-POLICIES = """\
-apiVersion: seshat.dev/v1alpha1
-kind: VerificationPolicy
-metadata: {name: ci, namespace: shop}
-spec:
-  artifactTypes: [application/vnd.seshat.schema.v1]
-  signatures:
-    count: 1
-    authorities: [{name: ci, key: {publicKey: policies/ci.pub}}]
----
-apiVersion: seshat.dev/v1alpha1
-kind: ApprovalPolicy
-metadata: {name: approvers, namespace: shop}
-spec:
-  rules:
-    - approvers: {allowedSigners: policies/allowed_signers}
-"""
-
-
-class World:
-    def __init__(
-        self,
-        tmp_path: Path,
-        remote: GitRemote,
-        seshat: SeshatRunner,
-        keys: SSHKeyFactory,
-        monkeypatch: pytest.MonkeyPatch,
-    ) -> None:
-        self.tmp, self.remote, self.seshat, self.monkeypatch = tmp_path, remote, seshat, monkeypatch
-        self.work = tmp_path / "controller"
-        self.alice = keys("alice@example.com")
-        key = ec.generate_private_key(ec.SECP256R1())
-        self.ci_key = tmp_path / "ci.pem"
-        self.ci_key.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        remote.write_file(
-            "policies/ci.pub",
-            key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            ),
-        )
-        remote.write_file("policies/shop.yaml", POLICIES)
-        remote.write_file(
-            "policies/allowed_signers", self.alice.allowed_signers_line("seshat-approval") + "\n"
-        )
-
-    def artifact(self, layout: str, sql: str, *, sign: bool = True) -> Path:
-        folder = self.tmp / f"src-{layout}"
-        folder.mkdir(exist_ok=True)
-        (folder / "schema.sql").write_text(sql)
-        path = self.tmp / layout
-        ref = f"oci-layout://{path}:v1"
-        assert self.seshat("artifact", "push", folder, ref, "--type", "schema").returncode == 0
-        if sign:
-            assert self.seshat("artifact", "sign", ref, "--key", self.ci_key).returncode == 0
-        return path
-
-    def database(self, name: str, sql: str = "") -> Path:
-        path = self.tmp / f"{name}.db"
-        conn = sqlite3.connect(path)
-        if sql:
-            conn.executescript(sql)
-        conn.commit()
-        conn.close()
-        self.monkeypatch.setenv(f"{name.upper()}_URL", f"sqlite:///{path}")
-        return path
-
-    def reconcile(self) -> dict[str, str]:
-        report = run_pass(self.remote.remote_url, self.work)
-        return {k: f"{report.phases[k]}/{report.reasons[k]}" for k in report.phases}
-
-    def status_log(self) -> list[str]:
-        done = subprocess.run(
-            [
-                "git",
-                "--git-dir",
-                str(self.remote.remote_path),
-                "log",
-                "--format=%s",
-                "refs/heads/seshat/status",
-            ],
-            capture_output=True,
-            text=True,
-            env=GIT_ENV,
-            check=False,
-        )
-        return done.stdout.splitlines()
-
-    def status(self, name: str) -> dict[str, object]:
-        done = subprocess.run(
-            [
-                "git",
-                "--git-dir",
-                str(self.remote.remote_path),
-                "show",
-                f"refs/heads/seshat/status:status/shop/{name}.yaml",
-            ],
-            capture_output=True,
-            text=True,
-            env=GIT_ENV,
-            check=True,
-        )
-        from gitops.repo.yamlfile import read_documents
-
-        data = read_documents(done.stdout.encode())[0].data
-        assert isinstance(data, dict)
-        return data
-
-
-@pytest.fixture
-def world(
-    tmp_path: Path,
-    git_remote: GitRemote,
-    seshat: SeshatRunner,
-    ssh_key_factory: SSHKeyFactory,
-    monkeypatch: pytest.MonkeyPatch,
-) -> World:
-    return World(tmp_path, git_remote, seshat, ssh_key_factory, monkeypatch)
-
-
-def _tables(path: Path) -> list[str]:
-    conn = sqlite3.connect(path)
-    names = [
-        r[0]
-        for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
-    ]
-    conn.close()
-    return names
+from harness.gitrepo import GIT_ENV
+from harness.reconcile_world import World, schema_yaml, tables
 
 
 def test_plan_approve_apply_in_sync(world: World) -> None:
@@ -180,11 +17,11 @@ def test_plan_approve_apply_in_sync(world: World) -> None:
         "orders-v1", "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER);\n"
     )
     database = world.database("orders")
-    world.remote.write_file("databases/orders/schema.yaml", _schema("orders", layout))
+    world.remote.write_file("databases/orders/schema.yaml", schema_yaml("orders", layout))
     world.remote.commit_all("declare orders")
 
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
-    assert _tables(database) == []  # nothing applied without an approval
+    assert tables(database) == []  # nothing applied without an approval
     status = world.status("orders")
     plan = status["status"]["plan"]  # type: ignore[index]
     plan_id = plan["id"]
@@ -222,7 +59,7 @@ def test_plan_approve_apply_in_sync(world: World) -> None:
     world.remote.commit_all("approve the orders plan")
 
     assert world.reconcile() == {"shop/orders": "InSync/InSync"}
-    assert _tables(database) == ["orders"]
+    assert tables(database) == ["orders"]
     final = world.status("orders")["status"]
     assert final["phase"] == "InSync"  # type: ignore[index]
     assert final["lastApplied"]["planId"] == plan_id  # type: ignore[index]
@@ -242,17 +79,21 @@ def test_apply_policies_and_blocked_verdicts(world: World) -> None:
     unsigned = world.artifact("unsigned", v1, sign=False)
     for name in ("always", "never", "dropper", "unsigned", "weird"):
         world.database(name, "CREATE TABLE legacy (id INTEGER);" if name == "dropper" else "")
-    world.remote.write_file("databases/always.yaml", _schema("always", layout, apply="Always"))
-    world.remote.write_file("databases/never.yaml", _schema("never", layout, apply="Never"))
-    world.remote.write_file("databases/dropper.yaml", _schema("dropper", layout, apply="Always"))
-    world.remote.write_file("databases/unsigned.yaml", _schema("unsigned", unsigned))
-    world.remote.write_file("databases/weird.yaml", _schema("weird", layout, engine="oracle"))
+    world.remote.write_file("databases/always.yaml", schema_yaml("always", layout, apply="Always"))
+    world.remote.write_file("databases/never.yaml", schema_yaml("never", layout, apply="Never"))
+    world.remote.write_file(
+        "databases/dropper.yaml", schema_yaml("dropper", layout, apply="Always")
+    )
+    world.remote.write_file("databases/unsigned.yaml", schema_yaml("unsigned", unsigned))
+    world.remote.write_file("databases/weird.yaml", schema_yaml("weird", layout, engine="oracle"))
     world.remote.write_file(
         "databases/twins.yaml",
-        _schema("twin-a", layout, key="twin") + "---\n" + _schema("twin-b", layout, key="twin"),
+        schema_yaml("twin-a", layout, key="twin")
+        + "---\n"
+        + schema_yaml("twin-b", layout, key="twin"),
     )
     world.remote.write_file(
-        "databases/broken.yaml", _schema("broken", layout).replace("OnApproval", "Sometimes")
+        "databases/broken.yaml", schema_yaml("broken", layout).replace("OnApproval", "Sometimes")
     )
     world.remote.commit_all("many resources")
     verdicts = world.reconcile()
@@ -266,9 +107,9 @@ def test_apply_policies_and_blocked_verdicts(world: World) -> None:
         "shop/twin-b": "Blocked/RealmConflict",
         "shop/broken": "Blocked/ConfigurationError",
     }
-    assert _tables(world.tmp / "always.db") == ["items"]
-    assert _tables(world.tmp / "never.db") == []
-    assert _tables(world.tmp / "dropper.db") == ["legacy"]
+    assert tables(world.tmp / "always.db") == ["items"]
+    assert tables(world.tmp / "never.db") == []
+    assert tables(world.tmp / "dropper.db") == ["legacy"]
     never = world.status("never")["status"]
     assert never["plan"]["id"].startswith("sha256:")  # type: ignore[index]
     broken = json.dumps(world.status("broken"))
@@ -295,7 +136,7 @@ def test_review_branch_and_pull_request(world: World, monkeypatch: pytest.Monkey
     layout = world.artifact("rv", "CREATE TABLE orders (id INTEGER PRIMARY KEY);\n")
     database = world.database("orders")
     world.remote.write_file("seshat.yaml", CONFIG)
-    world.remote.write_file("databases/orders/schema.yaml", _schema("orders", layout))
+    world.remote.write_file("databases/orders/schema.yaml", schema_yaml("orders", layout))
     world.remote.commit_all("declare orders")
     api = "https://api.github.test/repos/acme/shop"
     head = {"head": "acme:seshat/review/shop/orders", "state": "open"}
@@ -347,7 +188,7 @@ def test_review_branch_and_pull_request(world: World, monkeypatch: pytest.Monkey
         assert world.reconcile() == {"shop/orders": "InSync/InSync"}
         assert json.loads(closed.calls[0].request.body or b"{}") == {"state": "closed"}
         assert "InSync" in json.loads(comment.calls[0].request.body or b"{}")["body"]
-    assert _tables(database) == ["orders"]
+    assert tables(database) == ["orders"]
     log = subprocess.run(
         ["git", "--git-dir", str(world.remote.remote_path), "log", "-p", "--all"],
         capture_output=True,

@@ -1,0 +1,103 @@
+"""The reconciler killed with SIGKILL right after the dispatch marker: no second Apply.
+
+The Apply is held on SQLite's write lock by a connection the test owns, so the kill lands
+while the runner waits; the runner (its own process group) is killed too, so the Apply
+never ran. The next pass must not start the same Apply again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.gitrepo import GIT_ENV
+from harness.reconcile_world import World, schema_yaml, tables
+
+
+def _status_log(world: World) -> list[str]:
+    done = subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(world.remote.remote_path),
+            "log",
+            "--format=%s",
+            "refs/heads/seshat/status",
+        ],
+        capture_output=True,
+        text=True,
+        env=GIT_ENV,
+        check=False,
+    )
+    return done.stdout.splitlines()
+
+
+def _kill_runners_in(folder: Path) -> int:
+    """SIGKILL every process whose working directory is ``folder`` (the runners we caused)."""
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(entry / "cwd")) == folder.resolve():
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed
+
+
+def test_sigkill_after_the_dispatch_marker_never_applies_twice(world: World) -> None:
+    layout = world.artifact("crash", "CREATE TABLE orders (id INTEGER PRIMARY KEY);\n")
+    database = world.database("orders")
+    world.remote.write_file(
+        "databases/orders/schema.yaml",
+        schema_yaml("orders", layout, apply="Always", extra=", lockTimeout: 60s"),
+    )
+    world.remote.commit_all("declare orders")
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the Apply will wait for this write lock
+    seshat = Path(sys.executable).parent / "seshat"
+    controller = subprocess.Popen(
+        [
+            str(seshat),
+            "reconcile",
+            "--once",
+            "--repo",
+            world.remote.remote_url,
+            "--work",
+            str(world.work),
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while "shop/orders: Applying" not in _status_log(world):
+            assert controller.poll() is None, "the reconciler ended before dispatching"
+            assert time.monotonic() < deadline, "no dispatch marker"
+            time.sleep(0.2)
+        os.killpg(controller.pid, signal.SIGKILL)
+        controller.wait()
+        time.sleep(0.5)
+        _kill_runners_in(world.work / "operations")
+    finally:
+        if controller.poll() is None:
+            os.killpg(controller.pid, signal.SIGKILL)
+            controller.wait()
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert tables(database) == []  # the killed Apply changed nothing
+
+    # The next pass observes and plans afresh; the same Apply is never started again.
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    assert tables(database) == []
+    assert _status_log(world).count("shop/orders: Applying") == 1
+    ready = world.status("orders")["status"]["conditions"][0]  # type: ignore[index]
+    assert "never started again" in ready["message"]

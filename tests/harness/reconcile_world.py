@@ -1,0 +1,165 @@
+"""A small world for reconciler tests: a Git remote, signed OCI-layout artifacts, SQLite
+databases and an approver, with helpers to run passes and read the status branch back."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from gitops.reconcile.passes import run_pass
+
+from .gitrepo import GIT_ENV, GitRemote
+from .seshat_cli import SeshatRunner
+from .sshkeys import SSHKeyFactory
+
+__all__ = ["POLICIES", "World", "schema_yaml", "tables"]
+
+
+def schema_yaml(
+    name: str,
+    layout: Path,
+    *,
+    apply: str = "OnApproval",
+    engine: str = "sqlite",
+    extra: str = "",
+    key: str | None = None,
+) -> str:
+    return f"""\
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseSchema
+metadata: {{name: {name}, namespace: shop}}
+spec:
+  target: {{engine: {engine}, url: {{fromEnv: {(key or name).upper()}_URL}},
+           coordinationKey: {key or name}}}
+  artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
+  policy: {{apply: {apply}{extra}}}
+"""
+
+
+POLICIES = """\
+apiVersion: seshat.dev/v1alpha1
+kind: VerificationPolicy
+metadata: {name: ci, namespace: shop}
+spec:
+  artifactTypes: [application/vnd.seshat.schema.v1]
+  signatures:
+    count: 1
+    authorities: [{name: ci, key: {publicKey: policies/ci.pub}}]
+---
+apiVersion: seshat.dev/v1alpha1
+kind: ApprovalPolicy
+metadata: {name: approvers, namespace: shop}
+spec:
+  rules:
+    - approvers: {allowedSigners: policies/allowed_signers}
+"""
+
+
+class World:
+    def __init__(
+        self,
+        tmp_path: Path,
+        remote: GitRemote,
+        seshat: SeshatRunner,
+        keys: SSHKeyFactory,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        self.tmp, self.remote, self.seshat, self.monkeypatch = tmp_path, remote, seshat, monkeypatch
+        self.work = tmp_path / "controller"
+        self.alice = keys("alice@example.com")
+        key = ec.generate_private_key(ec.SECP256R1())
+        self.ci_key = tmp_path / "ci.pem"
+        self.ci_key.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        remote.write_file(
+            "policies/ci.pub",
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            ),
+        )
+        remote.write_file("policies/shop.yaml", POLICIES)
+        remote.write_file(
+            "policies/allowed_signers", self.alice.allowed_signers_line("seshat-approval") + "\n"
+        )
+
+    def artifact(self, layout: str, sql: str, *, sign: bool = True) -> Path:
+        folder = self.tmp / f"src-{layout}"
+        folder.mkdir(exist_ok=True)
+        (folder / "schema.sql").write_text(sql)
+        path = self.tmp / layout
+        ref = f"oci-layout://{path}:v1"
+        assert self.seshat("artifact", "push", folder, ref, "--type", "schema").returncode == 0
+        if sign:
+            assert self.seshat("artifact", "sign", ref, "--key", self.ci_key).returncode == 0
+        return path
+
+    def database(self, name: str, sql: str = "") -> Path:
+        path = self.tmp / f"{name}.db"
+        conn = sqlite3.connect(path)
+        if sql:
+            conn.executescript(sql)
+        conn.commit()
+        conn.close()
+        self.monkeypatch.setenv(f"{name.upper()}_URL", f"sqlite:///{path}")
+        return path
+
+    def reconcile(self) -> dict[str, str]:
+        report = run_pass(self.remote.remote_url, self.work)
+        return {k: f"{report.phases[k]}/{report.reasons[k]}" for k in report.phases}
+
+    def status_log(self) -> list[str]:
+        done = subprocess.run(
+            [
+                "git",
+                "--git-dir",
+                str(self.remote.remote_path),
+                "log",
+                "--format=%s",
+                "refs/heads/seshat/status",
+            ],
+            capture_output=True,
+            text=True,
+            env=GIT_ENV,
+            check=False,
+        )
+        return done.stdout.splitlines()
+
+    def status(self, name: str) -> dict[str, object]:
+        done = subprocess.run(
+            [
+                "git",
+                "--git-dir",
+                str(self.remote.remote_path),
+                "show",
+                f"refs/heads/seshat/status:status/shop/{name}.yaml",
+            ],
+            capture_output=True,
+            text=True,
+            env=GIT_ENV,
+            check=True,
+        )
+        from gitops.repo.yamlfile import read_documents
+
+        data = read_documents(done.stdout.encode())[0].data
+        assert isinstance(data, dict)
+        return data
+
+
+def tables(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    names = [
+        r[0]
+        for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+    ]
+    conn.close()
+    return names
