@@ -11,6 +11,7 @@ through :func:`~gitops.reconcile.schema.reconcile_schema`. A declaration with pr
 from __future__ import annotations
 
 import socket
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,8 +108,14 @@ def run_pass(
     branch: str = "main",
     executor: Executor | None = None,
     log: Callable[[str], None] = lambda _: None,
+    due_only: bool = False,
 ) -> PassReport:
-    """One pass over ``source`` (a path or URL of a Git repository)."""
+    """One pass over ``source`` (a path or URL of a Git repository).
+
+    With ``due_only``, a resource is reconciled only when its schedule says so (its
+    ``interval`` after its last pass, its ``retryInterval`` after Failed); otherwise every
+    resource is.
+    """
     work.mkdir(parents=True, exist_ok=True)
     checkout, revision = _checkout(source, work, branch)
     repository = load_repository(checkout)
@@ -141,6 +148,8 @@ def run_pass(
                 continue  # migrations: issue 7
             meta = loaded.resource.metadata
             key = f"{meta.namespace}/{meta.name}"
+            if due_only and not state.due(str(meta.uid), time.time()):
+                continue
             status = reconcile_schema(
                 loaded,
                 ctx,
@@ -148,6 +157,9 @@ def run_pass(
                 census.get(str(loaded.key)),
             )
             report.phases[key] = status.phase.value
+            spec = loaded.resource.spec
+            wait = spec.retry_interval if status.phase is SchemaPhase.FAILED else spec.interval
+            state.schedule(str(meta.uid), time.time() + wait)
             _review(reviews, status_branch, meta.namespace, meta.name, status, log)
             ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
             report.reasons[key] = ready.reason if ready is not None else ""

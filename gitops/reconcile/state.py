@@ -9,6 +9,7 @@ status branch but whose result is not is never started again).
 * dispatches: an Apply's dispatch-started marker, written (and pushed to Git) before the
   runner starts;
 * consumed: approvals (by file digest) spent on a dispatch;
+* schedule: when each resource is due again (``interval``, ``retryInterval`` after Failed);
 * leases: one per coordination digest, with a random epoch per uninterrupted holding.
 """
 
@@ -31,6 +32,7 @@ CREATE TABLE IF NOT EXISTS dispatches (
     started REAL NOT NULL, finished REAL);
 CREATE TABLE IF NOT EXISTS consumed (
     approval TEXT PRIMARY KEY, resource TEXT NOT NULL, op_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS schedule (resource TEXT PRIMARY KEY, due REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS leases (
     coordination TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch TEXT NOT NULL,
     acquired REAL NOT NULL);
@@ -99,6 +101,15 @@ class StateFile:
     def is_consumed(self, approval: str) -> bool:
         row = self.db.execute("SELECT 1 FROM consumed WHERE approval = ?", (approval,)).fetchone()
         return row is not None
+
+    # -- schedule ------------------------------------------------------------------------
+
+    def due(self, resource: str, now: float) -> bool:
+        row = self.db.execute("SELECT due FROM schedule WHERE resource = ?", (resource,)).fetchone()
+        return row is None or float(row[0]) <= now
+
+    def schedule(self, resource: str, due: float) -> None:
+        self.db.execute("INSERT OR REPLACE INTO schedule VALUES (?, ?)", (resource, due))
 
     # -- leases --------------------------------------------------------------------------
 
