@@ -82,6 +82,9 @@ class StatementVerdict:
         }
 
 
+MAX_BUNDLES = 32  # per statement file: more signers than any quorum needs
+
+
 def sigstore_path(path: Path) -> Path:
     """Where a statement's Sigstore bundles live: ``<file>.sigstore.json``."""
     return path.with_name(path.name + ".sigstore.json")
@@ -96,6 +99,8 @@ def load_bundles(text: str, where: str = "bundles") -> list[bytes]:
     items = document if isinstance(document, list) else [document]
     if not all(isinstance(item, dict) for item in items):
         raise ConfigurationError(f"{where}: expected a JSON list of Sigstore bundles")
+    if len(items) > MAX_BUNDLES:
+        raise ConfigurationError(f"{where}: more than {MAX_BUNDLES} bundles")
     return [json.dumps(item, sort_keys=True).encode() for item in items]
 
 

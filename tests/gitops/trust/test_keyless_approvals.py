@@ -14,12 +14,13 @@ from harness.sigstore_root import PrivateSigstore
 from harness.sshkeys import SSHIdentity, SSHKeyFactory
 
 from gitops.approvals.ssh import APPROVAL_NAMESPACE
-from gitops.approvals.verify import StatementVerdict, verify_statement
+from gitops.approvals.verify import MAX_BUNDLES, StatementVerdict, load_bundles, verify_statement
 from gitops.repo.loader import load_repository
 from gitops.repo.single import load_one
 from gitops.resources.approvals import Approval, RunAcknowledgment
 from gitops.resources.policies import ApprovalPolicy
 from gitops.yamlout import dump_all
+from runner.errors import ConfigurationError
 
 PLAN = "sha256:" + "ab" * 32
 ISSUER = "https://token.actions.githubusercontent.com"
@@ -293,3 +294,12 @@ def test_run_acknowledgment_signed_with_sigstore(
     assert accepted["signers"] == [
         {"principal": "carol@example.com", "key": "sigstore:https://accounts.example.com"}
     ]
+
+
+def test_bundle_files_are_bounded_and_must_be_lists_of_bundles() -> None:
+    one = {"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}
+    assert len(load_bundles(json.dumps([one] * MAX_BUNDLES))) == MAX_BUNDLES
+    assert len(load_bundles(json.dumps(one))) == 1
+    for text in (json.dumps([one] * (MAX_BUNDLES + 1)), "[1, 2]", "{not json"):
+        with pytest.raises(ConfigurationError):
+            load_bundles(text)
