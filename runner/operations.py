@@ -144,12 +144,36 @@ def run_operation(input_path: Path) -> tuple[str, int]:
             operation, operation_id, identity, "interrupted", "the runner was interrupted"
         )
         status = 2
+    except Exception as error:  # the protocol promises one frame, whatever went wrong
+        payload = _error(
+            operation, operation_id, identity, "internal", f"{type(error).__name__}: {error}"
+        )
+        status = 2
     redact = Redactor(secrets)
-    # Redact the serialized payload: every string in it, in every spelling, at once.
-    text = redact(
-        json.dumps(payload.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
-    )
-    return encode_frame(json.loads(text)), status
+    document = payload.model_dump(mode="json", exclude_none=True)
+    # Keys and the protocol fields are Seshat's own words (operation, id, digests, the error
+    # code) and stay as they are, so a short password cannot break the frame; every other
+    # string may quote what a server or a file said, and is redacted.
+    framed = {k: v if k in _PROTOCOL_FIELDS else _redacted(v, redact) for k, v in document.items()}
+    if "error" in document:
+        framed["error"] = {
+            "code": document["error"]["code"],
+            "message": redact(document["error"]["message"]),
+        }
+    return encode_frame(framed), status
+
+
+_PROTOCOL_FIELDS = frozenset({"protocol", "operation", "id", "target_identity"})
+
+
+def _redacted(value: Any, redact: Redactor) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: _redacted(item, redact) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redacted(item, redact) for item in value]
+    return value
 
 
 def _error(

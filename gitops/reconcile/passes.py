@@ -19,6 +19,7 @@ from pathlib import Path
 
 import git
 
+from gitops.artifacts.registry import RegistryOptions
 from gitops.execution.executor import Executor, LocalExecutor
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.identities import coordination_digest
@@ -109,6 +110,7 @@ def run_pass(
     executor: Executor | None = None,
     log: Callable[[str], None] = lambda _: None,
     due_only: bool = False,
+    registry: RegistryOptions | None = None,
 ) -> PassReport:
     """One pass over ``source`` (a path or URL of a Git repository).
 
@@ -138,6 +140,7 @@ def run_pass(
             work_dir=work,
             holder=f"{socket.gethostname()}:{work.resolve()}",
             log=log,
+            registry=registry or RegistryOptions(),
         )
         for problem in repository.problems:
             report.problems.append(str(problem))

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gitops.approvals.ssh import APPROVAL_NAMESPACE
-from gitops.approvals.verify import verify_statement
+from gitops.approvals.verify import load_bundles, sigstore_path, verify_statement
 from gitops.artifacts.errors import ArtifactError
 from gitops.artifacts.fetch import ContentCache, fetch, write_files
 from gitops.artifacts.reference import Reference, parse_reference
@@ -53,6 +53,7 @@ from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import plan_paths, status_bytes, status_path
 from runner.digests import digest, sha256_digest
 from runner.engines.plan import PlanDocument, plan_bytes, plan_sql
+from runner.errors import SeshatError
 from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import OperationInput, PlanSettings
 from runner.protocol.messages import UrlReference as RunnerUrl
@@ -347,6 +348,10 @@ class _SchemaPass:
         if not verdict.accepted or verdict.digest is None:
             failed = next((c for c in verdict.checks if not c.passed), None)
             detail = f" ({failed.requirement}: {failed.detail})" if failed else ""
+            if verdict.reason == "registry_unavailable":  # a fault, not a refusal: retried
+                raise _Stop(
+                    SchemaPhase.FAILED, Reason.OPERATION_FAILED, f"{verdict.reason}{detail}"
+                )
             raise _Stop(SchemaPhase.BLOCKED, Reason.ARTIFACT_REFUSED, f"{verdict.reason}{detail}")
         pinned = reference.pinned(verdict.digest)
         folder = self.ctx.work_dir / "artifacts" / verdict.digest.removeprefix("sha256:")
@@ -414,10 +419,18 @@ class _SchemaPass:
             path = repository.root / loaded.path
             data = path.read_bytes()
             signature = path.with_name(path.name + ".sig")
+            ssh = signature.read_bytes() if signature.exists() else b""
+            bundle_file = sigstore_path(path)
+            keyless = bundle_file.read_bytes() if bundle_file.exists() else b""
+            try:
+                bundles = load_bundles(keyless.decode("utf-8"), str(loaded.path)) if keyless else []
+            except (SeshatError, UnicodeDecodeError) as error:
+                self.ctx.log(f"{self.key}: approval {loaded.path}: unreadable bundles: {error}")
+                bundles = []
             verdict = verify_statement(
                 approval,
                 data,
-                signature.read_text(encoding="ascii") if signature.exists() else "",
+                ssh.decode("ascii", errors="replace"),
                 policies,
                 repository.root,
                 namespace=APPROVAL_NAMESPACE,
@@ -425,8 +438,10 @@ class _SchemaPass:
                 current_plan=current,
                 destructive=document.summary.destructive,
                 privilege=bool(document.summary.privilege_changes),
+                bundles=bundles,
             )
-            identity = sha256_digest(data + (signature.read_bytes() if signature.exists() else b""))
+            # Consumed by what was accepted: the file and every signature over it.
+            identity = sha256_digest(data + b"\0" + ssh + b"\0" + keyless)
             if verdict.accepted and not self.ctx.state.is_consumed(identity):
                 return identity
             self.ctx.log(f"{self.key}: approval {loaded.path} not accepted: {verdict.reason}")

@@ -11,6 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from gitops.artifacts.registry import RegistryOptions
 from gitops.reconcile.passes import run_pass
 
 from .gitrepo import GIT_ENV, GitRemote
@@ -28,6 +29,9 @@ def schema_yaml(
     engine: str = "sqlite",
     extra: str = "",
     key: str | None = None,
+    ref: str | None = None,
+    shared: bool = False,
+    dev_env: str | None = None,
 ) -> str:
     return f"""\
 apiVersion: seshat.dev/v1alpha1
@@ -35,10 +39,10 @@ kind: DatabaseSchema
 metadata: {{name: {name}, namespace: shop}}
 spec:
   target: {{engine: {engine}, url: {{fromEnv: {(key or name).upper()}_URL}},
-           coordinationKey: {key or name}}}
-  artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
+           coordinationKey: {key or name}, sharedRealm: {str(shared).lower()}}}
+  artifact: {{ref: "{ref or f"oci-layout://{layout}:v1"}", verification: {{policy: ci}}}}
   policy: {{apply: {apply}{extra}}}
-"""
+""" + (f"  dev: {{url: {{fromEnv: {dev_env}}}}}\n" if dev_env else "")
 
 
 POLICIES = """\
@@ -113,8 +117,8 @@ class World:
         self.monkeypatch.setenv(f"{name.upper()}_URL", f"sqlite:///{path}")
         return path
 
-    def reconcile(self) -> dict[str, str]:
-        report = run_pass(self.remote.remote_url, self.work)
+    def reconcile(self, registry: RegistryOptions | None = None) -> dict[str, str]:
+        report = run_pass(self.remote.remote_url, self.work, registry=registry)
         return {k: f"{report.phases[k]}/{report.reasons[k]}" for k in report.phases}
 
     def status_log(self) -> list[str]:

@@ -143,3 +143,40 @@ def test_inspect_reads_the_url_from_a_file(
     )
     assert status == 0
     assert "table:public.items" in payload["result"]["model"]["tables"]
+
+
+def test_a_user_without_createdb_gets_a_framed_answer_naming_the_dev_database(
+    postgres_database: PostgresDatabase, tmp_path: Path
+) -> None:
+    with postgres_database.server.connect() as admin:  # other tests may have granted it
+        admin.execute(f"ALTER ROLE {postgres_database.server.app_user} NOCREATEDB")
+    runner = RunnerCLI(secrets=[postgres_database.server.app_password])
+    desired = tmp_path / "desired"
+    desired.mkdir()
+    write(desired / "schema.sql", "CREATE TABLE t (id int);")
+    request = {
+        "operation": "drift",
+        "id": "nodb",
+        "url": {"from_env": "DB_URL"},
+        "desired": str(desired),
+    }
+    code, payload = op(runner, postgres_database, tmp_path, request)
+    assert code == 2
+    assert payload["error"]["code"] == "cannot_connect"
+    assert "dev database" in payload["error"]["message"]
+    assert runner.leaks() == []
+
+
+def test_a_short_password_is_redacted_from_values_without_breaking_the_frame(
+    tmp_path: Path,
+) -> None:
+    runner = RunnerCLI(secrets=[])
+    path = write(
+        tmp_path / "r.json",
+        json.dumps({"operation": "inspect", "id": "short", "url": {"from_env": "DB_URL"}}),
+    )
+    result = runner("op", "--input", str(path), env={"DB_URL": "postgresql://u:p@127.0.0.1:1/db"})
+    frame = find_last_frame(result.stdout)
+    assert isinstance(frame, Found), result.stdout
+    assert set(frame.payload) == {"error", "id", "operation", "protocol", "target_identity"}
+    assert frame.payload["operation"] == "inspect"

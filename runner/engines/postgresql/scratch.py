@@ -20,6 +20,7 @@ from typing import Final
 import psycopg
 
 from runner.engines.postgresql.connection import connection, with_database
+from runner.errors import CanNotRunError
 
 __all__ = ["LEFTOVER_AGE", "PREFIX", "drop_leftovers", "scratch_database"]
 
@@ -59,7 +60,13 @@ def scratch_database(admin_url: str) -> Iterator[tuple[str, str]]:
     drop_leftovers(admin_url)
     name = PREFIX + secrets.token_hex(8)
     with connection(admin_url) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        try:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        except psycopg.errors.InsufficientPrivilege:
+            raise CanNotRunError(
+                "the target's user may not create databases, so no scratch database can be "
+                "made; give an empty dev database (--dev-url, or spec.dev.url)"
+            ) from None
         try:
             conn.execute(f"COMMENT ON DATABASE \"{name}\" IS '{_LABEL}{int(time.time())}'")
             yield with_database(admin_url, name), name
