@@ -4,7 +4,7 @@ For each size a synthetic, seeded schema of N tables (columns of the common type
 AUTO_INCREMENT primary key, a secondary index, a foreign key on every third table, a view
 per twenty tables) is loaded into a "live" database on a throw-away MariaDB started with
 the test harness, and a desired schema differing in about ``--change-percent`` of the
-tables (a new column, a new index, a widened type) is written to a file. Then:
+tables (a new column, a new index, a column comment) is written to a file. Then:
 
 * baseline: loading the desired schema into an empty database with PyMySQL, statement by
   statement, in this process (what any tool that normalizes by loading must at least pay);
