@@ -27,8 +27,7 @@ EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
 
 PLANNED = """\b
 Planned commands (not available yet):
-  migrations status|up|baseline
-                          versioned migrations: read the history, apply, adopt a database
+  migrations baseline     adopt an existing database by replaying the files in a shadow
 """
 
 
@@ -341,6 +340,136 @@ def inspect(url: str | None, url_env: str | None, exclude: tuple[str, ...]) -> N
     engine = _engine(target, None)
     model = _run(lambda: engine.inspect(exclude))
     _output().out(canonical_json(model_document(model)).decode())
+
+
+@cli.group()
+def migrations() -> None:
+    """Versioned migrations: read the revision history, apply what is pending.
+
+    A directory of <version>_<description>.sql files (golang-migrate's .up.sql accepted,
+    .down.sql ignored); the history lives in the table seshat_schema_migrations. SQLite and
+    PostgreSQL targets.
+    """
+
+
+dir_option = click.option(
+    "--dir",
+    "directory",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The migration directory.",
+)
+out_of_order_option = click.option(
+    "--out-of-order", is_flag=True, help="Allow pending versions below the highest applied one."
+)
+
+
+def _history_store(target: str) -> Any:
+    from runner.migrations.stores import open_store
+
+    return _run(lambda: open_store(target))
+
+
+@migrations.command(name="status")
+@url_option
+@url_env_option
+@dir_option
+@out_of_order_option
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+)
+def migrations_status(
+    url: str | None,
+    url_env: str | None,
+    directory: Path,
+    out_of_order: bool,
+    output_format: str,
+) -> None:
+    """Print the history's verdict: dirty, checksum_modified, database_ahead, out_of_order,
+    nothing_pending or ready, with the versions involved.
+
+    Exit status: 0 nothing_pending or ready, 1 a blocking verdict, 2 could not run.
+    """
+    from runner.migrations.files import read_directory
+    from runner.migrations.history import judge
+
+    target = _resolve_url(url, url_env)
+    files = _run(lambda: read_directory(directory))
+    store = _history_store(target)
+    try:
+        verdict = _run(lambda: judge(files, store.rows(), allow_out_of_order=out_of_order))
+    finally:
+        store.close()
+    if output_format == "json":
+        _output().out(json.dumps(verdict.to_json(), sort_keys=True))
+    else:
+        involved = f": {', '.join(verdict.versions)}" if verdict.versions else ""
+        _output().out(f"{verdict.kind}{involved}")
+        if verdict.detail:
+            _output().out(f"  {verdict.detail}")
+        _output().out(
+            f"  applied {verdict.applied}, current {verdict.current or '-'}, "
+            f"history {verdict.fingerprint}"
+        )
+    sys.exit(EXIT_REFUSED if verdict.blocking else EXIT_OK)
+
+
+@migrations.command(name="up")
+@url_option
+@url_env_option
+@dir_option
+@out_of_order_option
+@click.option(
+    "--expect-pending",
+    help="Refuse unless the pending versions are exactly these (comma-separated, in order).",
+)
+def migrations_up(
+    url: str | None,
+    url_env: str | None,
+    directory: Path,
+    out_of_order: bool,
+    expect_pending: str | None,
+) -> None:
+    """Apply the pending files in order, each in a transaction unless it opts out.
+
+    Prints a JSON report (outcome UpToDate, Applied, Failed or Partial). Exit status: 0
+    UpToDate or Applied, 1 refused (a blocking history, or the pending sequence moved), 2
+    Failed or Partial, or could not run.
+    """
+    import secrets
+
+    from runner.migrations.apply import MigrationRefused, apply_pending
+    from runner.migrations.files import read_directory
+
+    target = _resolve_url(url, url_env)
+    files = _run(lambda: read_directory(directory))
+    expected = None
+    if expect_pending is not None:
+        wanted = [v.strip() for v in expect_pending.split(",") if v.strip()]
+        by_version = {f.version: f.checksum for f in files}
+        expected = [(v, by_version.get(v, "")) for v in wanted]
+    store = _history_store(target)
+    try:
+        _, report = apply_pending(
+            store,
+            files,
+            operation_id=f"up-{secrets.token_hex(8)}",
+            expected=expected,
+            allow_out_of_order=out_of_order,
+        )
+    except MigrationRefused as refusal:
+        _output().out(json.dumps({"refusal": {"code": refusal.reason, "message": refusal.message}}))
+        sys.exit(EXIT_REFUSED)
+    except SeshatError as error:
+        _output().fail(str(error))
+    finally:
+        store.close()
+    _output().out(json.dumps(report.to_json(), sort_keys=True))
+    sys.exit(EXIT_OK if report.outcome in ("UpToDate", "Applied") else EXIT_CANNOT_RUN)
 
 
 def main() -> None:

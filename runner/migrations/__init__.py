@@ -1,0 +1,1 @@
+"""Versioned migrations: files and checksums, the revision history, verdicts, apply."""

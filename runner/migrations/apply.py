@@ -1,0 +1,128 @@
+"""Applying the pending sequence, under the lock, exactly as approved.
+
+The history is read again under the lock; if its verdict blocks, or the pending sequence is
+not the one expected (versions and checksums, in order), nothing is changed. Then each file
+runs: transactional ones with their history row in one transaction, ``no-transaction`` ones
+statement by statement. Outcomes:
+
+* ``UpToDate``: nothing was pending;
+* ``Applied``: every pending file applied;
+* ``Failed``: a file failed and nothing of it was committed (earlier files stay applied);
+* ``Partial``: a no-transaction file failed after some of its statements ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+
+from runner.errors import SeshatError
+from runner.migrations.files import CHECKSUM_ALGORITHM, MigrationFile
+from runner.migrations.history import HistoryRow, Verdict, judge
+from runner.migrations.stores import HistoryStore, StatementFailed, now_text
+
+__all__ = ["MigrationRefused", "MigrationReport", "apply_pending", "statements_of"]
+
+
+class MigrationRefused(SeshatError):
+    code = "MigrationRefused"
+    blocked = True
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason, self.message = reason, message
+
+
+@dataclass
+class MigrationReport:
+    outcome: str
+    applied: list[str] = field(default_factory=list)
+    failed: str | None = None
+    statement: int | None = None
+    statements_applied: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "outcome": self.outcome,
+            "applied": self.applied,
+            "failed": self.failed,
+            "statement": self.statement,
+            "statementsApplied": self.statements_applied,
+            "error": self.error,
+        }
+
+
+def runner_version() -> str:
+    try:
+        return version("seshat")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def statements_of(dialect: str, migration: MigrationFile) -> list[str]:
+    if dialect == "postgresql":
+        from runner.sql.split import split_postgresql
+
+        return [piece.sql for piece in split_postgresql(migration.text)]
+    if dialect == "mysql":
+        from runner.sql.split_mysql import split_mysql
+
+        return [piece.sql for piece in split_mysql(migration.text)]
+    from runner.engines.sqlite.sqltext import split_script
+
+    return [sql for _, sql in split_script(migration.text)]
+
+
+def apply_pending(
+    store: HistoryStore,
+    files: list[MigrationFile],
+    *,
+    operation_id: str,
+    expected: list[tuple[str, str]] | None = None,
+    allow_out_of_order: bool = False,
+) -> tuple[Verdict, MigrationReport]:
+    with store.lock():
+        verdict = judge(files, store.rows(), allow_out_of_order=allow_out_of_order)
+        if verdict.blocking:
+            raise MigrationRefused(verdict.kind, verdict.detail)
+        pending = [(f.version, f.checksum) for f in verdict.pending_files]
+        if expected is not None and pending != expected:
+            raise MigrationRefused(
+                "history_moved",
+                f"pending is now {[v for v, _ in pending]}, the approved sequence was "
+                f"{[v for v, _ in expected]}; nothing was changed",
+            )
+        report = MigrationReport("UpToDate")
+        for migration in verdict.pending_files:
+            statements = statements_of(store.dialect, migration)
+            row = HistoryRow(
+                migration.version,
+                migration.description,
+                migration.checksum,
+                CHECKSUM_ALGORITHM,
+                "applied" if migration.transactional else "running",
+                len(statements) if migration.transactional else 0,
+                len(statements),
+                now_text(),
+                0,
+                runner_version(),
+                operation_id,
+            )
+            try:
+                if migration.transactional:
+                    store.run_transactional(statements, row)
+                else:
+                    store.run_stepwise(statements, row)
+            except StatementFailed as failure:
+                report.outcome = (
+                    "Partial" if not migration.transactional and failure.index > 0 else "Failed"
+                )
+                report.failed = migration.version
+                report.statement = failure.index + 1
+                report.statements_applied = 0 if migration.transactional else failure.index
+                report.error = failure.error
+                return verdict, report
+            report.applied.append(migration.version)
+            report.outcome = "Applied"
+        return verdict, report

@@ -1,0 +1,159 @@
+"""The revision history and its verdict (what ``migrations status`` reports).
+
+The six verdicts, in precedence order (the first that holds is reported):
+
+1. ``dirty``: a row not fully applied (a file that failed or was interrupted midway);
+2. ``checksum_modified``: an applied file's bytes changed since it was applied;
+3. ``database_ahead``: applied versions the directory does not have;
+4. ``out_of_order``: a pending version below the highest applied one (unless allowed);
+5. ``nothing_pending``;
+6. ``ready``: the pending files, listed explicitly (never a difference of counts).
+
+The history fingerprint covers every row and every file (version and checksum), so a plan
+bound to it is refused when either moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runner.digests import digest
+from runner.migrations.files import MigrationFile
+
+__all__ = ["BLOCKING", "HistoryRow", "Verdict", "judge"]
+
+BLOCKING = ("dirty", "checksum_modified", "database_ahead", "out_of_order")
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    version: str
+    description: str
+    checksum: str
+    algorithm: str
+    state: str  # applied | running | failed
+    statements_applied: int
+    statements_total: int
+    applied_at: str
+    execution_ms: int
+    runner_version: str
+    operation_id: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "version": self.version,
+            "description": self.description,
+            "checksum": self.checksum,
+            "algorithm": self.algorithm,
+            "state": self.state,
+            "statementsApplied": self.statements_applied,
+            "statementsTotal": self.statements_total,
+            "appliedAt": self.applied_at,
+            "executionMs": self.execution_ms,
+            "runnerVersion": self.runner_version,
+            "operationId": self.operation_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    kind: str
+    versions: tuple[str, ...]  # the versions involved (or the pending ones for ready)
+    pending: tuple[str, ...]
+    fingerprint: str
+    current: str | None = None
+    applied: int = 0
+    detail: str = ""
+    pending_files: tuple[MigrationFile, ...] = field(default=(), repr=False)
+
+    @property
+    def blocking(self) -> bool:
+        return self.kind in BLOCKING
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "verdict": self.kind,
+            "versions": list(self.versions),
+            "pending": list(self.pending),
+            "fingerprint": self.fingerprint,
+            "currentVersion": self.current,
+            "appliedCount": self.applied,
+            "detail": self.detail,
+        }
+
+
+def fingerprint(rows: list[HistoryRow], files: list[MigrationFile]) -> str:
+    return digest(
+        "migration-history",
+        {
+            "rows": [r.to_json() | {"appliedAt": "", "executionMs": 0} for r in rows],
+            "files": [{"version": f.version, "checksum": f.checksum} for f in files],
+        },
+    )
+
+
+def judge(
+    files: list[MigrationFile], rows: list[HistoryRow], *, allow_out_of_order: bool = False
+) -> Verdict:
+    by_number = {int(r.version): r for r in rows}
+    print_ = fingerprint(rows, files)
+    applied = [r for r in rows if r.state == "applied"]
+    current = max(applied, key=lambda r: int(r.version)).version if applied else None
+
+    def verdict(
+        kind: str, versions: list[str], detail: str, pending: list[MigrationFile] | None = None
+    ) -> Verdict:
+        pend = pending or []
+        return Verdict(
+            kind,
+            tuple(versions),
+            tuple(f.version for f in pend),
+            print_,
+            current,
+            len(applied),
+            detail,
+            tuple(pend),
+        )
+
+    dirty = [r.version for r in rows if r.state != "applied"]
+    if dirty:
+        return verdict(
+            "dirty",
+            dirty,
+            "a migration did not finish: "
+            + ", ".join(
+                f"{r.version} ({r.state}, {r.statements_applied} of "
+                f"{r.statements_total} statements)"
+                for r in rows
+                if r.state != "applied"
+            ),
+        )
+    files_by_number = {f.number: f for f in files}
+    modified = [
+        r.version
+        for r in applied
+        if int(r.version) in files_by_number
+        and (files_by_number[int(r.version)].checksum != r.checksum)
+    ]
+    if modified:
+        return verdict(
+            "checksum_modified", modified, "applied files changed since they were applied"
+        )
+    ahead = [r.version for r in applied if int(r.version) not in files_by_number]
+    if ahead:
+        return verdict(
+            "database_ahead", ahead, "the database has applied versions the directory lacks"
+        )
+    pending = [f for f in files if f.number not in by_number]
+    highest = max((int(r.version) for r in applied), default=-1)
+    below = [f.version for f in pending if f.number < highest]
+    if below and not allow_out_of_order:
+        return verdict(
+            "out_of_order",
+            below,
+            f"pending versions below the highest applied one ({current})",
+            pending,
+        )
+    if not pending:
+        return verdict("nothing_pending", [], "every file is applied")
+    return verdict("ready", [f.version for f in pending], "", pending)
