@@ -135,7 +135,12 @@ _Server = TypeVar("_Server", bound=RegistryServer)
 
 
 def _config_yaml(
-    root: Path, port: int, *, tls: tuple[Path, Path] | None, htpasswd: Path | None
+    root: Path,
+    port: int,
+    *,
+    tls: tuple[Path, Path] | None,
+    htpasswd: Path | None,
+    auth: list[str] | None = None,
 ) -> str:
     """The registry's config.yml; JSON strings double as YAML scalars for paths."""
     lines = [
@@ -167,6 +172,8 @@ def _config_yaml(
             "    realm: seshat-test",
             f"    path: {json.dumps(str(htpasswd))}",
         ]
+    if auth is not None:
+        lines += ["auth:", *auth]
     return "\n".join(lines) + "\n"
 
 
@@ -213,12 +220,17 @@ def make_htpasswd(path: Path, username: str, password: str) -> None:
 
 
 def _start_once(
-    binary: str, root: Path, port: int, tls: tuple[Path, Path] | None, htpasswd: Path | None
+    binary: str,
+    root: Path,
+    port: int,
+    tls: tuple[Path, Path] | None,
+    htpasswd: Path | None,
+    auth: list[str] | None = None,
 ) -> ManagedProcess | None:
     """Start the registry on *port*; None if the port turned out to be taken."""
     config = _config_path(root)
     log_path = root / "registry.log"
-    config.write_text(_config_yaml(root, port, tls=tls, htpasswd=htpasswd))
+    config.write_text(_config_yaml(root, port, tls=tls, htpasswd=htpasswd, auth=auth))
     offset = log_size(log_path)
     process = ManagedProcess(
         [binary, "serve", str(config)],
@@ -239,7 +251,7 @@ def _start_once(
                 return int(resp.status) == 200
         except urllib.error.HTTPError as err:
             with err:
-                return err.code == 401 and htpasswd is not None
+                return err.code == 401 and (htpasswd is not None or auth is not None)
         except OSError:
             return False
 
@@ -269,6 +281,7 @@ def _running(
     htpasswd: Path | None,
     attempts: int,
     describe: Callable[..., _Server],
+    auth: list[str] | None = None,
 ) -> Iterator[_Server]:
     """Start a registry in *root* on a free port; yield ``describe(**where)``; stop it afterwards.
 
@@ -278,7 +291,7 @@ def _running(
     """
     binary = require_binary("docker-registry", PACKAGE)
     with serving_on_free_port(
-        lambda port: _start_once(binary, root, port, tls, htpasswd),
+        lambda port: _start_once(binary, root, port, tls, htpasswd, auth),
         attempts=attempts,
         what="registry",
         stop_timeout=10.0,

@@ -176,3 +176,40 @@ def test_packaging_is_deterministic_and_skips_non_sql_files(schema_folder: Path)
     second = package_folder(schema_folder, "schema", {"a": "1"})
     assert first.manifest == second.manifest and first.digest == second.digest
     assert first.titles == ("tables/orders.sql", "types.sql")
+
+
+def test_bearer_tokens_from_the_registrys_token_service(
+    seshat: SeshatRunner, schema_folder: Path, tmp_path: Path
+) -> None:
+    """The registry's token auth is real; its token service is a small server of the test's
+    (see harness/token_registry.py): it checks basic credentials and signs JWTs."""
+    from harness.token_registry import running_token_registry
+
+    with running_token_registry(tmp_path) as token:
+        address = token.registry.address
+        ref = f"oci://{address}/team/schema:v1"
+        plain = ("--plain-http", address)
+        denied = seshat("artifact", *plain, "push", schema_folder, ref, "--type", "schema")
+        assert denied.returncode == 1 and "unauthorized" in denied.stderr
+        env = {
+            "SESHAT_REGISTRY_USERNAME": token.username,
+            "SESHAT_REGISTRY_PASSWORD": token.password,
+        }
+        pushed = seshat(
+            "artifact",
+            *plain,
+            "push",
+            schema_folder,
+            ref,
+            "--type",
+            "schema",
+            env=env,
+            secrets=[token.password],
+        )
+        assert pushed.returncode == 0, pushed.stderr
+        assert any("push" in scope for scope in token.issued)
+        pulled = seshat(
+            "artifact", *plain, "pull", ref, tmp_path / "out", env=env, secrets=[token.password]
+        )
+        assert pulled.returncode == 0, pulled.stderr
+        assert pulled.stdout == pushed.stdout
