@@ -138,13 +138,14 @@ def demo(keep: bool) -> None:
 
 
 def _register() -> None:
-    from gitops.approvals.cli import approve, verify_approval
+    from gitops.approvals.cli import acknowledge, approve, verify_approval
     from gitops.artifacts.cli import artifact
     from gitops.reconcile.cli import reconcile, run
     from gitops.statusview import plan_group, status
 
     cli.add_command(artifact)
     cli.add_command(approve)
+    cli.add_command(acknowledge)
     cli.add_command(verify_approval)
     cli.add_command(reconcile)
     cli.add_command(run)

@@ -27,7 +27,7 @@ from gitops.resources.base import parse_duration
 from gitops.resources.policies import ApprovalPolicy
 from runner.errors import SeshatError
 
-__all__ = ["approve", "verify_approval"]
+__all__ = ["acknowledge", "approve", "verify_approval"]
 
 EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
 LIFECYCLE_KINDS = ("DatabaseSchema", "DatabaseMigration")
@@ -267,3 +267,50 @@ def verify_approval(
         else:
             click.echo(f"refused: {verdict.reason}: {verdict.message}")
     sys.exit(EXIT_OK if verdict.accepted else EXIT_REFUSED)
+
+
+@click.command()
+@click.argument("target", metavar="NAMESPACE/NAME")
+@click.option(
+    "--operation",
+    "operation_id",
+    required=True,
+    help="The operation id of the run you settled (from the status file).",
+)
+@click.option(
+    "--repo",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The repository (a Git work tree) declaring the resource.",
+)
+@click.option("--kind", type=click.Choice(LIFECYCLE_KINDS), help="If both kinds use the name.")
+@click.option(
+    "--key",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Your SSH private key (or its .pub when the private key is in ssh-agent).",
+)
+@click.option("--comment", default="", help="What you found and did (kept in the file).")
+def acknowledge(
+    target: str, operation_id: str, repo: Path, kind: str | None, key: Path, comment: str
+) -> None:
+    """Acknowledge an uncertain run: write the RunAcknowledgment and sign it with SSH.
+
+    The file goes to acknowledgments/<namespace>/<name>/<operation-id>.yaml with the
+    signature in <file>.sig (namespace seshat-acknowledgment). Commit both files.
+    """
+    from gitops.approvals.write import acknowledge as write_acknowledgment
+
+    repository = _repository(repo)
+    resource = _resource_ref(repository, target, kind)
+    try:
+        signed = write_acknowledgment(repository.root, resource, operation_id, key, comment=comment)
+    except (SeshatError, ValueError) as error:
+        _fail(str(error))
+        return
+    action = "wrote" if signed.created else "signed existing"
+    click.echo(f"{action} {signed.path.relative_to(repository.root)}")
+    click.echo(
+        f"{signed.signature_path.relative_to(repository.root)}: {signed.signatures} signature(s)"
+    )

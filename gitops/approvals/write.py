@@ -12,9 +12,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gitops.approvals.ssh import APPROVAL_NAMESPACE, sign, split_signatures
+from gitops.approvals.ssh import (
+    ACKNOWLEDGMENT_NAMESPACE,
+    APPROVAL_NAMESPACE,
+    sign,
+    split_signatures,
+)
 from gitops.repo.single import load_one
-from gitops.resources.approvals import Approval, ResourceRef
+from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.yamlout import dump_all
 from runner.digests import digest_hex
 from runner.errors import ConfigurationError
@@ -79,6 +84,48 @@ def approve(
             )
     data = path.read_bytes()
     block = sign(data, key, APPROVAL_NAMESPACE)
+    sig = signature_path(path)
+    current = sig.read_text(encoding="ascii") if sig.exists() else ""
+    with sig.open("a", encoding="ascii") as out:
+        out.write(block)
+    return Signed(path, sig, len(split_signatures(current + block)), created)
+
+
+def acknowledgment_path(repo: Path, resource: ResourceRef, operation_id: str) -> Path:
+    return repo / "acknowledgments" / resource.namespace / resource.name / f"{operation_id}.yaml"
+
+
+def acknowledge(
+    repo: Path, resource: ResourceRef, operation_id: str, key: Path, *, comment: str = ""
+) -> Signed:
+    """Write (or reuse) the acknowledgment of run ``operation_id`` and add an SSH signature
+    (namespace ``seshat-acknowledgment``)."""
+    path = acknowledgment_path(repo, resource, operation_id)
+    created = not path.exists()
+    if created:
+        statement = RunAcknowledgment.model_validate(
+            {
+                "metadata": {
+                    "name": f"{resource.name}-{operation_id[:12]}",
+                    "namespace": resource.namespace,
+                },
+                "spec": {
+                    "resource": resource.model_dump(by_alias=True),
+                    "operationId": operation_id,
+                    "comment": comment,
+                },
+            }
+        )
+        text = dump_all([statement.model_dump(mode="json", by_alias=True, exclude_none=True)])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    else:
+        existing = load_one(path, RunAcknowledgment)
+        if existing.spec.resource != resource or existing.spec.operation_id != operation_id:
+            raise ConfigurationError(
+                f"{path} exists and acknowledges something else; it is never rewritten"
+            )
+    block = sign(path.read_bytes(), key, ACKNOWLEDGMENT_NAMESPACE)
     sig = signature_path(path)
     current = sig.read_text(encoding="ascii") if sig.exists() else ""
     with sig.open("a", encoding="ascii") as out:

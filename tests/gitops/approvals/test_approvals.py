@@ -198,3 +198,34 @@ def test_expired_and_wrong_resource(
     old = resource.model_copy(update={"uid": "00000000-0000-4000-8000-000000000000"})
     stale = base | {"resource": old.model_dump(by_alias=True), "approvedAt": now.isoformat()}
     assert judged(stale) == "wrong_resource"
+
+
+def test_run_acknowledgments_are_signed_in_their_own_namespace(
+    seshat: SeshatRunner, repo: Path, people: dict[str, SSHIdentity]
+) -> None:
+    operation = "0123456789abcdef0123"
+    path = repo / "acknowledgments/shop/orders" / f"{operation}.yaml"
+
+    def acknowledged_by(who: str) -> Run:
+        done = seshat(
+            "acknowledge",
+            "shop/orders",
+            "--operation",
+            operation,
+            "--repo",
+            repo,
+            "--key",
+            people[who].private_key,
+            "--comment",
+            "checked by hand",
+        )
+        assert done.returncode == 0, done.stderr
+        return seshat("verify-approval", path, "--repo", repo, "--format", "json")
+
+    # alice's key is listed for approvals only: it cannot acknowledge a run.
+    assert _reason(acknowledged_by("alice")) == "signer_not_allowed"
+    # eve's key is listed for acknowledgments: her signature is accepted.
+    verdict = acknowledged_by("eve")
+    assert _reason(verdict) is None
+    assert [s["principal"] for s in json.loads(verdict.stdout)["signers"]] == ["eve@example.com"]
+    assert not load_repository(repo).problems  # the file is at its canonical path
