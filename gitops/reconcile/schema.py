@@ -130,6 +130,7 @@ class _SchemaPass:
             self.status = self.status.model_copy(update={"last_applied": previous.last_applied})
         self.files: dict[str, bytes | None] = {}
         self.lease: Lease | None = None
+        self.consumed = ""  # which approval (or policy) an Apply of this pass consumed
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -442,7 +443,12 @@ class _SchemaPass:
             )
             # Consumed by what was accepted: the file and every signature over it.
             identity = sha256_digest(data + b"\0" + ssh + b"\0" + keyless)
-            if verdict.accepted and not self.ctx.state.is_consumed(identity):
+            spent = self.ctx.state.is_consumed(identity) or (
+                self.previous is not None
+                and self.previous.last_applied is not None
+                and f"approval {identity}" in self.previous.last_applied.message
+            )
+            if verdict.accepted and not spent:
                 return identity
             self.ctx.log(f"{self.key}: approval {loaded.path} not accepted: {verdict.reason}")
         return None
@@ -455,6 +461,10 @@ class _SchemaPass:
         plan_file.parent.mkdir(parents=True, exist_ok=True)
         plan_file.write_bytes(data)
         self.ctx.state.claim(self.ref.uid, "apply", op_id, current)
+        # The approval consumed is named in the marker too, so a lost state file cannot make
+        # it count again (the status branch is the durable record).
+        self.consumed = f"approval {approval}" if approval is not None else "apply: Always"
+        self._record(op_id, current, "Unknown", self.ctx.now(), "dispatched")
         # The dispatch marker: pushed before the runner starts, or the Apply does not run.
         try:
             self._commit(
@@ -513,7 +523,7 @@ class _SchemaPass:
                     plan_id=current,
                     outcome=outcome,
                     recorded_at=now,
-                    message=message,
+                    message=f"{self.consumed}; {message}"[:1024] if message else self.consumed,
                 )
             }
         )

@@ -101,3 +101,65 @@ def test_sigkill_after_the_dispatch_marker_never_applies_twice(world: World) -> 
     assert _status_log(world).count("shop/orders: Applying") == 1
     ready = world.status("orders")["status"]["conditions"][0]  # type: ignore[index]
     assert "never started again" in ready["message"]
+
+
+def test_a_lost_state_file_does_not_make_a_consumed_approval_count_again(world: World) -> None:
+    layout = world.artifact("lost", "CREATE TABLE orders (id INTEGER PRIMARY KEY);\n")
+    database = world.database("orders")
+    world.remote.write_file(
+        "databases/orders/schema.yaml", schema_yaml("orders", layout, extra=", lockTimeout: 60s")
+    )
+    world.remote.commit_all("declare orders")
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    plan = str(world.status("orders")["status"]["plan"]["id"])  # type: ignore[index]
+    approved = world.seshat(
+        "approve",
+        "shop/orders",
+        "--plan",
+        plan,
+        "--repo",
+        world.remote.work_dir,
+        "--key",
+        world.alice.private_key,
+    )
+    assert approved.returncode == 0
+    world.remote.commit_all("approve")
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    seshat = Path(sys.executable).parent / "seshat"
+    controller = subprocess.Popen(
+        [
+            str(seshat),
+            "reconcile",
+            "--once",
+            "--repo",
+            world.remote.remote_url,
+            "--work",
+            str(world.work),
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while "shop/orders: Applying" not in _status_log(world):
+            assert controller.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        os.killpg(controller.pid, signal.SIGKILL)
+        controller.wait()
+        time.sleep(0.5)
+        _kill_runners_in(world.work / "operations")
+    finally:
+        if controller.poll() is None:
+            os.killpg(controller.pid, signal.SIGKILL)
+            controller.wait()
+        holder.execute("ROLLBACK")
+        holder.close()
+    # The controller's machine is lost with its state file; only Git remains.
+    (world.work / "state.sqlite").unlink()
+    for leftover in world.work.glob("state.sqlite-*"):
+        leftover.unlink()
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    assert tables(database) == []  # the consumed approval did not start the Apply again
+    assert _status_log(world).count("shop/orders: Applying") == 1
