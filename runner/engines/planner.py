@@ -26,6 +26,7 @@ __all__ = [
     "PlanOptions",
     "PlanRefused",
     "Planned",
+    "converged",
     "fingerprint",
     "model_document",
     "plan_changes",
@@ -78,6 +79,20 @@ def model_document(db: Database) -> dict[str, object]:
         "definitions": {k: dataclasses.asdict(v) for k, v in db.definitions.items()},
         "comments": {k: dataclasses.asdict(v) for k, v in db.comments.items()},
     }
+
+
+def converged(result: Database, desired: Database, differ: Differ = diff) -> str:
+    """The fingerprint of a dry run's ``result``, or :class:`PlanRefused` if it did not
+    reach ``desired`` (every engine's dry run ends here)."""
+    remaining = differ(result, desired)
+    if remaining:
+        first = remaining[0]
+        raise PlanRefused(
+            "dry_run_not_converged",
+            f"after the dry run {len(remaining)} differences remain "
+            f"(first: {first.op} {first.key})",
+        )
+    return fingerprint(result)
 
 
 def fingerprint(db: Database) -> str:

@@ -30,7 +30,14 @@ from runner.engines.mysql.quoting import ident
 from runner.engines.mysql.render import renderer
 from runner.engines.mysql.shadow import shadow_schema
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement, plan_digest
-from runner.engines.planner import Planned, PlanOptions, PlanRefused, fingerprint, plan_changes
+from runner.engines.planner import (
+    Planned,
+    PlanOptions,
+    PlanRefused,
+    converged,
+    fingerprint,
+    plan_changes,
+)
 from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
 from runner.errors import CanNotRunError
@@ -242,15 +249,7 @@ class MysqlEngine:
             hazards.sort(key=lambda h: (h.kind, h.code))
             probed.append(statement.model_copy(update={"hazards": hazards}))
         result = self._read(conn, name, options.exclude)
-        remaining = diff(result, desired)
-        if remaining:
-            first = remaining[0]
-            raise PlanRefused(
-                "dry_run_not_converged",
-                f"after the dry run {len(remaining)} differences remain "
-                f"(first: {first.op} {first.key})",
-            )
-        return probed, fingerprint(result)
+        return probed, converged(result, desired, diff)
 
     # -- applying --------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from runner.engines.diff import diff
 from runner.engines.drift import drift_report
 from runner.engines.model import Database
 from runner.engines.plan import PlanDocument, plan_digest
-from runner.engines.planner import PlanOptions, PlanRefused, fingerprint, plan_changes
+from runner.engines.planner import PlanOptions, PlanRefused, converged, fingerprint, plan_changes
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.introspect import introspect, prepare_session
 from runner.engines.postgresql.quoting import ident, literal
@@ -189,15 +189,7 @@ class PostgresEngine:
                 f"statement {failure.index + 1} failed in the dry run: {failure.error}",
             ) from None
         result = apply_exclude(introspect(conn), options.exclude)
-        remaining = diff(result, desired)
-        if remaining:
-            first = remaining[0]
-            raise PlanRefused(
-                "dry_run_not_converged",
-                f"after the dry run {len(remaining)} differences remain "
-                f"(first: {first.op} {first.key})",
-            )
-        return fingerprint(result)
+        return converged(result, desired, diff)
 
     # -- applying --------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from runner.engines.desired import DesiredSchemaError, desired_files
 from runner.engines.drift import drift_report
 from runner.engines.model import Database
 from runner.engines.plan import PlanDocument, PlanStatement, plan_digest
-from runner.engines.planner import PlanOptions, PlanRefused, fingerprint, plan_changes
+from runner.engines.planner import PlanOptions, PlanRefused, converged, fingerprint, plan_changes
 from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
 from runner.engines.sqlite.introspect import introspect, server_major
@@ -199,15 +199,7 @@ class SqliteEngine:
             ) from None
         conn.execute("COMMIT")
         result = apply_exclude(introspect(conn), options.exclude)
-        remaining = sqlite_diff(result, desired)
-        if remaining:
-            first = remaining[0]
-            raise PlanRefused(
-                "dry_run_not_converged",
-                f"after the dry run {len(remaining)} differences remain "
-                f"(first: {first.op} {first.key})",
-            )
-        return fingerprint(result)
+        return converged(result, desired, sqlite_diff)
 
     # -- applying ------------------------------------------------------------------------
 

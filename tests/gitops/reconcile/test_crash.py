@@ -15,26 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.gitrepo import GIT_ENV
 from harness.reconcile_world import World, schema_yaml, tables
-
-
-def _status_log(world: World) -> list[str]:
-    done = subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(world.remote.remote_path),
-            "log",
-            "--format=%s",
-            "refs/heads/seshat/status",
-        ],
-        capture_output=True,
-        text=True,
-        env=GIT_ENV,
-        check=False,
-    )
-    return done.stdout.splitlines()
 
 
 def _kill_runners_in(folder: Path) -> int:
@@ -52,16 +33,11 @@ def _kill_runners_in(folder: Path) -> int:
     return killed
 
 
-def test_sigkill_after_the_dispatch_marker_never_applies_twice(world: World) -> None:
-    layout = world.artifact("crash", "CREATE TABLE orders (id INTEGER PRIMARY KEY);\n")
-    database = world.database("orders")
-    world.remote.write_file(
-        "databases/orders/schema.yaml",
-        schema_yaml("orders", layout, apply="Always", extra=", lockTimeout: 60s"),
-    )
-    world.remote.commit_all("declare orders")
+def _kill_after_the_dispatch_marker(world: World, database: Path) -> None:
+    """Hold SQLite's write lock so the Apply waits, start ``seshat reconcile --once``, and
+    SIGKILL it (and the runner it started) once the Applying marker is on the remote."""
     holder = sqlite3.connect(database, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # the Apply will wait for this write lock
+    holder.execute("BEGIN IMMEDIATE")
     seshat = Path(sys.executable).parent / "seshat"
     controller = subprocess.Popen(
         [
@@ -79,7 +55,7 @@ def test_sigkill_after_the_dispatch_marker_never_applies_twice(world: World) -> 
     )
     try:
         deadline = time.monotonic() + 120
-        while "shop/orders: Applying" not in _status_log(world):
+        while "shop/orders: Applying" not in world.status_log():
             assert controller.poll() is None, "the reconciler ended before dispatching"
             assert time.monotonic() < deadline, "no dispatch marker"
             time.sleep(0.2)
@@ -93,12 +69,23 @@ def test_sigkill_after_the_dispatch_marker_never_applies_twice(world: World) -> 
             controller.wait()
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_sigkill_after_the_dispatch_marker_never_applies_twice(world: World) -> None:
+    layout = world.artifact("crash", "CREATE TABLE orders (id INTEGER PRIMARY KEY);\n")
+    database = world.database("orders")
+    world.remote.write_file(
+        "databases/orders/schema.yaml",
+        schema_yaml("orders", layout, apply="Always", extra=", lockTimeout: 60s"),
+    )
+    world.remote.commit_all("declare orders")
+    _kill_after_the_dispatch_marker(world, database)
     assert tables(database) == []  # the killed Apply changed nothing
 
     # The next pass observes and plans afresh; the same Apply is never started again.
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     assert tables(database) == []
-    assert _status_log(world).count("shop/orders: Applying") == 1
+    assert world.status_log().count("shop/orders: Applying") == 1
     ready = world.status("orders")["status"]["conditions"][0]  # type: ignore[index]
     assert "never started again" in ready["message"]
 
@@ -124,42 +111,11 @@ def test_a_lost_state_file_does_not_make_a_consumed_approval_count_again(world: 
     )
     assert approved.returncode == 0
     world.remote.commit_all("approve")
-    holder = sqlite3.connect(database, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    seshat = Path(sys.executable).parent / "seshat"
-    controller = subprocess.Popen(
-        [
-            str(seshat),
-            "reconcile",
-            "--once",
-            "--repo",
-            world.remote.remote_url,
-            "--work",
-            str(world.work),
-        ],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while "shop/orders: Applying" not in _status_log(world):
-            assert controller.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        os.killpg(controller.pid, signal.SIGKILL)
-        controller.wait()
-        time.sleep(0.5)
-        _kill_runners_in(world.work / "operations")
-    finally:
-        if controller.poll() is None:
-            os.killpg(controller.pid, signal.SIGKILL)
-            controller.wait()
-        holder.execute("ROLLBACK")
-        holder.close()
+    _kill_after_the_dispatch_marker(world, database)
     # The controller's machine is lost with its state file; only Git remains.
     (world.work / "state.sqlite").unlink()
     for leftover in world.work.glob("state.sqlite-*"):
         leftover.unlink()
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     assert tables(database) == []  # the consumed approval did not start the Apply again
-    assert _status_log(world).count("shop/orders: Applying") == 1
+    assert world.status_log().count("shop/orders: Applying") == 1

@@ -9,30 +9,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.gitrepo import GIT_ENV
 from harness.reconcile_world import World, schema_yaml, tables
 
 from gitops.execution.executor import LocalExecutor, Outcome
 from gitops.reconcile.passes import run_pass
 from gitops.reconcile.state import StateFile
 from runner.protocol.messages import OperationInput
-
-
-def _log(world: World) -> list[str]:
-    return subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(world.remote.remote_path),
-            "log",
-            "--format=%s",
-            "refs/heads/seshat/status",
-        ],
-        capture_output=True,
-        text=True,
-        env=GIT_ENV,
-        check=False,
-    ).stdout.splitlines()
 
 
 def test_suspend_while_an_apply_runs_follows_it_to_its_result(world: World) -> None:
@@ -60,7 +42,7 @@ def test_suspend_while_an_apply_runs_follows_it_to_its_result(world: World) -> N
     )
     try:
         deadline = time.monotonic() + 120
-        while "shop/orders: Applying" not in _log(world):
+        while "shop/orders: Applying" not in world.status_log():
             assert controller.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
         # Someone suspends the resource while its Apply is running.
