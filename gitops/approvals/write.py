@@ -82,13 +82,7 @@ def approve(
             raise ConfigurationError(
                 f"{path} exists and approves something else; it is never rewritten"
             )
-    data = path.read_bytes()
-    block = sign(data, key, APPROVAL_NAMESPACE)
-    sig = signature_path(path)
-    current = sig.read_text(encoding="ascii") if sig.exists() else ""
-    with sig.open("a", encoding="ascii") as out:
-        out.write(block)
-    return Signed(path, sig, len(split_signatures(current + block)), created)
+    return _add_signature(path, key, APPROVAL_NAMESPACE, created)
 
 
 def acknowledgment_path(repo: Path, resource: ResourceRef, operation_id: str) -> Path:
@@ -125,7 +119,12 @@ def acknowledge(
             raise ConfigurationError(
                 f"{path} exists and acknowledges something else; it is never rewritten"
             )
-    block = sign(path.read_bytes(), key, ACKNOWLEDGMENT_NAMESPACE)
+    return _add_signature(path, key, ACKNOWLEDGMENT_NAMESPACE, created)
+
+
+def _add_signature(path: Path, key: Path, namespace: str, created: bool) -> Signed:
+    """Sign the statement's bytes and append the signature to ``<file>.sig``."""
+    block = sign(path.read_bytes(), key, namespace)
     sig = signature_path(path)
     current = sig.read_text(encoding="ascii") if sig.exists() else ""
     with sig.open("a", encoding="ascii") as out:

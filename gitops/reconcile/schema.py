@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -359,15 +360,13 @@ class _SchemaPass:
         if not folder.is_dir():
             try:
                 fetched = fetch(
-                    open_store(pinned, self.ctx.registry),
+                    store,  # the store that resolved and verified it; fetched by digest now
                     pinned,
                     allowed_types=tuple(policy.resource.spec.artifact_types),
                     cache=ContentCache(self.ctx.work_dir / "cache"),
                 )
                 partial = folder.with_name(folder.name + ".partial")
                 if partial.exists():
-                    import shutil
-
                     shutil.rmtree(partial)
                 write_files(fetched, partial)
                 partial.rename(folder)
