@@ -25,11 +25,6 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
 
-PLANNED = """\b
-Planned commands (not available yet):
-  migrations baseline     adopt an existing database by replaying the files in a shadow
-"""
-
 
 class Output:
     """Everything the runner prints goes through here, redacted."""
@@ -96,14 +91,15 @@ def _engine(url: str, dev_url: str | None) -> Any:
 def _run(action: Any) -> Any:
     """Run ``action`` and turn Seshat errors into messages and exit status 2.
 
-    Refusals by policy (:class:`PlanRefused`) pass through: the caller reports them as
-    exit status 1 with a JSON ``refusal``.
+    Refusals (:class:`PlanRefused`, :class:`MigrationRefused`) pass through: the caller
+    reports them as exit status 1 with a JSON ``refusal``.
     """
     from runner.engines.planner import PlanRefused
+    from runner.migrations.apply import MigrationRefused
 
     try:
         return action()
-    except PlanRefused:
+    except (PlanRefused, MigrationRefused):
         raise
     except SeshatError as error:
         _output().fail(str(error))
@@ -114,7 +110,7 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=PLANNED)
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="seshat", prog_name="seshat-runner")
 def cli() -> None:
     """Seshat's runner: one database operation per process.
@@ -347,8 +343,9 @@ def migrations() -> None:
     """Versioned migrations: read the revision history, apply what is pending.
 
     A directory of <version>_<description>.sql files (golang-migrate's .up.sql accepted,
-    .down.sql ignored); the history lives in the table seshat_schema_migrations. SQLite and
-    PostgreSQL targets.
+    .down.sql ignored); the history lives in the table seshat_schema_migrations. SQLite,
+    PostgreSQL and MySQL/MariaDB targets. See docs/migrations.md for what each verdict
+    means and what to do about it.
     """
 
 
@@ -470,6 +467,90 @@ def migrations_up(
         store.close()
     _output().out(json.dumps(report.to_json(), sort_keys=True))
     sys.exit(EXIT_OK if report.outcome in ("UpToDate", "Applied") else EXIT_CANNOT_RUN)
+
+
+@migrations.command(name="baseline")
+@url_option
+@url_env_option
+@dir_option
+@click.option("--shadow-url", help="An empty, disposable database of the same engine.")
+@click.option("--shadow-url-env", help="An environment variable holding the shadow's URL.")
+@click.option("--to", "to_version", help="Baseline the files up to this version (default: all).")
+def migrations_baseline(
+    url: str | None,
+    url_env: str | None,
+    directory: Path,
+    shadow_url: str | None,
+    shadow_url_env: str | None,
+    to_version: str | None,
+) -> None:
+    """Adopt an existing database: record the files as applied if they build its schema.
+
+    The files (up to --to) run in the shadow; the engine compares the shadow's schema with
+    the live one (the revision table left out). Only if they match are the versions
+    recorded in the live history; otherwise nothing is recorded and the differences are
+    printed. The live history must be empty. Prints JSON. Exit status: 0 recorded, 1 the
+    schemas differ or the history or shadow is not empty, 2 could not run.
+    """
+    from runner.migrations.apply import MigrationRefused
+    from runner.migrations.baseline import baseline
+    from runner.migrations.files import read_directory
+
+    target = _resolve_url(url, url_env)
+    if not shadow_url and not shadow_url_env:
+        _output().fail("give the shadow database with --shadow-url URL or --shadow-url-env NAME")
+    shadow_target = _resolve_url(shadow_url, shadow_url_env)
+    files = _run(lambda: read_directory(directory))
+    live = _history_store(target)
+    shadow = _history_store(shadow_target)
+    try:
+        result = _run(lambda: baseline(target, live, shadow_target, shadow, files, to=to_version))
+    except MigrationRefused as refusal:
+        _output().out(json.dumps({"refusal": {"code": refusal.reason, "message": refusal.message}}))
+        sys.exit(EXIT_REFUSED)
+    finally:
+        live.close()
+        shadow.close()
+    _output().out(json.dumps(result.to_json(), sort_keys=True))
+    if not result.matched:
+        _output().out(
+            f"seshat-runner: the shadow built from the files differs from the live schema in "
+            f"{result.total_differences} places; nothing was recorded",
+            err=True,
+        )
+    sys.exit(EXIT_OK if result.matched else EXIT_REFUSED)
+
+
+@migrations.command(name="mark")
+@url_option
+@url_env_option
+@click.option("--version", "version", required=True, help="The history row to settle.")
+@click.option(
+    "--as",
+    "state",
+    required=True,
+    type=click.Choice(["applied", "absent"]),
+    help="applied: you finished the file by hand; absent: you undid what of it ran.",
+)
+def migrations_mark(url: str | None, url_env: str | None, version: str, state: str) -> None:
+    """Settle a dirty row after repairing the database by hand.
+
+    After a Partial or interrupted run, the row of the file that stopped midway reads
+    dirty. Finish the file's remaining statements yourself and mark it applied, or undo the
+    statements that ran and mark it absent (the row is deleted; the file is pending again).
+    Then acknowledge the run (seshat acknowledge) so the reconciler reads the history again.
+    """
+    target = _resolve_url(url, url_env)
+    store = _history_store(target)
+    try:
+        rows = _run(store.rows)
+        row = next((r for r in rows if r.version == version), None)
+        if row is None:
+            _output().fail(f"no history row for version {version}", EXIT_REFUSED)
+        _run(lambda: store.mark(version, None if state == "absent" else "applied"))
+    finally:
+        store.close()
+    _output().out(f"version {version}: {row.state} -> {state}")
 
 
 def main() -> None:

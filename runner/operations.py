@@ -50,9 +50,47 @@ class _Failure(Exception):
         self.message = message
 
 
+def _migrations(request: OperationInput, url: str) -> dict[str, Any]:
+    """``history`` (read-only) and ``migrate`` (the migration family's Apply)."""
+    from runner.errors import ConfigurationError
+    from runner.migrations.apply import MigrationRefused, apply_pending
+    from runner.migrations.files import read_directory
+    from runner.migrations.history import judge
+    from runner.migrations.stores import open_store
+
+    assert request.migrations is not None
+    settings = request.settings
+    try:
+        files = read_directory(Path(request.migrations))
+    except ConfigurationError as error:
+        raise _Failure("migrations_invalid", str(error)) from None
+    store = open_store(url, max(1, settings.lock_timeout_ms // 1000))
+    try:
+        if request.operation == "history":
+            verdict = judge(files, store.rows(), allow_out_of_order=settings.out_of_order)
+            pending = [[f.version, f.checksum] for f in verdict.pending_files]
+            return {"history": verdict.to_json() | {"pendingChecksums": pending}}
+        expected = [(version, checksum) for version, checksum in request.expect_pending or []]
+        try:
+            _, report = apply_pending(
+                store,
+                files,
+                operation_id=request.id,
+                expected=expected,
+                allow_out_of_order=settings.out_of_order,
+            )
+        except MigrationRefused as refusal:
+            raise _Failure("plan_refused", f"{refusal.reason}: {refusal.message}") from None
+        return {"migrate": report.to_json()}
+    finally:
+        store.close()
+
+
 def _execute(
     request: OperationInput, url: str, dev_url: str | None, secrets: list[str]
 ) -> dict[str, Any]:
+    if request.operation in ("history", "migrate"):
+        return _migrations(request, url)
     from runner.engines.base import engine_for
     from runner.engines.desired import DesiredSchemaError
     from runner.engines.plan import plan_bytes, plan_digest, read_plan

@@ -8,7 +8,11 @@ statement by statement. Outcomes:
 * ``UpToDate``: nothing was pending;
 * ``Applied``: every pending file applied;
 * ``Failed``: a file failed and nothing of it was committed (earlier files stay applied);
-* ``Partial``: a no-transaction file failed after some of its statements ran.
+* ``Partial``: a file run statement by statement (``no-transaction``, or any file on
+  MySQL/MariaDB, whose DDL commits implicitly) failed after some of its statements ran.
+
+A runner killed midway leaves no report at all; the control plane records that run as
+``Unknown``.
 """
 
 from __future__ import annotations
@@ -96,13 +100,14 @@ def apply_pending(
         report = MigrationReport("UpToDate")
         for migration in verdict.pending_files:
             statements = statements_of(store.dialect, migration)
+            atomic = migration.transactional and store.transactional_ddl
             row = HistoryRow(
                 migration.version,
                 migration.description,
                 migration.checksum,
                 CHECKSUM_ALGORITHM,
-                "applied" if migration.transactional else "running",
-                len(statements) if migration.transactional else 0,
+                "applied" if atomic else "running",
+                len(statements) if atomic else 0,
                 len(statements),
                 now_text(),
                 0,
@@ -110,17 +115,15 @@ def apply_pending(
                 operation_id,
             )
             try:
-                if migration.transactional:
+                if atomic:
                     store.run_transactional(statements, row)
                 else:
                     store.run_stepwise(statements, row)
             except StatementFailed as failure:
-                report.outcome = (
-                    "Partial" if not migration.transactional and failure.index > 0 else "Failed"
-                )
+                report.outcome = "Partial" if not atomic and failure.index > 0 else "Failed"
                 report.failed = migration.version
                 report.statement = failure.index + 1
-                report.statements_applied = 0 if migration.transactional else failure.index
+                report.statements_applied = 0 if atomic else failure.index
                 report.error = failure.error
                 return verdict, report
             report.applied.append(migration.version)

@@ -4,7 +4,12 @@ The table ``seshat_schema_migrations`` is created on the first apply. A transact
 runs with its history row in the same transaction, so either both are committed or neither
 is. A ``no-transaction`` file first records a ``running`` row, then runs statement by
 statement, counting progress in the row, and ends ``applied`` (or ``failed`` with the count
-of statements that did run).
+of statements that did run). A file whose first statement fails leaves no row: nothing of
+it ran.
+
+MySQL and MariaDB commit every DDL statement implicitly, so there every file runs statement
+by statement with its progress recorded (``transactional_ddl = False``): a failure after the
+first statement is a ``Partial`` run, never silently rolled back.
 """
 
 from __future__ import annotations
@@ -53,12 +58,43 @@ class StatementFailed(Exception):
 
 class HistoryStore(Protocol):
     dialect: str
+    transactional_ddl: bool
 
     def rows(self) -> list[HistoryRow]: ...
     def lock(self) -> contextlib.AbstractContextManager[None]: ...
     def run_transactional(self, statements: list[str], row: HistoryRow) -> None: ...
     def run_stepwise(self, statements: list[str], row: HistoryRow) -> None: ...
+    def record(self, rows: list[HistoryRow]) -> None: ...
+    def mark(self, version: str, state: str | None) -> bool: ...
     def close(self) -> None: ...
+
+
+class _Records:
+    """Writing rows directly: a baseline's rows, and a person settling a dirty row."""
+
+    marker = "%s"
+
+    def _exec(self, sql: str, params: tuple[object, ...] = ()) -> int:
+        raise NotImplementedError
+
+    def record(self, rows: list[HistoryRow]) -> None:
+        self._exec(_CREATE)
+        marks = ", ".join([self.marker] * 11)
+        for row in rows:
+            self._exec(f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({marks})", _values(row))
+
+    def mark(self, version: str, state: str | None) -> bool:
+        """Set ``version``'s row to ``applied``, or delete it (``None``); whether it existed."""
+        if state is None:
+            return self._exec(f"DELETE FROM {TABLE} WHERE version = {self.marker}", (version,)) > 0
+        return (
+            self._exec(
+                f"UPDATE {TABLE} SET state = {self.marker}, statements_applied = statements_total"
+                f" WHERE version = {self.marker}",
+                (state, version),
+            )
+            > 0
+        )
 
 
 def _row(values: tuple[Any, ...]) -> HistoryRow:
@@ -94,12 +130,22 @@ def _values(row: HistoryRow) -> tuple[object, ...]:
     )
 
 
+def _ended_sql(index: int, version: str, marker: str) -> tuple[str, tuple[str]]:
+    """How a stepwise file's row ends when statement ``index`` failed: removed when nothing
+    ran, ``failed`` (with its progress) otherwise."""
+    if index == 0:
+        return f"DELETE FROM {TABLE} WHERE version = {marker}", (version,)
+    return f"UPDATE {TABLE} SET state = 'failed' WHERE version = {marker}", (version,)
+
+
 def now_text() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-class SqliteStore:
+class SqliteStore(_Records):
     dialect = "sqlite"
+    transactional_ddl = True
+    marker = "?"
 
     def __init__(self, url: str) -> None:
         from runner.engines.sqlite.engine import database_path
@@ -113,6 +159,9 @@ class SqliteStore:
 
     def close(self) -> None:
         self.conn.close()
+
+    def _exec(self, sql: str, params: tuple[object, ...] = ()) -> int:
+        return self.conn.execute(sql, params).rowcount
 
     def rows(self) -> list[HistoryRow]:
         exists = self.conn.execute(
@@ -154,9 +203,7 @@ class SqliteStore:
             try:
                 self.conn.execute(sql)
             except sqlite3.Error as error:
-                self.conn.execute(
-                    f"UPDATE {TABLE} SET state = 'failed' WHERE version = ?", (row.version,)
-                )
+                self.conn.execute(*_ended_sql(index, row.version, "?"))
                 raise StatementFailed(index, str(error)) from None
             self.conn.execute(
                 f"UPDATE {TABLE} SET statements_applied = ? WHERE version = ?",
@@ -165,8 +212,9 @@ class SqliteStore:
         self.conn.execute(f"UPDATE {TABLE} SET state = 'applied' WHERE version = ?", (row.version,))
 
 
-class PostgresStore:
+class PostgresStore(_Records):
     dialect = "postgresql"
+    transactional_ddl = True
 
     def __init__(self, url: str) -> None:
         from runner.engines.postgresql.connection import connect
@@ -175,6 +223,9 @@ class PostgresStore:
 
     def close(self) -> None:
         self.conn.close()
+
+    def _exec(self, sql: str, params: tuple[object, ...] = ()) -> int:
+        return self.conn.execute(sql.encode("utf-8"), params).rowcount
 
     def rows(self) -> list[HistoryRow]:
         exists = self.conn.execute("SELECT to_regclass(%s)", (TABLE,)).fetchone()
@@ -218,9 +269,7 @@ class PostgresStore:
             try:
                 self.conn.execute(sql.encode("utf-8"))
             except psycopg.Error as error:
-                self.conn.execute(
-                    f"UPDATE {TABLE} SET state = 'failed' WHERE version = %s", (row.version,)
-                )
+                self.conn.execute(*_ended_sql(index, row.version, "%s"))
                 raise StatementFailed(index, _pg_error(error)) from None
             self.conn.execute(
                 f"UPDATE {TABLE} SET statements_applied = %s WHERE version = %s",
@@ -237,10 +286,89 @@ def _pg_error(error: Exception) -> str:
     return str(primary or str(error).strip().splitlines()[0])
 
 
-def open_store(url: str) -> HistoryStore:
+class MysqlStore(_Records):
+    dialect = "mysql"
+    transactional_ddl = False
+
+    def __init__(self, url: str, lock_timeout_s: int = 30) -> None:
+        from runner.engines.mysql.connection import connect, parse_url
+
+        self.database = parse_url(url).database
+        self.lock_timeout_s = lock_timeout_s
+        self.conn = connect(url)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _execute(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        from runner.engines.mysql.connection import rows
+
+        return rows(self.conn, sql, args)
+
+    def _exec(self, sql: str, params: tuple[object, ...] = ()) -> int:
+        with self.conn.cursor() as cur:
+            return int(cur.execute(sql, params))
+
+    def rows(self) -> list[HistoryRow]:
+        exists = self._execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE()"
+            " AND table_name = %s",
+            (TABLE,),
+        )
+        if not exists:
+            return []
+        return [_row(r) for r in self._execute(f"SELECT {_COLUMNS} FROM {TABLE}")]
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        from runner.engines.mysql.engine import lock_name
+
+        name = lock_name(self.database)  # the same lock a schema Apply of this database takes
+        got = self._execute("SELECT GET_LOCK(%s, %s)", (name, self.lock_timeout_s))
+        if not got or got[0][0] != 1:
+            raise CanNotRunError(
+                f"another session holds the database's lock; waited {self.lock_timeout_s} s"
+            )
+        try:
+            yield
+        finally:
+            self._execute("SELECT RELEASE_LOCK(%s)", (name,))
+
+    def run_transactional(self, statements: list[str], row: HistoryRow) -> None:
+        self.run_stepwise(statements, row)  # DDL commits implicitly: progress is the record
+
+    def run_stepwise(self, statements: list[str], row: HistoryRow) -> None:
+        import pymysql
+
+        from runner.engines.mysql.connection import error_text
+
+        self._execute(_CREATE)
+        marks = ", ".join(["%s"] * 11)
+        started = time.monotonic()
+        self._execute(f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({marks})", _values(row))
+        for index, sql in enumerate(statements):
+            try:
+                self._execute(sql)
+            except pymysql.MySQLError as error:
+                self._execute(*_ended_sql(index, row.version, "%s"))
+                raise StatementFailed(index, error_text(error)) from None
+            self._execute(
+                f"UPDATE {TABLE} SET statements_applied = %s WHERE version = %s",
+                (index + 1, row.version),
+            )
+        elapsed = int((time.monotonic() - started) * 1000)
+        self._execute(
+            f"UPDATE {TABLE} SET state = 'applied', execution_ms = %s WHERE version = %s",
+            (elapsed, row.version),
+        )
+
+
+def open_store(url: str, lock_timeout_s: int = 30) -> HistoryStore:
     scheme = url.split(":", 1)[0].lower()
     if scheme == "sqlite":
         return SqliteStore(url)
     if scheme in ("postgresql", "postgres"):
         return PostgresStore(url)
-    raise CanNotRunError(f"migrations are not supported for {scheme}:// targets yet")
+    if scheme in ("mysql", "mariadb"):
+        return MysqlStore(url, lock_timeout_s)
+    raise CanNotRunError(f"migrations are not supported for {scheme}:// targets")

@@ -27,6 +27,7 @@ ERROR_CODES = (
     "credential_unavailable",
     "cannot_connect",
     "desired_schema_invalid",
+    "migrations_invalid",
     "plan_refused",
     "unsupported_engine",
     "operation_failed",
@@ -65,13 +66,20 @@ class PlanSettings(_Frozen):
     protected_tables: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
     lock_timeout_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
+    out_of_order: bool = False  # migrations: accept pending versions below an applied one
+
+
+Pending = tuple[
+    Annotated[str, Field(pattern=r"^[0-9]{1,20}$")],
+    Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")],
+]
 
 
 class OperationInput(_Frozen):
     """One operation for the runner."""
 
     protocol: Literal[1] = PROTOCOL_VERSION
-    operation: Literal["inspect", "drift", "plan", "apply"]
+    operation: Literal["inspect", "drift", "plan", "apply", "history", "migrate"]
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,128}$")]
     url: UrlReference
     dev_url: UrlReference | None = None
@@ -79,6 +87,8 @@ class OperationInput(_Frozen):
     plan: str | None = None  # a plan file, for apply
     expect_digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
     journal: str | None = None  # apply, MySQL: the per-statement journal file (see docs)
+    migrations: str | None = None  # history, migrate: the migration directory
+    expect_pending: list[Pending] | None = None  # migrate: the approved (version, checksum)s
     settings: PlanSettings = Field(default_factory=PlanSettings)
 
     @model_validator(mode="after")
@@ -87,6 +97,10 @@ class OperationInput(_Frozen):
             raise ValueError(f"{self.operation} needs desired")
         if self.operation == "apply" and (not self.plan or not self.expect_digest):
             raise ValueError("apply needs plan and expect_digest")
+        if self.operation in ("history", "migrate") and not self.migrations:
+            raise ValueError(f"{self.operation} needs migrations")
+        if self.operation == "migrate" and not self.expect_pending:
+            raise ValueError("migrate needs expect_pending (the approved sequence)")
         return self
 
 
