@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from gitops.resources.database import Target
 from runner.digests import digest
 
-__all__ = ["PlanBinding", "coordination_digest", "plan_id"]
+__all__ = [
+    "MigrationPlanBinding",
+    "PlanBinding",
+    "coordination_digest",
+    "migration_plan_id",
+    "plan_id",
+]
 
 
 def coordination_digest(namespace: str, target: Target) -> str:
@@ -62,3 +68,41 @@ def plan_id(binding: PlanBinding) -> str:
             "statements": binding.statements,
         },
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationPlanBinding:
+    """Everything that decided a migration plan: the ordered files instead of SQL."""
+
+    resource_uid: str
+    versions: tuple[tuple[str, str, str], ...]  # (version, file name, checksum), in order
+    history_fingerprint: str
+    artifact_digest: str
+    coordination_digest: str
+    target_identity: str
+    policy: str  # the migration policy's fingerprint
+    verification_policy: str
+    engine: str
+    runner_protocol: int
+
+    def document(self) -> dict[str, object]:
+        """The plan document committed as ``plans/<ns>/<name>/<id-hex>.json`` (no SQL)."""
+        return {
+            "kind": "MigrationPlan",
+            "resourceUid": self.resource_uid,
+            "files": [
+                {"version": version, "name": name, "checksum": checksum}
+                for version, name, checksum in self.versions
+            ],
+            "historyFingerprint": self.history_fingerprint,
+            "artifactDigest": self.artifact_digest,
+            "coordinationDigest": self.coordination_digest,
+            "targetIdentity": self.target_identity,
+            "policy": self.policy,
+            "verificationPolicy": self.verification_policy,
+            "executionBinding": {"engine": self.engine, "protocol": self.runner_protocol},
+        }
+
+
+def migration_plan_id(binding: MigrationPlanBinding) -> str:
+    return digest("migration-plan-id", binding.document())

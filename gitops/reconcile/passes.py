@@ -4,8 +4,9 @@
 the watched branch's tip detached (that commit is every status file's
 ``observedRevision``), reads the declarations there, takes the realm census, reads each
 resource's previous status from the status branch, and drives each ``DatabaseSchema``
-through :func:`~gitops.reconcile.schema.reconcile_schema`. A declaration with problems gets a
-``Blocked/ConfigurationError`` status of its own; the others proceed.
+through :func:`~gitops.reconcile.schema.reconcile_schema` and each ``DatabaseMigration``
+through :func:`~gitops.reconcile.migration.reconcile_migration`. A declaration with problems
+gets a ``Blocked/ConfigurationError`` status of its own; the others proceed.
 """
 
 from __future__ import annotations
@@ -23,14 +24,20 @@ from gitops.artifacts.registry import RegistryOptions
 from gitops.execution.executor import Executor, LocalExecutor
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.identities import coordination_digest
-from gitops.reconcile.schema import PassContext, reconcile_schema
+from gitops.reconcile.lifecycle import PassContext
+from gitops.reconcile.migration import reconcile_migration
+from gitops.reconcile.schema import reconcile_schema
 from gitops.reconcile.state import StateFile
 from gitops.repo.loader import LoadedResource, load_repository
 from gitops.repo.yamlfile import read_documents
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.schema import DatabaseSchema
-from gitops.resources.status import DatabaseSchemaStatus, Reason, SchemaPhase
+from gitops.resources.status import (
+    DatabaseMigrationStatus,
+    DatabaseSchemaStatus,
+    Reason,
+)
 from gitops.reviews.review import Reviews
 from gitops.writeback.commits import Trailers
 from gitops.writeback.status_branch import StatusBranch
@@ -68,16 +75,21 @@ def _checkout(source: str, work: Path, branch: str) -> tuple[Path, str]:
     return clone, revision
 
 
-def _previous(branch: StatusBranch, namespace: str, name: str) -> DatabaseSchemaStatus | None:
+Status = DatabaseSchemaStatus | DatabaseMigrationStatus
+
+
+def _previous(branch: StatusBranch, namespace: str, name: str, kind: str) -> Status | None:
+    """The resource's last status on the status branch, if it is of the same kind."""
     data = branch.read(status_path(namespace, name))
     if data is None:
         return None
+    model = DatabaseMigrationStatus if kind == "DatabaseMigration" else DatabaseSchemaStatus
     try:
         document = read_documents(data)[0].data
-        assert isinstance(document, dict)
-        return DatabaseSchemaStatus.model_validate(document["status"])
+        assert isinstance(document, dict) and document.get("kind") == f"{kind}Status"
+        return model.model_validate(document["status"])
     except (ValueError, KeyError, AssertionError, IndexError):
-        return None  # unreadable: treated as unknown, rebuilt by this pass
+        return None  # unreadable (or another kind's): treated as unknown, rebuilt by this pass
 
 
 def _census(resources: list[LoadedResource]) -> dict[str, tuple[Reason, str]]:
@@ -147,23 +159,26 @@ def run_pass(
         _blocked_by_problems(ctx, report)
         census = _census(list(repository.resources))
         for loaded in repository.resources:
-            if not isinstance(loaded.resource, DatabaseSchema):
-                continue  # migrations: issue 7
-            meta = loaded.resource.metadata
+            resource = loaded.resource
+            if not isinstance(resource, (DatabaseSchema, DatabaseMigration)):
+                continue
+            meta = resource.metadata
             key = f"{meta.namespace}/{meta.name}"
             if due_only and not state.due(str(meta.uid), time.time()):
                 continue
-            status = reconcile_schema(
-                loaded,
-                ctx,
-                _previous(status_branch, meta.namespace, meta.name),
-                census.get(str(loaded.key)),
-            )
+            previous = _previous(status_branch, meta.namespace, meta.name, resource.kind)
+            status: Status
+            if isinstance(resource, DatabaseSchema):
+                assert previous is None or isinstance(previous, DatabaseSchemaStatus)
+                status = reconcile_schema(loaded, ctx, previous, census.get(str(loaded.key)))
+            else:
+                assert previous is None or isinstance(previous, DatabaseMigrationStatus)
+                status = reconcile_migration(loaded, ctx, previous, census.get(str(loaded.key)))
             report.phases[key] = status.phase.value
-            spec = loaded.resource.spec
-            wait = spec.retry_interval if status.phase is SchemaPhase.FAILED else spec.interval
+            spec = resource.spec
+            wait = spec.retry_interval if status.phase.value == "Failed" else spec.interval
             state.schedule(str(meta.uid), time.time() + wait)
-            _review(reviews, status_branch, meta.namespace, meta.name, status, log)
+            _review(reviews, status_branch, resource.kind, meta.namespace, meta.name, status, log)
             ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
             report.reasons[key] = ready.reason if ready is not None else ""
             log(f"{key}: {status.phase.value} ({report.reasons[key]})")
@@ -176,18 +191,19 @@ def run_pass(
 def _review(
     reviews: Reviews,
     status_branch: StatusBranch,
+    kind: str,
     namespace: str,
     name: str,
-    status: DatabaseSchemaStatus,
+    status: Status,
     log: Callable[[str], None],
 ) -> None:
     """Publish the resource's review; a forge or push problem never fails the pass."""
     sql = None
-    if status.plan is not None and status.plan.path:
+    if isinstance(status, DatabaseSchemaStatus) and status.plan is not None and status.plan.path:
         data = status_branch.read(status.plan.path.removesuffix(".json") + ".sql")
         sql = data.decode("utf-8") if data is not None else None
     try:
-        outcome = reviews.after_verdict("DatabaseSchema", namespace, name, status, sql)
+        outcome = reviews.after_verdict(kind, namespace, name, status, sql)
     except (SeshatError, git.GitCommandError) as error:
         log(f"{namespace}/{name}: review not published: {error}")
         return
@@ -196,43 +212,47 @@ def _review(
 
 
 def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
-    """Each invalid DatabaseSchema declaration gets its own Blocked/ConfigurationError."""
+    """Each invalid DatabaseSchema or DatabaseMigration declaration gets its own
+    Blocked/ConfigurationError."""
+    from gitops.repo.problems import ResourceKey
     from gitops.repo.uids import GitHistoryUids
 
-    by_key: dict[tuple[str, str], list[str]] = defaultdict(list)
+    by_key: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for problem in ctx.repository.problems:
-        if problem.resource is not None and problem.resource.kind == "DatabaseSchema":
-            by_key[(problem.resource.namespace, problem.resource.name)].append(str(problem))
+        found = problem.resource
+        if found is not None and found.kind in ("DatabaseSchema", "DatabaseMigration"):
+            by_key[(found.kind, found.namespace, found.name)].append(str(problem))
     if not by_key:
         return
     uids = GitHistoryUids(ctx.repository.root, ctx.repository.config.spec.paths)
-    from gitops.repo.problems import ResourceKey
-
-    for (namespace, name), problems in sorted(by_key.items()):
+    for (kind, namespace, name), problems in sorted(by_key.items()):
         ref = ResourceRef(
-            kind="DatabaseSchema",
+            kind=kind,
             namespace=namespace,
             name=name,
-            uid=uids.uid_for(ResourceKey("DatabaseSchema", namespace, name)),
+            uid=uids.uid_for(ResourceKey(kind, namespace, name)),
         )
         message = "; ".join(problems)[:1024]
-        previous = _previous(ctx.status_branch, namespace, name)
-        status = DatabaseSchemaStatus(
-            observed_revision=ctx.revision,
-            phase=SchemaPhase.BLOCKED,
-            conditions=summary_conditions(
-                "Blocked",
-                Reason.CONFIGURATION_ERROR.value,
-                message,
-                ctx.revision,
-                ctx.now(),
-                previous.conditions if previous else [],
-            ),
+        previous = _previous(ctx.status_branch, namespace, name, kind)
+        model = DatabaseMigrationStatus if kind == "DatabaseMigration" else DatabaseSchemaStatus
+        status = model.model_validate(
+            {
+                "observedRevision": ctx.revision,
+                "phase": "Blocked",
+                "conditions": summary_conditions(
+                    "Blocked",
+                    Reason.CONFIGURATION_ERROR.value,
+                    message,
+                    ctx.revision,
+                    ctx.now(),
+                    previous.conditions if previous else [],
+                ),
+            }
         )
         ctx.status_branch.publish(
             {status_path(namespace, name): status_bytes(ref, status)},
             f"{namespace}/{name}: Blocked (ConfigurationError)",
-            Trailers(f"DatabaseSchema {namespace}/{name}", "Blocked", None, ctx.revision),
+            Trailers(f"{kind} {namespace}/{name}", "Blocked", None, ctx.revision),
             message,
         )
         report.phases[f"{namespace}/{name}"] = "Blocked"

@@ -20,20 +20,21 @@ from pathlib import Path
 import git
 
 from gitops.resources.config import ConfigSpec, Forge
-from gitops.resources.status import DatabaseSchemaStatus, SchemaPhase
+from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
 from gitops.reviews.github import GitHub, PullRequest
 from gitops.writeback.commits import Trailers, message
 
 __all__ = ["ReviewOutcome", "Reviews", "review_body", "review_branch"]
 
-_REVIEWED = (SchemaPhase.AWAITING_APPROVAL, SchemaPhase.BLOCKED, SchemaPhase.FAILED)
+_REVIEWED = ("AwaitingApproval", "Blocked", "Failed")
+Status = DatabaseSchemaStatus | DatabaseMigrationStatus
 
 
 def review_branch(namespace: str, name: str) -> str:
     return f"seshat/review/{namespace}/{name}"
 
 
-def review_body(key: str, status: DatabaseSchemaStatus, sql: str | None) -> str:
+def review_body(key: str, status: Status, sql: str | None) -> str:
     ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
     lines = [
         f"## {key}: {status.phase.value}" + (f" ({ready.reason})" if ready else ""),
@@ -42,7 +43,29 @@ def review_body(key: str, status: DatabaseSchemaStatus, sql: str | None) -> str:
         "",
         f"Declarations at `{status.observed_revision}`.",
     ]
-    if status.plan is not None:
+    history = status.history if isinstance(status, DatabaseMigrationStatus) else None
+    if history is not None:
+        lines += ["", f"**History**: {history.verdict}, current {history.current_version or '-'}"]
+        if history.involved_versions and history.verdict != "ready":
+            lines.append(f"Versions involved: {', '.join(history.involved_versions)}")
+    run = status.unresolved_run if isinstance(status, DatabaseMigrationStatus) else None
+    if run is not None:
+        lines += [
+            "",
+            f"**Unresolved run** `{run.operation_id}` ({run.outcome}): repair the database, "
+            "then acknowledge it:",
+            "",
+            "```sh",
+            f"seshat acknowledge {key} --operation {run.operation_id} --key ~/.ssh/id_ed25519",
+            "```",
+        ]
+    if status.plan is not None and history is not None:
+        lines += [
+            "",
+            f"**Plan** `{status.plan.id}`: apply, in order, "
+            + ", ".join(f"`{v}`" for v in history.pending_versions),
+        ]
+    elif status.plan is not None:
         plan = status.plan
         lines += [
             "",
@@ -56,7 +79,9 @@ def review_body(key: str, status: DatabaseSchemaStatus, sql: str | None) -> str:
         ]
         if sql:
             lines += ["", "```sql", sql.rstrip(), "```"]
-        if status.phase is SchemaPhase.AWAITING_APPROVAL:
+    if status.plan is not None:
+        plan = status.plan
+        if status.phase.value == "AwaitingApproval":
             lines += [
                 "",
                 "Approve exactly this plan:",
@@ -109,14 +134,14 @@ class Reviews:
         return repo
 
     def after_verdict(
-        self, kind: str, namespace: str, name: str, status: DatabaseSchemaStatus, sql: str | None
+        self, kind: str, namespace: str, name: str, status: Status, sql: str | None
     ) -> ReviewOutcome | None:
         """Publish, update or close the review of one resource after its pass."""
         key, branch = f"{namespace}/{name}", review_branch(namespace, name)
-        if status.phase is SchemaPhase.IN_SYNC:
+        if status.phase.value == "InSync":
             closed = self.forge.close(branch, f"{key} is InSync.") if self.forge else None
             return ReviewOutcome(branch, None, closed) if closed else None
-        if status.phase not in _REVIEWED:
+        if status.phase.value not in _REVIEWED:
             return None
         body = review_body(key, status, sql)
         repo = self._repo()

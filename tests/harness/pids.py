@@ -83,3 +83,19 @@ def terminate_pid(
         os.kill(pid, signal.SIGKILL)
     if not wait_for_pid_exit(pid, 5.0):
         raise StubbornProcessError(f"process {pid} ({expect_in_cmdline}) survived SIGKILL")
+
+
+def kill_processes_in(folder: Path) -> int:
+    """SIGKILL every process whose working directory is ``folder`` (the runners a test
+    caused: the local executor starts each one there); how many."""
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(entry / "cwd")) == folder.resolve():
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed

@@ -18,7 +18,7 @@ from .gitrepo import GIT_ENV, GitRemote
 from .seshat_cli import SeshatRunner
 from .sshkeys import SSHKeyFactory
 
-__all__ = ["POLICIES", "World", "schema_yaml", "tables"]
+__all__ = ["POLICIES", "World", "migration_yaml", "schema_yaml", "tables"]
 
 
 def schema_yaml(
@@ -45,12 +45,33 @@ spec:
 """ + (f"  dev: {{url: {{fromEnv: {dev_env}}}}}\n" if dev_env else "")
 
 
+def migration_yaml(
+    name: str,
+    layout: Path,
+    *,
+    apply: str = "OnApproval",
+    engine: str = "sqlite",
+    key: str | None = None,
+    extra: str = "",
+) -> str:
+    return f"""\
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseMigration
+metadata: {{name: {name}, namespace: shop}}
+spec:
+  target: {{engine: {engine}, url: {{fromEnv: {(key or name).upper()}_URL}},
+           coordinationKey: {key or name}}}
+  artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
+  policy: {{apply: {apply}{extra}}}
+"""
+
+
 POLICIES = """\
 apiVersion: seshat.dev/v1alpha1
 kind: VerificationPolicy
 metadata: {name: ci, namespace: shop}
 spec:
-  artifactTypes: [application/vnd.seshat.schema.v1]
+  artifactTypes: [application/vnd.seshat.schema.v1, application/vnd.seshat.migrations.v1]
   signatures:
     count: 1
     authorities: [{name: ci, key: {publicKey: policies/ci.pub}}]
@@ -93,7 +114,8 @@ class World:
         )
         remote.write_file("policies/shop.yaml", POLICIES)
         remote.write_file(
-            "policies/allowed_signers", self.alice.allowed_signers_line("seshat-approval") + "\n"
+            "policies/allowed_signers",
+            self.alice.allowed_signers_line("seshat-approval,seshat-acknowledgment") + "\n",
         )
 
     def artifact(self, layout: str, sql: str, *, sign: bool = True) -> Path:
@@ -106,6 +128,32 @@ class World:
         if sign:
             assert self.seshat("artifact", "sign", ref, "--key", self.ci_key).returncode == 0
         return path
+
+    def migrations(self, layout: str, files: dict[str, str]) -> Path:
+        """A signed migrations artifact of ``files`` (name -> text) at a new OCI layout."""
+        folder = self.tmp / f"src-{layout}"
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        path = self.tmp / layout
+        ref = f"oci-layout://{path}:v1"
+        assert self.seshat("artifact", "push", folder, ref, "--type", "migrations").returncode == 0
+        assert self.seshat("artifact", "sign", ref, "--key", self.ci_key).returncode == 0
+        return path
+
+    def approve(self, name: str, plan_id: str) -> None:
+        done = self.seshat(
+            "approve",
+            f"shop/{name}",
+            "--plan",
+            plan_id,
+            "--repo",
+            self.remote.work_dir,
+            "--key",
+            self.alice.private_key,
+        )
+        assert done.returncode == 0, done.stderr
+        self.remote.commit_all(f"approve {name}")
 
     def database(self, name: str, sql: str = "") -> Path:
         path = self.tmp / f"{name}.db"

@@ -15,22 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness.pids import kill_processes_in
 from harness.reconcile_world import World, schema_yaml, tables
-
-
-def _kill_runners_in(folder: Path) -> int:
-    """SIGKILL every process whose working directory is ``folder`` (the runners we caused)."""
-    killed = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if Path(os.readlink(entry / "cwd")) == folder.resolve():
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed += 1
-        except (OSError, ValueError):
-            continue
-    return killed
 
 
 def _kill_after_the_dispatch_marker(world: World, database: Path) -> None:
@@ -62,7 +48,7 @@ def _kill_after_the_dispatch_marker(world: World, database: Path) -> None:
         os.killpg(controller.pid, signal.SIGKILL)
         controller.wait()
         time.sleep(0.5)
-        _kill_runners_in(world.work / "operations")
+        kill_processes_in(world.work / "operations")
     finally:
         if controller.poll() is None:
             os.killpg(controller.pid, signal.SIGKILL)

@@ -1,0 +1,374 @@
+"""What the two lifecycles share: one pass of one resource, its steps and its commits.
+
+:class:`ResourcePass` holds the pass's status, runs operations through the executor (this
+package never sees a database URL, only the reference to it), resolves and verifies the
+artifact, finds an accepted, unconsumed approval of a plan, and commits each material
+transition to the status branch. :mod:`.schema` and :mod:`.migration` subclass it with their
+own phases and steps.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar, Generic, TypeVar
+
+from gitops.approvals.ssh import APPROVAL_NAMESPACE
+from gitops.approvals.verify import load_bundles, sigstore_path, verify_statement
+from gitops.artifacts.errors import ArtifactError
+from gitops.artifacts.fetch import ContentCache, fetch, write_files
+from gitops.artifacts.format import ARTIFACT_TYPES
+from gitops.artifacts.reference import Reference, parse_reference
+from gitops.artifacts.registry import RegistryOptions
+from gitops.artifacts.store import open_store
+from gitops.artifacts.verify import policy_digest, verify_artifact
+from gitops.execution.executor import Executor, Outcome
+from gitops.reconcile.conditions import summary_conditions
+from gitops.reconcile.state import Lease, StateFile
+from gitops.repo.loader import LoadedResource, Repository
+from gitops.resources.approvals import Approval, ResourceRef
+from gitops.resources.database import DatabaseSpec, UrlReference
+from gitops.resources.migration import DatabaseMigration
+from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
+from gitops.resources.schema import DatabaseSchema
+from gitops.resources.status import (
+    DatabaseMigrationStatus,
+    DatabaseSchemaStatus,
+    MigrationPhase,
+    Reason,
+    SchemaPhase,
+    SourceStatus,
+)
+from gitops.writeback.commits import Trailers
+from gitops.writeback.status_branch import StatusBranch
+from gitops.writeback.status_files import status_bytes, status_path
+from runner.digests import sha256_digest
+from runner.errors import SeshatError
+from runner.protocol.messages import OperationInput, PlanSettings
+from runner.protocol.messages import UrlReference as RunnerUrl
+
+__all__ = ["SUPPORTED_ENGINES", "PassContext", "ResourcePass", "Stop"]
+
+SUPPORTED_ENGINES = ("postgresql", "mysql", "sqlite")
+
+StatusT = TypeVar("StatusT", DatabaseSchemaStatus, DatabaseMigrationStatus)
+
+
+@dataclass
+class PassContext:
+    """What one pass shares between resources."""
+
+    repository: Repository
+    revision: str
+    state: StateFile
+    executor: Executor
+    status_branch: StatusBranch
+    work_dir: Path
+    holder: str
+    registry: RegistryOptions = field(default_factory=RegistryOptions)
+    deadline: float = 600.0
+    now: Callable[[], datetime] = lambda: datetime.now(UTC).replace(microsecond=0)
+    log: Callable[[str], None] = lambda _: None
+
+
+class Stop(Exception):
+    """The pass for this resource ends in ``phase`` (a phase name both lifecycles share, or
+    one of the resource's own) with ``reason``."""
+
+    def __init__(self, phase: str, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.phase, self.reason, self.message = phase, reason, message
+
+
+BLOCKED, FAILED, IN_SYNC = "Blocked", "Failed", "InSync"
+
+
+def _credential(reference: UrlReference) -> tuple[RunnerUrl, dict[str, str]]:
+    """The runner's URL reference and the environment carrying it; the URL is never read."""
+    if reference.from_env is not None:
+        value = os.environ.get(reference.from_env)
+        return RunnerUrl(from_env=reference.from_env), (
+            {reference.from_env: value} if value else {}
+        )
+    if reference.from_file is not None:
+        return RunnerUrl(from_file=reference.from_file), {}
+    raise Stop(
+        BLOCKED,
+        Reason.CONFIGURATION_ERROR,
+        "secretKeyRef needs the Kubernetes executor; the local executor takes fromEnv or fromFile",
+    )
+
+
+class ResourcePass(Generic[StatusT]):
+    """One pass of one resource; subclasses implement :meth:`lifecycle`."""
+
+    artifact_kind: ClassVar[str]  # "schema" | "migrations"
+    phases: ClassVar[type[SchemaPhase] | type[MigrationPhase]]
+    refusals: ClassVar[dict[str, Reason]]  # runner refusal code -> Blocked reason
+
+    def __init__(self, loaded: LoadedResource, ctx: PassContext, previous: StatusT | None) -> None:
+        resource = loaded.resource
+        assert isinstance(resource, (DatabaseSchema, DatabaseMigration))
+        self.spec: DatabaseSpec = resource.spec
+        self.ctx = ctx
+        self.previous: StatusT | None = previous
+        meta = resource.metadata
+        self.ref = ResourceRef(
+            kind=resource.kind, namespace=meta.namespace, name=meta.name, uid=str(meta.uid)
+        )
+        self.key = f"{self.ref.namespace}/{self.ref.name}"
+        self.status: StatusT = self.initial_status()
+        self.files: dict[str, bytes | None] = {}
+        self.lease: Lease | None = None
+
+    def initial_status(self) -> StatusT:
+        raise NotImplementedError
+
+    def lifecycle(self) -> None:
+        raise NotImplementedError
+
+    def settings(self) -> PlanSettings:
+        raise NotImplementedError
+
+    # -- operations ----------------------------------------------------------------------
+
+    def op_id(self, operation: str) -> str:
+        return f"{operation}-{secrets.token_hex(8)}"
+
+    def run_operation(self, operation: str, op_id: str | None = None, **fields: object) -> Outcome:
+        url, env = _credential(self.spec.target.url)
+        request: dict[str, object] = {
+            "operation": operation,
+            "id": op_id or self.op_id(operation),
+            "url": url,
+        }
+        dev = getattr(self.spec, "dev", None)
+        if dev is not None:
+            dev_url, dev_env = _credential(dev.url)
+            request["dev_url"] = dev_url
+            env = {**env, **dev_env}
+        operation_input = OperationInput.model_validate(
+            {**request, **fields, "settings": self.settings()}
+        )
+        self.ctx.log(f"{self.key}: {operation}")
+        return self.ctx.executor.run(operation_input, env, self.ctx.deadline)
+
+    def result(self, outcome: Outcome, what: str) -> dict[str, object]:
+        """The operation's result, or the Stop its failure means."""
+        if self.lease is not None and not self.ctx.state.holds(self.lease):
+            raise Stop(
+                FAILED,
+                Reason.LEASE_CONTINUITY_LOST,
+                f"the realm lease changed hands during {what}; its result is discarded",
+            )
+        if outcome.kind == "done" and outcome.result is not None and outcome.result.result:
+            return outcome.result.result
+        error = outcome.result.error if outcome.result is not None else None
+        if outcome.kind == "refused":
+            code = (error.message if error else "").split(":", 1)[0]
+            reason = self.refusals.get(code)
+            if reason is not None:
+                raise Stop(BLOCKED, reason, outcome.detail)
+            raise Stop(FAILED, Reason.OPERATION_FAILED, f"{what}: {outcome.detail}")
+        if error is not None and error.code == "unsupported_engine":
+            raise Stop(BLOCKED, Reason.UNSUPPORTED_ENGINE, outcome.detail)
+        if error is not None and error.code in ("desired_schema_invalid", "migrations_invalid"):
+            raise Stop(BLOCKED, Reason.ARTIFACT_REFUSED, f"{what}: {outcome.detail}")
+        reason = Reason.DISPATCH_FAILED if outcome.kind == "lost" else Reason.OPERATION_FAILED
+        raise Stop(FAILED, reason, f"{what}: {outcome.detail}")
+
+    # -- commits -------------------------------------------------------------------------
+
+    def commit(self, phase: str, reason: Reason, message: str) -> None:
+        now = self.ctx.now()
+        previous = self.previous.conditions if self.previous is not None else []
+        self.status = self.status.model_copy(
+            update={
+                "phase": self.phases(phase),
+                "conditions": summary_conditions(
+                    phase, reason.value, message, self.ctx.revision, now, previous
+                ),
+            }
+        )
+        files = dict(self.files)
+        files[status_path(self.ref.namespace, self.ref.name)] = status_bytes(self.ref, self.status)
+        plan = self.status.plan.id if self.status.plan is not None else None
+        trailers = Trailers(f"{self.ref.kind} {self.key}", phase, plan, self.ctx.revision)
+        subject = f"{self.key}: {phase}" + (
+            f" ({reason.value})" if phase in (BLOCKED, FAILED) else ""
+        )
+        self.ctx.status_branch.publish(files, subject, trailers, message)
+        self.previous = self.status
+        self.files = {}
+
+    def push_marker(self, phase: str, message: str, undo: Callable[[], None]) -> None:
+        """The dispatch marker: pushed before the runner starts, or nothing runs."""
+        try:
+            self.commit(phase, Reason.APPLYING, message)
+        except Exception as error:
+            undo()
+            raise Stop(
+                FAILED,
+                Reason.DISPATCH_FAILED,
+                f"the dispatch marker could not be pushed, so nothing ran: {error}",
+            ) from None
+
+    # -- the pass ------------------------------------------------------------------------
+
+    def run(self, census: tuple[Reason, str] | None) -> StatusT:
+        try:
+            if self.spec.suspend:
+                raise Stop("Suspended", Reason.SUSPENDED, "spec.suspend is set")
+            if census is not None:
+                raise Stop(BLOCKED, census[0], census[1])
+            if self.spec.target.engine not in SUPPORTED_ENGINES:
+                raise Stop(
+                    BLOCKED,
+                    Reason.UNSUPPORTED_ENGINE,
+                    f"engine {self.spec.target.engine!r} is not one of "
+                    f"{', '.join(SUPPORTED_ENGINES)}",
+                )
+            self.lifecycle()
+        except Stop as stop:
+            self.commit(stop.phase, stop.reason, stop.message)
+        finally:
+            if self.lease is not None:
+                self.ctx.state.release(self.lease)
+        return self.status
+
+    # -- Resolving and Verifying ---------------------------------------------------------
+
+    def resolve_and_verify(self) -> tuple[Path, str, str]:
+        """The verified artifact's folder (fetched by digest), its digest, and the
+        verification policy's digest."""
+        spec = self.spec
+        wanted = ARTIFACT_TYPES[self.artifact_kind]
+        try:
+            reference = parse_reference(spec.artifact.ref)
+            if reference.transport == "oci-layout" and not Path(reference.layout).is_absolute():
+                reference = Reference(
+                    "oci-layout",
+                    layout=str(self.ctx.repository.root / reference.layout),
+                    tag=reference.tag,
+                    digest=reference.digest,
+                )
+            store = open_store(reference, self.ctx.registry)
+            policy = self.ctx.repository.find(
+                "VerificationPolicy", self.ref.namespace, spec.artifact.verification.policy
+            )
+            assert policy is not None and isinstance(policy.resource, VerificationPolicy)
+            verdict = verify_artifact(
+                store, reference, policy.resource.spec, self.ctx.repository.root
+            )
+        except ArtifactError as error:
+            self.status = self.status.model_copy(
+                update={"source": SourceStatus(requested=spec.artifact.ref)}
+            )
+            raise self._artifact_stop(error) from None
+        self.status = self.status.model_copy(
+            update={
+                "source": SourceStatus(
+                    requested=spec.artifact.ref, digest=verdict.digest, verified=verdict.accepted
+                )
+            }
+        )
+        if not verdict.accepted or verdict.digest is None:
+            failed = next((c for c in verdict.checks if not c.passed), None)
+            detail = f" ({failed.requirement}: {failed.detail})" if failed else ""
+            if verdict.reason == "registry_unavailable":  # a fault, not a refusal: retried
+                raise Stop(FAILED, Reason.OPERATION_FAILED, f"{verdict.reason}{detail}")
+            raise Stop(BLOCKED, Reason.ARTIFACT_REFUSED, f"{verdict.reason}{detail}")
+        found = next((c.detail for c in verdict.checks if c.requirement == "artifact type"), "")
+        if found != wanted:  # checked here too: a schema never stands in for migrations
+            raise Stop(
+                BLOCKED,
+                Reason.ARTIFACT_REFUSED,
+                f"wrong_artifact_type: the artifact is {found or 'untyped'}; a {self.ref.kind} "
+                f"reads only {wanted}",
+            )
+        pinned = reference.pinned(verdict.digest)
+        folder = self.ctx.work_dir / "artifacts" / verdict.digest.removeprefix("sha256:")
+        if not folder.is_dir():
+            try:
+                fetched = fetch(
+                    store,  # the store that resolved and verified it; fetched by digest now
+                    pinned,
+                    allowed_types=(wanted,),  # a schema never stands in for migrations
+                    cache=ContentCache(self.ctx.work_dir / "cache"),
+                )
+                partial = folder.with_name(folder.name + ".partial")
+                if partial.exists():
+                    shutil.rmtree(partial)
+                write_files(fetched, partial)
+                partial.rename(folder)
+            except ArtifactError as error:
+                raise self._artifact_stop(error) from None
+        return folder, verdict.digest, policy_digest(policy.resource.spec)
+
+    @staticmethod
+    def _artifact_stop(error: ArtifactError) -> Stop:
+        if error.retryable:
+            return Stop(FAILED, Reason.OPERATION_FAILED, f"{error.reason}: {error.message}")
+        return Stop(BLOCKED, Reason.ARTIFACT_REFUSED, f"{error.reason}: {error.message}")
+
+    # -- approvals -----------------------------------------------------------------------
+
+    def approval(
+        self,
+        current: str,
+        *,
+        destructive: bool,
+        privilege: bool,
+        spent_before: Callable[[str], bool],
+    ) -> str | None:
+        """The digest of an accepted, unconsumed approval of ``current``, if there is one.
+
+        ``spent_before(identity)`` says whether the previous status proves it consumed.
+        """
+        repository = self.ctx.repository
+        policies = [
+            r.resource for r in repository.resources if isinstance(r.resource, ApprovalPolicy)
+        ]
+        for loaded in repository.resources:
+            approval = loaded.resource
+            if not isinstance(approval, Approval) or approval.spec.plan.id != current:
+                continue
+            named = approval.spec.resource
+            if (named.namespace, named.name) != (self.ref.namespace, self.ref.name):
+                continue
+            path = repository.root / loaded.path
+            data = path.read_bytes()
+            signature = path.with_name(path.name + ".sig")
+            ssh = signature.read_bytes() if signature.exists() else b""
+            bundle_file = sigstore_path(path)
+            keyless = bundle_file.read_bytes() if bundle_file.exists() else b""
+            try:
+                bundles = load_bundles(keyless.decode("utf-8"), str(loaded.path)) if keyless else []
+            except (SeshatError, UnicodeDecodeError) as error:
+                self.ctx.log(f"{self.key}: approval {loaded.path}: unreadable bundles: {error}")
+                bundles = []
+            verdict = verify_statement(
+                approval,
+                data,
+                ssh.decode("ascii", errors="replace"),
+                policies,
+                repository.root,
+                namespace=APPROVAL_NAMESPACE,
+                expected=self.ref,
+                current_plan=current,
+                destructive=destructive,
+                privilege=privilege,
+                bundles=bundles,
+            )
+            # Consumed by what was accepted: the file and every signature over it.
+            identity = sha256_digest(data + b"\0" + ssh + b"\0" + keyless)
+            spent = self.ctx.state.is_consumed(identity) or spent_before(identity)
+            if verdict.accepted and not spent:
+                return identity
+            self.ctx.log(f"{self.key}: approval {loaded.path} not accepted: {verdict.reason}")
+        return None

@@ -1,0 +1,417 @@
+"""The versioned-migration lifecycle for one resource in one pass (seed: "The migration
+lifecycle").
+
+    Pending -> Resolving -> Verifying -> Reading
+      -> InSync (nothing pending) | Planning (pending versions) | Blocked (dirty, modified,
+         out of order, ahead)
+    Planning -> AwaitingApproval | Applying (apply: Always)
+    Applying -> VerifyingHistory -> InSync;  Applying -> Blocked (Partial or Unknown)
+    Failed (dispatch or configuration) is retried on retryInterval; Pending -> Suspended
+
+Four operations: Resolve and Verify (here, in the control plane's artifact client), History
+(``seshat-runner op history``, read-only, no lease) and Apply (``op migrate``, the only one
+that takes the realm lease; the runner also takes the database's lock and re-reads the
+history under it). The plan is the ordered list of pending files with their checksums, bound
+to the history fingerprint, the artifact, the target and the policies; it carries no SQL.
+
+A run that ended Partial or Unknown is recorded as ``unresolvedRun`` and blocks every later
+Apply until a history reading of the same target shows nothing pending, or a signed
+``RunAcknowledgment`` names its operation id. A retry never clears it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from datetime import datetime
+from pathlib import Path
+from typing import ClassVar
+
+from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE
+from gitops.approvals.verify import verify_statement
+from gitops.reconcile.identities import (
+    MigrationPlanBinding,
+    coordination_digest,
+    migration_plan_id,
+)
+from gitops.reconcile.lifecycle import BLOCKED, FAILED, IN_SYNC, PassContext, ResourcePass, Stop
+from gitops.repo.loader import LoadedResource
+from gitops.resources.approvals import RunAcknowledgment
+from gitops.resources.database import ApplyPolicy
+from gitops.resources.migration import DatabaseMigration
+from gitops.resources.policies import ApprovalPolicy
+from gitops.resources.status import (
+    DatabaseMigrationStatus,
+    HistorySummary,
+    MigrationPhase,
+    PlanSummary,
+    Reason,
+    RunRecord,
+)
+from gitops.writeback.status_files import plan_paths
+from runner.digests import canonical_json, digest
+from runner.protocol.frame import PROTOCOL_VERSION
+from runner.protocol.messages import PlanSettings
+
+__all__ = ["VERDICT_REASONS", "migration_policy_digest", "reconcile_migration"]
+
+VERDICT_REASONS = {
+    "dirty": Reason.HISTORY_DIRTY,
+    "checksum_modified": Reason.CHECKSUM_MODIFIED,
+    "database_ahead": Reason.DATABASE_AHEAD,
+    "out_of_order": Reason.HISTORY_OUT_OF_ORDER,
+}
+"""The blocking history verdicts and the Blocked reason each one is reported with."""
+
+
+def migration_policy_digest(resource: DatabaseMigration) -> str:
+    return digest("migration-policy", resource.spec.policy.model_dump(mode="json", by_alias=True))
+
+
+class _History:
+    """One reading of the history, as the runner reported it."""
+
+    def __init__(self, report: dict[str, object], target_identity: str) -> None:
+        self.verdict = str(report["verdict"])
+        self.fingerprint = str(report["fingerprint"])
+        self.pending = [str(v) for v in report.get("pending", [])]  # type: ignore[attr-defined]
+        self.versions = [str(v) for v in report.get("versions", [])]  # type: ignore[attr-defined]
+        self.detail = str(report.get("detail") or "")
+        self.checksums: list[tuple[str, str]] = [
+            (str(v), str(c))
+            for v, c in report.get("pendingChecksums", [])  # type: ignore[attr-defined]
+        ]
+        self.current = report.get("currentVersion")
+        self.applied = int(str(report.get("appliedCount", 0)))
+        self.target_identity = target_identity
+
+    def summary(self) -> HistorySummary:
+        return HistorySummary(
+            verdict=self.verdict,
+            fingerprint=self.fingerprint,
+            current_version=str(self.current) if self.current is not None else None,
+            applied_count=self.applied,
+            pending_versions=self.pending[:256],
+            involved_versions=self.versions[:64],
+        )
+
+
+class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
+    artifact_kind = "migrations"
+    phases = MigrationPhase
+    refusals: ClassVar[dict[str, Reason]] = dict(VERDICT_REASONS)
+
+    def __init__(
+        self, loaded: LoadedResource, ctx: PassContext, previous: DatabaseMigrationStatus | None
+    ) -> None:
+        assert isinstance(loaded.resource, DatabaseMigration)
+        self.resource: DatabaseMigration = loaded.resource
+        super().__init__(loaded, ctx, previous)
+        self.consumed = ""
+
+    def initial_status(self) -> DatabaseMigrationStatus:
+        status = DatabaseMigrationStatus(observed_revision=self.ctx.revision)
+        previous = self.previous
+        if previous is None:
+            return status
+        unresolved = previous.unresolved_run
+        if (
+            unresolved is None
+            and previous.phase is MigrationPhase.APPLYING
+            and previous.last_applied is not None
+        ):
+            # The dispatch marker is the last word: whoever ran this Apply stopped before
+            # recording its result, so its outcome is unknown, and it is never run again.
+            unresolved = previous.last_applied.model_copy(
+                update={
+                    "outcome": "Unknown",
+                    "message": (
+                        f"{previous.last_applied.message}; the pass that dispatched it ended "
+                        "before reading its result"
+                    )[:1024],
+                }
+            )
+        return status.model_copy(
+            update={
+                "last_applied": previous.last_applied,
+                "unresolved_run": unresolved,
+                "history": previous.history,
+            }
+        )
+
+    def settings(self) -> PlanSettings:
+        policy = self.resource.spec.policy
+        return PlanSettings(
+            lock_timeout_ms=policy.lock_timeout * 1000, out_of_order=policy.out_of_order
+        )
+
+    # -- the lifecycle -------------------------------------------------------------------
+
+    def lifecycle(self) -> None:
+        spec = self.resource.spec
+        folder, artifact_digest, verification = self.resolve_and_verify()
+        history = self._read(folder, "History")
+        self._settle(history)
+        if history.verdict in VERDICT_REASONS:
+            involved = ", ".join(history.versions)
+            raise Stop(
+                BLOCKED,
+                VERDICT_REASONS[history.verdict],
+                f"{history.verdict} ({involved}): {history.detail}; see docs/migrations.md",
+            )
+        if history.verdict == "nothing_pending":
+            self._in_sync(history)
+        # Planning: the pending files, exactly, bound to everything that decided them.
+        names = self._names(folder)
+        binding = MigrationPlanBinding(
+            resource_uid=self.ref.uid,
+            versions=tuple((v, names.get(v, ""), c) for v, c in history.checksums),
+            history_fingerprint=history.fingerprint,
+            artifact_digest=artifact_digest,
+            coordination_digest=coordination_digest(self.ref.namespace, spec.target),
+            target_identity=history.target_identity,
+            policy=migration_policy_digest(self.resource),
+            verification_policy=verification,
+            engine=spec.target.engine,
+            runner_protocol=PROTOCOL_VERSION,
+        )
+        current = migration_plan_id(binding)
+        json_path, _ = plan_paths(self.ref.namespace, self.ref.name, current)
+        self.files[json_path] = canonical_json(binding.document()) + b"\n"
+        self.status = self.status.model_copy(
+            update={"plan": PlanSummary(id=current, statements=0, path=json_path)}
+        )
+        if spec.policy.apply is ApplyPolicy.NEVER:
+            raise Stop(
+                BLOCKED,
+                Reason.APPLY_DISABLED,
+                f"apply: Never; plan {current} ({len(history.pending)} pending: "
+                f"{', '.join(history.pending)}) is recorded and not applied",
+            )
+        dispatched_before = self.ctx.state.dispatched(self.ref.uid, current) or (
+            self.status.last_applied is not None and self.status.last_applied.plan_id == current
+        )
+        approval = self._approval(current)
+        automatic = spec.policy.apply is ApplyPolicy.ALWAYS and not dispatched_before
+        if approval is None and not automatic:
+            why = (
+                "was dispatched before and is never started again without a new approval"
+                if dispatched_before
+                else "needs an approval naming this plan"
+            )
+            raise Stop(
+                MigrationPhase.AWAITING_APPROVAL,
+                Reason.AWAITING_APPROVAL,
+                f"plan {current} (pending {', '.join(history.pending)}) {why}: "
+                f"seshat approve {self.key} --plan {current}",
+            )
+        self._apply(current, binding, approval, folder)
+
+    def _read(self, folder: Path, what: str) -> _History:
+        outcome = self.run_operation("history", migrations=str(folder))
+        result = self.result(outcome, what)
+        report = result.get("history")
+        assert isinstance(report, dict) and outcome.result is not None
+        history = _History(report, outcome.result.target_identity or "")
+        self.status = self.status.model_copy(update={"history": history.summary()})
+        return history
+
+    @staticmethod
+    def _names(folder: Path) -> dict[str, str]:
+        from runner.migrations.files import read_directory
+
+        return {f.version: f.name for f in read_directory(folder)}
+
+    # -- an uncertain run ----------------------------------------------------------------
+
+    def _settle(self, history: _History) -> None:
+        """Clear ``unresolvedRun`` if the database or a person settled it; else Blocked."""
+        run = self.status.unresolved_run
+        if run is None:
+            return
+        if history.verdict == "nothing_pending" and (
+            run.target_identity_digest in (None, history.target_identity)
+        ):
+            self.ctx.log(f"{self.key}: run {run.operation_id} settled: nothing is pending")
+            self.status = self.status.model_copy(update={"unresolved_run": None})
+            return
+        acknowledged = self._acknowledged(run.operation_id)
+        if acknowledged is not None:
+            self.ctx.log(f"{self.key}: run {run.operation_id} acknowledged ({acknowledged})")
+            self.status = self.status.model_copy(update={"unresolved_run": None})
+            return  # what is still pending is planned afresh and needs a new approval
+        raise Stop(
+            BLOCKED,
+            Reason.RUN_UNRESOLVED,
+            f"run {run.operation_id} of plan {run.plan_id} ended {run.outcome}: {run.message}. "
+            "Nothing is applied until the history shows nothing pending or the run is "
+            f"acknowledged: repair the database, then seshat acknowledge {self.key} "
+            f"--operation {run.operation_id} (docs/migrations.md)",
+        )
+
+    def _acknowledged(self, operation_id: str) -> str | None:
+        repository = self.ctx.repository
+        policies = [
+            r.resource for r in repository.resources if isinstance(r.resource, ApprovalPolicy)
+        ]
+        for loaded in repository.resources:
+            statement = loaded.resource
+            if (
+                not isinstance(statement, RunAcknowledgment)
+                or statement.spec.operation_id != operation_id
+            ):
+                continue
+            path = repository.root / loaded.path
+            signature = path.with_name(path.name + ".sig")
+            verdict = verify_statement(
+                statement,
+                path.read_bytes(),
+                signature.read_text("ascii", errors="replace") if signature.exists() else "",
+                policies,
+                repository.root,
+                namespace=ACKNOWLEDGMENT_NAMESPACE,
+                expected=self.ref,
+            )
+            if verdict.accepted:
+                return verdict.message
+            self.ctx.log(f"{self.key}: acknowledgment {loaded.path} refused: {verdict.reason}")
+        return None
+
+    # -- approval and Apply --------------------------------------------------------------
+
+    def _approval(self, current: str) -> str | None:
+        last = self.status.last_applied
+
+        def spent_before(identity: str) -> bool:
+            return last is not None and f"approval {identity}" in last.message
+
+        return self.approval(current, destructive=False, privilege=False, spent_before=spent_before)
+
+    def _apply(
+        self, current: str, binding: MigrationPlanBinding, approval: str | None, folder: Path
+    ) -> None:
+        self.lease = self.ctx.state.acquire(binding.coordination_digest, self.ctx.holder)
+        if self.lease is None:
+            raise Stop(FAILED, Reason.DISPATCH_FAILED, "another controller holds the lease")
+        op_id = secrets.token_hex(16)  # hex, so a RunAcknowledgment can name it
+        versions = [v for v, _, _ in binding.versions]
+        self.ctx.state.claim(self.ref.uid, "apply", op_id, current)
+        self.consumed = f"approval {approval}" if approval is not None else "apply: Always"
+        self._record(op_id, current, "Unknown", versions, "dispatched", binding.target_identity)
+        self.push_marker(
+            MigrationPhase.APPLYING,
+            f"applying plan {current}: {', '.join(versions)} (operation {op_id})",
+            lambda: self.ctx.state.release_claim(self.ref.uid, "apply"),
+        )
+        if approval is not None:
+            self.ctx.state.consume(approval, self.ref.uid, op_id)
+        self.ctx.state.mark_dispatched(op_id, self.ref.uid, current)
+        outcome = self.run_operation(
+            "migrate",
+            op_id,
+            migrations=str(folder),
+            expect_pending=[[v, c] for v, _, c in binding.versions],
+        )
+        self.ctx.state.mark_finished(op_id)
+        self.ctx.state.release_claim(self.ref.uid, "apply")
+        identity = binding.target_identity
+        if outcome.kind == "lost":
+            self._unresolved(op_id, current, "Unknown", [], outcome.detail, identity)
+        error = outcome.result.error if outcome.result is not None else None
+        if outcome.kind == "refused" and error is not None:
+            code = error.message.split(":", 1)[0]
+            self._record(op_id, current, "Failed", [], f"refused: {error.message}", identity)
+            if code in VERDICT_REASONS:
+                refused = f"the Apply was refused: {error.message}"
+                raise Stop(BLOCKED, VERDICT_REASONS[code], refused)
+            raise Stop(
+                FAILED,
+                Reason.APPLY_FAILED,
+                f"the Apply was refused and changed nothing: {error.message}; the next pass "
+                "reads the history again and plans afresh",
+            )
+        result = self.result(outcome, "Apply")
+        report = result.get("migrate")
+        assert isinstance(report, dict)
+        applied = [str(v) for v in report.get("applied", [])]
+        kind = str(report.get("outcome"))
+        if kind in ("Partial", "Unknown"):
+            detail = json.dumps(report, sort_keys=True)
+            self._unresolved(op_id, current, kind, applied, detail, identity)
+        if kind == "Failed":
+            detail = (
+                f"version {report.get('failed')} failed at statement {report.get('statement')} "
+                f"and was rolled back: {report.get('error')}"
+            )
+            self._record(op_id, current, "Failed", applied, detail, identity)
+            raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
+        self._record(op_id, current, kind, applied, "", identity)
+        # VerifyingHistory: the history read back must show the sequence applied.
+        after = self._read(folder, "History after Apply")
+        if after.verdict != "nothing_pending":
+            raise Stop(
+                FAILED,
+                Reason.APPLY_FAILED,
+                f"after the Apply the history reads {after.verdict} "
+                f"({', '.join(after.versions or after.pending)}); it does not match",
+            )
+        self._in_sync(after)
+
+    def _unresolved(
+        self,
+        op_id: str,
+        current: str,
+        outcome: str,
+        applied: list[str],
+        detail: str,
+        identity: str,
+    ) -> None:
+        self._record(op_id, current, outcome, applied, detail, identity)
+        self.status = self.status.model_copy(update={"unresolved_run": self.status.last_applied})
+        raise Stop(
+            BLOCKED,
+            Reason.RUN_UNRESOLVED,
+            f"run {op_id} ended {outcome}; it is never retried. Read the history "
+            f"(seshat-runner migrations status), repair the database, then "
+            f"seshat acknowledge {self.key} --operation {op_id}",
+        )
+
+    def _record(
+        self,
+        op_id: str,
+        current: str,
+        outcome: str,
+        applied: list[str],
+        message: str,
+        identity: str,
+    ) -> None:
+        now: datetime = self.ctx.now()
+        text = f"{self.consumed}; {message}" if message else self.consumed
+        self.status = self.status.model_copy(
+            update={
+                "last_applied": RunRecord(
+                    operation_id=op_id,
+                    plan_id=current,
+                    outcome=outcome,
+                    target_identity_digest=identity or None,
+                    recorded_at=now,
+                    applied_versions=applied[:256],
+                    message=text[:1024],
+                )
+            }
+        )
+
+    def _in_sync(self, history: _History) -> None:
+        self.status = self.status.model_copy(update={"plan": None})
+        current = history.current or "none"
+        raise Stop(IN_SYNC, Reason.IN_SYNC, f"every migration is applied (current {current})")
+
+
+def reconcile_migration(
+    loaded: LoadedResource,
+    ctx: PassContext,
+    previous: DatabaseMigrationStatus | None,
+    census: tuple[Reason, str] | None = None,
+) -> DatabaseMigrationStatus:
+    """One pass of the migration lifecycle for ``loaded``; returns the status it committed."""
+    return _MigrationPass(loaded, ctx, previous).run(census)
