@@ -9,13 +9,18 @@ reconciler and runner:
 2. ``seshat approve`` -> apply -> InSync;
 3. a new artifact that drops a column -> Blocked (DestructiveChangesDisallowed);
 4. ``allowDestructive: true`` -> AwaitingApproval; two approvals (a destructive plan needs
-   two distinct approvers) -> InSync.
+   two distinct approvers) -> InSync;
+5. beside it, a ``DatabaseMigration`` (the shop's ledger, a second SQLite file) with two
+   migration files -> AwaitingApproval (the plan names the files) -> approved -> InSync;
+6. an artifact that edits an applied file -> Blocked (ChecksumModified); one that keeps the
+   applied files and adds a third -> AwaitingApproval -> approved -> InSync.
 
 Nothing outside the temporary directory is touched; ``--keep`` leaves it for inspection.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -77,6 +82,41 @@ spec:
     protectedTables: [orders_archive]
 """
 
+LEDGER_V1 = {
+    "1_accounts.sql": "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT NOT NULL);\n",
+    "2_entries.sql": (
+        "CREATE TABLE entries (\n    id INTEGER PRIMARY KEY,\n"
+        "    account_id INTEGER NOT NULL REFERENCES accounts (id),\n"
+        "    amount_cents INTEGER NOT NULL\n);\n"
+    ),
+}
+LEDGER_EDITED = {**LEDGER_V1, "2_entries.sql": LEDGER_V1["2_entries.sql"] + "-- edited later\n"}
+LEDGER_V2 = {
+    **LEDGER_V1,
+    "3_entries_index.sql": "CREATE INDEX entries_account ON entries (account_id);\n",
+}
+
+MIGRATION = """\
+# The shop's ledger (from examples/repo), evolved by versioned migration files.
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseMigration
+metadata:
+  name: ledger
+  namespace: shop
+spec:
+  target:
+    engine: sqlite
+    url: {{fromEnv: SHOP_LEDGER_URL}}
+    coordinationKey: shop-ledger
+  artifact:
+    ref: oci-layout://{layout}:{tag}
+    verification: {{policy: signed-by-ci}}
+  policy:
+    apply: OnApproval
+"""
+
+_URLS = ("SHOP_CATALOGUE_URL", "SHOP_LEDGER_URL")
+
 
 class _Demo:
     def __init__(self, root: Path, say: Callable[[str], None]) -> None:
@@ -86,6 +126,7 @@ class _Demo:
         self.work = root / "repo"
         self.layout = root / "oci"
         self.database = root / "catalogue.db"
+        self.ledger = root / "ledger.db"
         self.controller = root / "controller"
 
     def step(self, text: str) -> None:
@@ -142,18 +183,21 @@ class _Demo:
             self.approvers[person] = private
         (self.work / "policies/allowed_signers").write_text("\n".join(lines) + "\n")
         sqlite3.connect(self.database).close()
+        sqlite3.connect(self.ledger).close()
         os.environ["SHOP_CATALOGUE_URL"] = f"sqlite:///{self.database}"
+        os.environ["SHOP_LEDGER_URL"] = f"sqlite:///{self.ledger}"
         self.say(f"  repository {self.work}, database {self.database}")
 
-    def publish(self, tag: str, sql: str) -> None:
+    def publish(self, tag: str, files: dict[str, str], kind: str = "schema") -> None:
         folder = self.root / "artifacts" / tag
         folder.mkdir(parents=True)
-        (folder / "catalogue.sql").write_text(sql)
+        for name, text in files.items():
+            (folder / name).write_text(text)
         reference = parse_reference(f"oci-layout://{self.layout}:{tag}")
         store = LayoutStore(str(self.layout))
         packaged = package_folder(
             folder,
-            "schema",
+            kind,
             {
                 "org.opencontainers.image.source": "https://example.com/shop",
                 "org.opencontainers.image.created": "2026-01-01T00:00:00Z",
@@ -171,21 +215,28 @@ class _Demo:
         )
         self.commit(message)
 
+    def declare_ledger(self, tag: str, message: str) -> None:
+        path = self.work / "databases/shop/migrations.yaml"
+        path.write_text(MIGRATION.format(layout=self.layout, tag=tag))
+        self.commit(message)
+
     def commit(self, message: str) -> None:
         self.git("add", "--all")
         self.git("commit", "-q", "-m", message)
         self.git("push", "-q", "origin", "HEAD:refs/heads/main")
         self.say(f"  committed: {message}")
 
-    def reconcile(self) -> str:
+    def reconcile(self, name: str = "catalogue") -> str:
+        """One pass; prints every resource's verdict and returns ``shop/<name>``'s phase."""
         report = run_pass(self.remote.as_uri(), self.controller)
-        verdict = f"{report.phases['shop/catalogue']} ({report.reasons['shop/catalogue']})"
-        self.say(f"  seshat reconcile --once: shop/catalogue is {verdict}")
-        return report.phases["shop/catalogue"]
+        for key in sorted(report.phases):
+            verdict = f"{report.phases[key]} ({report.reasons[key]})"
+            self.say(f"  seshat reconcile --once: {key} is {verdict}")
+        return report.phases[f"shop/{name}"]
 
-    def plan_id(self) -> str:
+    def plan_id(self, name: str = "catalogue") -> str:
         status = git.Repo(self.controller / "status")
-        text = str(status.git.show("seshat/status:status/shop/catalogue.yaml"))
+        text = str(status.git.show(f"seshat/status:status/shop/{name}.yaml"))
         status.close()
         line = next(x for x in text.splitlines() if x.strip().startswith("id: sha256:"))
         return line.split(":", 1)[1].strip()
@@ -198,25 +249,33 @@ class _Demo:
         for line in sql.splitlines():
             self.say(f"    {line}")
 
-    def approve(self, person: str, plan: str) -> None:
+    def show_migration_plan(self, plan: str) -> None:
+        status = git.Repo(self.controller / "status")
+        text = str(status.git.show(f"seshat/status:plans/shop/ledger/{plan[7:]}.json"))
+        status.close()
+        files = [f["name"] for f in json.loads(text)["files"]]
+        self.say(f"  the plan (plans/shop/ledger/<id>.json, no SQL): apply {', '.join(files)}")
+
+    def approve(self, person: str, plan: str, name: str = "catalogue") -> None:
+        kind = "DatabaseMigration" if name == "ledger" else "DatabaseSchema"
         repository = load_repository(self.work)
-        loaded = repository.find("DatabaseSchema", "shop", "catalogue")
+        loaded = repository.find(kind, "shop", name)
         assert loaded is not None
         ref = ResourceRef(
-            kind="DatabaseSchema",
+            kind=kind,
             namespace="shop",
-            name="catalogue",
+            name=name,
             uid=str(loaded.resource.metadata.uid),
         )
         approve(self.work, ref, plan, self.approvers[person], comment=f"approved by {person}")
         self.say(
-            f"  {person}: seshat approve shop/catalogue --plan {plan[:19]}... --key keys/{person}"
+            f"  {person}: seshat approve shop/{name} --plan {plan[:19]}... --key keys/{person}"
         )
 
     def run(self) -> None:
         self.setup()
         self.step("version 1 of the catalogue schema")
-        self.publish("v1", V1)
+        self.publish("v1", {"catalogue.sql": V1})
         self.declare("v1", False, "Declare the shop catalogue")
         assert self.reconcile() == "AwaitingApproval"
         plan = self.plan_id()
@@ -227,7 +286,7 @@ class _Demo:
         assert self.reconcile() == "InSync"
         self.say(f"  tables now: {', '.join(self._tables())}")
         self.step("version 2 drops products.legacy_code: destructive")
-        self.publish("v2", V2)
+        self.publish("v2", {"catalogue.sql": V2})
         self.declare("v2", False, "Catalogue v2")
         assert self.reconcile() == "Blocked"
         self.step("allow destructive changes for this resource")
@@ -240,6 +299,7 @@ class _Demo:
         self.approve("bob", plan)
         self.commit("Approve dropping legacy_code")
         assert self.reconcile() == "InSync"
+        self.migrations()
         self.step("the status branch's history (git log seshat/status)")
         status = git.Repo(self.controller / "status")
         for commit in status.iter_commits("seshat/status"):
@@ -249,8 +309,33 @@ class _Demo:
         status.close()
         self.say(f"\ndone in {time.monotonic() - self.started:.1f}s")
 
-    def _tables(self) -> list[str]:
-        conn = sqlite3.connect(self.database)
+    def migrations(self) -> None:
+        self.step("beside it, the ledger: a DatabaseMigration with two migration files")
+        self.publish("ledger-v1", LEDGER_V1, "migrations")
+        self.declare_ledger("ledger-v1", "Declare the ledger's migrations")
+        assert self.reconcile("ledger") == "AwaitingApproval"
+        plan = self.plan_id("ledger")
+        self.show_migration_plan(plan)
+        self.approve("alice", plan, "ledger")
+        self.commit("Approve the ledger's migrations")
+        assert self.reconcile("ledger") == "InSync"
+        self.say(f"  ledger tables now: {', '.join(self._tables(self.ledger))}")
+        self.step("an artifact that edits an applied migration file is refused")
+        self.publish("ledger-edited", LEDGER_EDITED, "migrations")
+        self.declare_ledger("ledger-edited", "Ledger: edit 2_entries.sql")
+        assert self.reconcile("ledger") == "Blocked"
+        self.step("keep the applied files as they were and add a third")
+        self.publish("ledger-v2", LEDGER_V2, "migrations")
+        self.declare_ledger("ledger-v2", "Ledger: index entries by account")
+        assert self.reconcile("ledger") == "AwaitingApproval"
+        plan = self.plan_id("ledger")
+        self.show_migration_plan(plan)
+        self.approve("alice", plan, "ledger")
+        self.commit("Approve the ledger's index")
+        assert self.reconcile("ledger") == "InSync"
+
+    def _tables(self, database: Path | None = None) -> list[str]:
+        conn = sqlite3.connect(database or self.database)
         names = [
             r[0]
             for r in conn.execute(
@@ -264,14 +349,15 @@ class _Demo:
 def run_demo(say: Callable[[str], None], keep: bool = False) -> Path:
     """Run the demo; the temporary directory is removed unless ``keep``."""
     root = Path(tempfile.mkdtemp(prefix="seshat-demo-"))
-    previous = os.environ.get("SHOP_CATALOGUE_URL")
+    previous = {name: os.environ.get(name) for name in _URLS}
     try:
         _Demo(root, say).run()
     finally:
-        if previous is None:
-            os.environ.pop("SHOP_CATALOGUE_URL", None)
-        else:
-            os.environ["SHOP_CATALOGUE_URL"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     return root

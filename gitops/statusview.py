@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gitops.repo.yamlfile import read_documents
-from runner.digests import sha256_digest
+from runner.digests import digest, sha256_digest
 from runner.engines.plan import plan_bytes, plan_sql, read_plan
 
 __all__ = ["plan_group", "status"]
@@ -127,6 +127,9 @@ def plan_show(target: str, source: str, status_branch: str) -> None:
             click.echo(f"{target}: no current plan ({data['status'].get('phase')})")
             return
         raw = (tree / plan["path"]).read_bytes()
+        if data.get("kind") == "DatabaseMigrationStatus":
+            _show_migration_plan(target, plan["id"], raw)
+            return
         document = read_plan(raw)
         if plan_bytes(document) != raw:
             click.echo(f"seshat: {plan['path']} is not a canonical plan document", err=True)
@@ -144,3 +147,18 @@ def plan_show(target: str, source: str, status_branch: str) -> None:
     )
     click.echo(f"approve with seshat approve {target} --plan {plan['id']} --key KEY\n")
     click.echo(plan_sql(document), nl=False)
+
+
+def _show_migration_plan(target: str, plan_id: str, raw: bytes) -> None:
+    """A migration plan: the files it applies, in order; its id recomputed from its bytes."""
+    document = json.loads(raw)
+    if not isinstance(document, dict) or digest("migration-plan-id", document) != plan_id:
+        click.echo(f"seshat: the plan document does not hash to {plan_id}", err=True)
+        sys.exit(1)
+    click.echo(f"plan id      {plan_id} (verified)")
+    click.echo(f"history      {document['historyFingerprint']}")
+    click.echo(f"artifact     {document['artifactDigest']}")
+    click.echo(f"approve with seshat approve {target} --plan {plan_id} --key KEY\n")
+    click.echo("applies, in order (the SQL is in the artifact):")
+    for entry in document["files"]:
+        click.echo(f"  {entry['version']:>6}  {entry['name']}  {entry['checksum']}")

@@ -31,7 +31,21 @@ def test_seshat_demo_runs_the_loop(tmp_path: Path) -> None:
         position = out.index(expected, position) + len(expected)
     assert 'ALTER TABLE "products" DROP COLUMN "legacy_code";' in out
     assert "tables now: orders_archive, products" in out
+    ledger = [
+        "shop/ledger is AwaitingApproval",
+        "apply 1_accounts.sql, 2_entries.sql",
+        "shop/ledger is InSync",
+        "shop/ledger is Blocked (ChecksumModified)",
+        "shop/ledger is AwaitingApproval",
+        "apply 3_entries_index.sql",
+        "shop/ledger is InSync",
+    ]
+    position = 0
+    for expected in ledger:
+        position = out.index(expected, position) + len(expected)
+    assert "ledger tables now: accounts, entries, seshat_schema_migrations" in out
     log = out[out.index("the status branch's history") :]
     assert log.count("shop/catalogue: Applying") == 2
+    assert log.count("shop/ledger: Applying") == 2
     repository = Path(out.split("  repository ", 1)[1].split(",", 1)[0])
     assert repository.name == "repo" and not repository.parent.exists()  # cleaned up

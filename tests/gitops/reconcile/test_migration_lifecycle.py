@@ -90,6 +90,10 @@ def test_both_families_side_by_side_plan_approve_apply_in_sync(world: World) -> 
     assert plan["files"][0]["checksum"].startswith("sha256:")
     assert "CREATE" not in json.dumps(plan)  # a migration plan carries no SQL
     assert tables(billing) == []  # nothing runs before an approval
+    shown = world.seshat("plan", "show", "shop/billing", "--repo", world.remote.remote_url)
+    assert shown.returncode == 0, shown.stderr
+    assert f"plan id      {plan_id} (verified)" in shown.stdout
+    assert "1_items.sql" in shown.stdout and "2_name.sql" in shown.stdout
 
     # The same inputs make the same plan, byte for byte; nothing new is committed.
     commits = len(world.status_log())
