@@ -134,7 +134,7 @@ class World:
         folder = self.tmp / f"src-{layout}"
         folder.mkdir()
         for name, text in files.items():
-            (folder / name).write_text(text)
+            (folder / name).write_bytes(text.encode("utf-8"))  # bytes exactly as given
         path = self.tmp / layout
         ref = f"oci-layout://{path}:v1"
         assert self.seshat("artifact", "push", folder, ref, "--type", "migrations").returncode == 0

@@ -3,6 +3,7 @@ PostgreSQL and MariaDB, the real runner; each test asserts the database, the sta
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import subprocess
@@ -75,7 +76,11 @@ def test_both_families_side_by_side_plan_approve_apply_in_sync(world: World) -> 
     world.database("catalog")
     billing = world.database("billing")
     world.remote.write_file("databases/catalog/schema.yaml", schema_yaml("catalog", schema_layout))
-    _declare(world, "billing", world.migrations("m1", V1))
+    files = {
+        **V1,
+        "2_name.sql": "-- windows line endings\r\nALTER TABLE items ADD COLUMN name TEXT;\r\n",
+    }
+    _declare(world, "billing", world.migrations("m1", files))
 
     assert world.reconcile() == {
         "shop/catalog": "AwaitingApproval/AwaitingApproval",
@@ -87,7 +92,10 @@ def test_both_families_side_by_side_plan_approve_apply_in_sync(world: World) -> 
     plan_id = status["plan"]["id"]
     plan = json.loads(_show(world, status["plan"]["path"]))
     assert [f["version"] for f in plan["files"]] == ["1", "2"]
-    assert plan["files"][0]["checksum"].startswith("sha256:")
+    # Checksums of the bytes as written, CRLF and all, after the trip through the artifact.
+    assert [f["checksum"] for f in plan["files"]] == [
+        "sha256:" + hashlib.sha256(text.encode()).hexdigest() for text in files.values()
+    ]
     assert "CREATE" not in json.dumps(plan)  # a migration plan carries no SQL
     assert tables(billing) == []  # nothing runs before an approval
     shown = world.seshat("plan", "show", "shop/billing", "--repo", world.remote.remote_url)
@@ -118,7 +126,9 @@ def test_both_families_side_by_side_plan_approve_apply_in_sync(world: World) -> 
     _declare(
         world,
         "billing",
-        world.migrations("m2", {**V1, "3_price.sql": "ALTER TABLE items ADD COLUMN price REAL;\n"}),
+        world.migrations(
+            "m2", {**files, "3_price.sql": "ALTER TABLE items ADD COLUMN price REAL;\n"}
+        ),
     )
     assert world.reconcile()["shop/billing"] == "AwaitingApproval/AwaitingApproval"
     assert _status(world, "billing")["history"]["pendingVersions"] == ["3"]
@@ -262,6 +272,20 @@ def test_a_failing_postgresql_file_rolls_back_and_is_retried_after_a_fix(
     assert world.reconcile() == {"shop/orders": "InSync/InSync"}
     with postgres_database.connect_as_app() as conn:
         assert conn.execute("SELECT to_regclass('orders')").fetchone() == ("orders",)
+
+    # The password reached only the runner: not Git (any branch), not the controller's files.
+    password = postgres_database.url_with_password.split(":")[2].split("@")[0]
+    everything = subprocess.run(
+        ["git", "--git-dir", str(world.remote.remote_path), "log", "-p", "--all"],
+        capture_output=True,
+        text=True,
+        env=GIT_ENV,
+        check=True,
+    ).stdout
+    assert "shop/orders: Failed (ApplyFailed)" in everything and password not in everything
+    for path in world.work.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".yaml", ".sql", ".md"):
+            assert password not in path.read_text(errors="replace"), path
 
 
 def test_a_partial_mariadb_run_blocks_until_acknowledged(
