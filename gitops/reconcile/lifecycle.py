@@ -125,6 +125,7 @@ class ResourcePass(Generic[StatusT]):
         self.status: StatusT = self.initial_status()
         self.files: dict[str, bytes | None] = {}
         self.lease: Lease | None = None
+        self.consumed = ""  # which approval (or policy) an Apply of this pass consumed
 
     def initial_status(self) -> StatusT:
         raise NotImplementedError
@@ -206,17 +207,44 @@ class ResourcePass(Generic[StatusT]):
         self.previous = self.status
         self.files = {}
 
-    def push_marker(self, phase: str, message: str, undo: Callable[[], None]) -> None:
-        """The dispatch marker: pushed before the runner starts, or nothing runs."""
+    def record_dispatch(self, op_id: str, current: str) -> None:
+        """Put the dispatched run in ``lastApplied`` (outcome Unknown) before the marker."""
+        raise NotImplementedError
+
+    def dispatch(
+        self,
+        current: str,
+        approval: str | None,
+        op_id: str,
+        marker: tuple[str, str],
+        operation: str,
+        **fields: object,
+    ) -> Outcome:
+        """Start the Apply of plan ``current``: the claim, the dispatch marker (``marker`` is
+        its phase and message), pushed before the runner starts or nothing runs, the approval
+        consumed, then the operation itself."""
+        state, uid = self.ctx.state, self.ref.uid
+        state.claim(uid, "apply", op_id, current)
+        # The approval consumed is named in the marker too, so a lost state file cannot make
+        # it count again (the status branch is the durable record).
+        self.consumed = f"approval {approval}" if approval is not None else "apply: Always"
+        self.record_dispatch(op_id, current)
         try:
-            self.commit(phase, Reason.APPLYING, message)
+            self.commit(marker[0], Reason.APPLYING, marker[1])
         except Exception as error:
-            undo()
+            state.release_claim(uid, "apply")
             raise Stop(
                 FAILED,
                 Reason.DISPATCH_FAILED,
                 f"the dispatch marker could not be pushed, so nothing ran: {error}",
             ) from None
+        if approval is not None:
+            state.consume(approval, uid, op_id)
+        state.mark_dispatched(op_id, uid, current)
+        outcome = self.run_operation(operation, op_id, **fields)
+        state.mark_finished(op_id)
+        state.release_claim(uid, "apply")
+        return outcome
 
     # -- the pass ------------------------------------------------------------------------
 

@@ -107,7 +107,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         assert isinstance(loaded.resource, DatabaseMigration)
         self.resource: DatabaseMigration = loaded.resource
         super().__init__(loaded, ctx, previous)
-        self.consumed = ""
+        self.binding: MigrationPlanBinding | None = None  # the plan being applied
 
     def initial_status(self) -> DatabaseMigrationStatus:
         status = DatabaseMigrationStatus(observed_revision=self.ctx.revision)
@@ -295,25 +295,19 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             raise Stop(FAILED, Reason.DISPATCH_FAILED, "another controller holds the lease")
         op_id = secrets.token_hex(16)  # hex, so a RunAcknowledgment can name it
         versions = [v for v, _, _ in binding.versions]
-        self.ctx.state.claim(self.ref.uid, "apply", op_id, current)
-        self.consumed = f"approval {approval}" if approval is not None else "apply: Always"
-        self._record(op_id, current, "Unknown", versions, "dispatched", binding.target_identity)
-        self.push_marker(
-            MigrationPhase.APPLYING,
-            f"applying plan {current}: {', '.join(versions)} (operation {op_id})",
-            lambda: self.ctx.state.release_claim(self.ref.uid, "apply"),
-        )
-        if approval is not None:
-            self.ctx.state.consume(approval, self.ref.uid, op_id)
-        self.ctx.state.mark_dispatched(op_id, self.ref.uid, current)
-        outcome = self.run_operation(
-            "migrate",
+        self.binding = binding
+        outcome = self.dispatch(
+            current,
+            approval,
             op_id,
+            (
+                MigrationPhase.APPLYING,
+                f"applying plan {current}: {', '.join(versions)} (operation {op_id})",
+            ),
+            "migrate",
             migrations=str(folder),
             expect_pending=[[v, c] for v, _, c in binding.versions],
         )
-        self.ctx.state.mark_finished(op_id)
-        self.ctx.state.release_claim(self.ref.uid, "apply")
         identity = binding.target_identity
         if outcome.kind == "lost":
             self._unresolved(op_id, current, "Unknown", [], outcome.detail, identity)
@@ -356,6 +350,12 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 f"({', '.join(after.versions or after.pending)}); it does not match",
             )
         self._in_sync(after)
+
+    def record_dispatch(self, op_id: str, current: str) -> None:
+        binding = self.binding
+        assert binding is not None
+        versions = [v for v, _, _ in binding.versions]
+        self._record(op_id, current, "Unknown", versions, "dispatched", binding.target_identity)
 
     def _unresolved(
         self,

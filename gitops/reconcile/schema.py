@@ -60,7 +60,6 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         assert isinstance(loaded.resource, DatabaseSchema)
         self.resource: DatabaseSchema = loaded.resource
         super().__init__(loaded, ctx, previous)
-        self.consumed = ""  # which approval (or policy) an Apply of this pass consumed
 
     def initial_status(self) -> DatabaseSchemaStatus:
         status = DatabaseSchemaStatus(observed_revision=self.ctx.revision)
@@ -209,24 +208,15 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         plan_file = self.ctx.work_dir / "plans" / f"{current.removeprefix('sha256:')}.json"
         plan_file.parent.mkdir(parents=True, exist_ok=True)
         plan_file.write_bytes(data)
-        self.ctx.state.claim(self.ref.uid, "apply", op_id, current)
-        # The approval consumed is named in the marker too, so a lost state file cannot make
-        # it count again (the status branch is the durable record).
-        self.consumed = f"approval {approval}" if approval is not None else "apply: Always"
-        self._record(op_id, current, "Unknown", self.ctx.now(), "dispatched")
-        self.push_marker(
-            SchemaPhase.APPLYING,
-            f"applying plan {current} (operation {op_id})",
-            lambda: self.ctx.state.release_claim(self.ref.uid, "apply"),
+        outcome = self.dispatch(
+            current,
+            approval,
+            op_id,
+            (SchemaPhase.APPLYING, f"applying plan {current} (operation {op_id})"),
+            "apply",
+            plan=str(plan_file),
+            expect_digest=sha256_digest(data),
         )
-        if approval is not None:
-            self.ctx.state.consume(approval, self.ref.uid, op_id)
-        self.ctx.state.mark_dispatched(op_id, self.ref.uid, current)
-        outcome = self.run_operation(
-            "apply", op_id, plan=str(plan_file), expect_digest=sha256_digest(data)
-        )
-        self.ctx.state.mark_finished(op_id)
-        self.ctx.state.release_claim(self.ref.uid, "apply")
         now = self.ctx.now()
         if outcome.kind == "lost":
             self._record(op_id, current, "Unknown", now, outcome.detail)
@@ -257,6 +247,9 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                 "remains; convergence is not proven",
             )
         self._in_sync("the database matches the declared schema")  # lastApplied says how
+
+    def record_dispatch(self, op_id: str, current: str) -> None:
+        self._record(op_id, current, "Unknown", self.ctx.now(), "dispatched")
 
     def _record(self, op_id: str, current: str, outcome: str, now: datetime, message: str) -> None:
         self.status = self.status.model_copy(

@@ -141,19 +141,28 @@ class World:
         assert self.seshat("artifact", "sign", ref, "--key", self.ci_key).returncode == 0
         return path
 
-    def approve(self, name: str, plan_id: str) -> None:
+    def approve(self, name: str, plan_id: str, key: Path | None = None) -> None:
+        """``seshat approve`` (by Alice unless ``key``), committed and pushed."""
+        self._sign("approve", name, "--plan", plan_id, key)
+        self.remote.commit_all(f"approve {name}")
+
+    def acknowledge(self, name: str, operation_id: str, key: Path | None = None) -> None:
+        """``seshat acknowledge`` of a run (by Alice unless ``key``), committed and pushed."""
+        self._sign("acknowledge", name, "--operation", operation_id, key)
+        self.remote.commit_all(f"acknowledge {operation_id} of {name}")
+
+    def _sign(self, command: str, name: str, option: str, value: str, key: Path | None) -> None:
         done = self.seshat(
-            "approve",
+            command,
             f"shop/{name}",
-            "--plan",
-            plan_id,
+            option,
+            value,
             "--repo",
             self.remote.work_dir,
             "--key",
-            self.alice.private_key,
+            key or self.alice.private_key,
         )
         assert done.returncode == 0, done.stderr
-        self.remote.commit_all(f"approve {name}")
 
     def database(self, name: str, sql: str = "") -> Path:
         path = self.tmp / f"{name}.db"

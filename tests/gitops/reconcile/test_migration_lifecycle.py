@@ -327,20 +327,7 @@ def test_a_partial_mariadb_run_blocks_until_acknowledged(
         cur.execute("DELETE FROM seshat_schema_migrations WHERE version = '2'")
     _declare(world, "shop", world.migrations("c", fixed), engine="mysql")
     assert world.reconcile() == {"shop/shop": "Blocked/RunUnresolved"}  # ready, not settled
-    done = world.seshat(
-        "acknowledge",
-        "shop/shop",
-        "--operation",
-        operation,
-        "--repo",
-        world.remote.work_dir,
-        "--key",
-        world.alice.private_key,
-        "--comment",
-        "dropped orders, deleted the row",
-    )
-    assert done.returncode == 0, done.stderr
-    world.remote.commit_all("acknowledge the partial run")
+    world.acknowledge("shop", operation)  # dropped orders, deleted the row
     assert world.reconcile() == {"shop/shop": "AwaitingApproval/AwaitingApproval"}
     status = _status(world, "shop")
     assert "unresolvedRun" not in status and status["history"]["pendingVersions"] == ["2"]
@@ -379,18 +366,7 @@ def test_a_runner_killed_during_an_apply_is_unknown_and_never_rerun(world: World
     assert tables(database) == []
     assert world.status_log().count("shop/ledger: Applying") == 1
 
-    done = world.seshat(
-        "acknowledge",
-        "shop/ledger",
-        "--operation",
-        run["operationId"],
-        "--repo",
-        world.remote.work_dir,
-        "--key",
-        world.alice.private_key,
-    )
-    assert done.returncode == 0, done.stderr
-    world.remote.commit_all("acknowledge")
+    world.acknowledge("ledger", run["operationId"])
     # The same plan was dispatched once: even apply: Always needs a new approval now.
     assert world.reconcile() == {"shop/ledger": "AwaitingApproval/AwaitingApproval"}
     assert "dispatched before" in _ready(world, "ledger")
@@ -415,17 +391,6 @@ def test_an_acknowledgment_by_someone_not_allowed_settles_nothing(
     run = _status(world, "ledger")["unresolvedRun"]
     assert run["outcome"] == "Partial"
     mallory = ssh_key_factory("mallory@example.com")
-    done = world.seshat(
-        "acknowledge",
-        "shop/ledger",
-        "--operation",
-        run["operationId"],
-        "--repo",
-        world.remote.work_dir,
-        "--key",
-        mallory.private_key,
-    )
-    assert done.returncode == 0
-    world.remote.commit_all("an acknowledgment by someone not allowed")
+    world.acknowledge("ledger", run["operationId"], key=mallory.private_key)
     assert world.reconcile() == {"shop/ledger": "Blocked/RunUnresolved"}
     assert _rows(database) == [("1", "failed")]

@@ -88,23 +88,8 @@ def test_mariadb_records_progress_statement_by_statement(
     code, report = up()
     assert (code, report["outcome"], report["applied"]) == (0, "Applied", ["3"])
     assert up()[1]["outcome"] == "UpToDate"
-    status = runner(
-        "migrations",
-        "status",
-        "--url-env",
-        "DB_URL",
-        "--dir",
-        str(folder),
-        "--format",
-        "json",
-        env=env,
-    )
-    verdict = _json(status)
-    assert (status.returncode, verdict["verdict"], verdict["currentVersion"]) == (
-        0,
-        "nothing_pending",
-        "3",
-    )
+    verdict = _verdict(runner, "DB_URL", folder, env)
+    assert (verdict["verdict"], verdict["currentVersion"]) == ("nothing_pending", "3")
     assert runner.leaks() == []
 
 
@@ -118,6 +103,23 @@ def test_mariadb_first_statement_failing_leaves_no_row(
     assert (done.returncode, _json(done)["outcome"]) == (2, "Failed")
     status = runner("migrations", "status", "--url-env", "DB_URL", "--dir", str(folder), env=env)
     assert status.returncode == 0 and status.stdout.startswith("ready: 1")
+
+
+def _verdict(runner: RunnerCLI, url_env: str, folder: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``migrations status --format json`` of the database in ``$url_env``."""
+    done = runner(
+        "migrations",
+        "status",
+        "--url-env",
+        url_env,
+        "--dir",
+        str(folder),
+        "--format",
+        "json",
+        env=env,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return _json(done)
 
 
 def _pg_env(live: PostgresDatabase, shadow: PostgresDatabase) -> dict[str, str]:
@@ -147,18 +149,7 @@ def test_baseline_records_only_a_matching_schema(
         assert (done.returncode, result["matched"]) == (1, False)
         assert result["totalDifferences"] >= 2  # NOT NULL and the index are missing
         assert "nothing was recorded" in done.stderr
-    status = runner(
-        "migrations",
-        "status",
-        "--url-env",
-        "LIVE_URL",
-        "--dir",
-        str(folder),
-        "--format",
-        "json",
-        env=env,
-    )
-    assert _json(status)["pending"] == ["1", "2", "3"]
+    assert _verdict(runner, "LIVE_URL", folder, env)["pending"] == ["1", "2", "3"]
 
     with postgres_database.connect_as_app() as conn:
         conn.execute("ALTER TABLE items ALTER COLUMN name SET NOT NULL")
@@ -173,18 +164,8 @@ def test_baseline_records_only_a_matching_schema(
         )
         again = runner(*args, "--shadow-url-env", "SHADOW_URL", env=env)
         assert again.returncode == 1 and _json(again)["refusal"]["code"] == "history_present"
-    status = runner(
-        "migrations",
-        "status",
-        "--url-env",
-        "LIVE_URL",
-        "--dir",
-        str(folder),
-        "--format",
-        "json",
-        env=env,
-    )
-    assert (_json(status)["verdict"], _json(status)["pending"]) == ("ready", ["3"])
+    verdict = _verdict(runner, "LIVE_URL", folder, env)
+    assert (verdict["verdict"], verdict["pending"]) == ("ready", ["3"])
     assert runner.leaks() == []
 
 
