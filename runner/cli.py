@@ -412,6 +412,9 @@ def migrations_status(
             f"  applied {verdict.applied}, current {verdict.current or '-'}, "
             f"history {verdict.fingerprint}"
         )
+        if verdict.checkpoint is not None:
+            covered = ", ".join(verdict.covered) or "none"
+            _output().out(f"  checkpoint {verdict.checkpoint}, covering {covered}")
     sys.exit(EXIT_REFUSED if verdict.blocking else EXIT_OK)
 
 

@@ -82,6 +82,7 @@ class _History:
             for v, c in report.get("pendingChecksums", [])  # type: ignore[attr-defined]
         ]
         self.current = report.get("currentVersion")
+        self.checkpoint = report.get("checkpointVersion")
         self.applied = int(str(report.get("appliedCount", 0)))
         self.target_identity = target_identity
 
@@ -90,6 +91,7 @@ class _History:
             verdict=self.verdict,
             fingerprint=self.fingerprint,
             current_version=str(self.current) if self.current is not None else None,
+            checkpoint_version=str(self.checkpoint) if self.checkpoint is not None else None,
             applied_count=self.applied,
             pending_versions=self.pending[:256],
             involved_versions=self.versions[:64],

@@ -177,6 +177,7 @@ class HistorySummary(Model):
     ]
     fingerprint: Digest
     current_version: str | None = None
+    checkpoint_version: str | None = None  # the checkpoint floor, or the one a fresh DB runs
     applied_count: Annotated[int, Field(ge=0)] = 0
     pending_versions: Annotated[list[str], Field(max_length=256)] = Field(default_factory=list)
     involved_versions: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)

@@ -74,7 +74,7 @@ def baseline(
     if the two schemas then match."""
     if to is not None and not any(f.version == to or f.number == int(to) for f in files):
         raise ConfigurationError(f"--to {to}: the directory has no such version")
-    chosen = [f for f in files if to is None or f.number <= int(to)]
+    chosen = [f for f in files if not f.checkpoint and (to is None or f.number <= int(to))]
     if not chosen:
         raise ConfigurationError("the directory holds no migration files to baseline")
     if live.rows():

@@ -3,6 +3,9 @@
 * ``version`` is digits, compared as a number (``2`` before ``10``); two files with the same
   number are refused. golang-migrate's ``<version>_<description>.up.sql`` is accepted and
   ``.down.sql`` files are ignored. Other files are ignored.
+* ``<version>_<description>.checkpoint.sql`` is a checkpoint: the cumulative schema at its
+  version. A fresh database (no history rows) runs the newest checkpoint instead of the
+  files below it; see :mod:`runner.migrations.history`.
 * A header line ``-- seshat:no-transaction`` (among the leading comment lines) runs the file
   outside a transaction, statement by statement.
 * The checksum, algorithm ``sha256-bytes-v1``, is ``sha256:`` and the hex SHA-256 of the
@@ -24,7 +27,10 @@ from runner.errors import ConfigurationError
 __all__ = ["CHECKSUM_ALGORITHM", "MigrationFile", "read_directory"]
 
 CHECKSUM_ALGORITHM = "sha256-bytes-v1"
-_NAME = re.compile(r"^(?P<version>[0-9]{1,20})_(?P<description>[^/]+?)(?P<up>\.up)?\.sql$")
+_NAME = re.compile(
+    r"^(?P<version>[0-9]{1,20})_(?P<description>[^/]+?)"
+    r"(?P<checkpoint>\.checkpoint)?(?P<up>\.up)?\.sql$"
+)
 _NO_TRANSACTION = "-- seshat:no-transaction"
 
 
@@ -36,6 +42,7 @@ class MigrationFile:
     checksum: str
     transactional: bool
     text: str
+    checkpoint: bool = False
 
     @property
     def number(self) -> int:
@@ -78,6 +85,7 @@ def read_directory(folder: Path) -> list[MigrationFile]:
             checksum=sha256_digest(data),
             transactional=_directives(text),
             text=text,
+            checkpoint=match["checkpoint"] is not None,
         )
         if migration.number in found:
             raise ConfigurationError(

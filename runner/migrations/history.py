@@ -9,6 +9,13 @@ The six verdicts, in precedence order (the first that holds is reported):
 5. ``nothing_pending``;
 6. ``ready``: the pending files, listed explicitly (never a difference of counts).
 
+Checkpoints (``<version>_<name>.checkpoint.sql``, the cumulative schema at a version): on a
+fresh database (no rows at all) the newest checkpoint is pending instead of every file at or
+below its version, which read as *covered*; once the database has rows, checkpoints are
+never pending, and files below an applied checkpoint (the floor) read as covered. A
+checkpoint never repairs a dirty history. This is why pending is an explicit list: on a
+fresh database it is the checkpoint and the files above it, not every file.
+
 The history fingerprint covers every row and every file (version and checksum), so a plan
 bound to it is refused when either moves.
 """
@@ -65,6 +72,8 @@ class Verdict:
     applied: int = 0
     detail: str = ""
     pending_files: tuple[MigrationFile, ...] = field(default=(), repr=False)
+    checkpoint: str | None = None  # the applied floor, or the checkpoint a fresh database runs
+    covered: tuple[str, ...] = ()  # files a checkpoint stands for (no row of their own)
 
     @property
     def blocking(self) -> bool:
@@ -79,6 +88,8 @@ class Verdict:
             "currentVersion": self.current,
             "appliedCount": self.applied,
             "detail": self.detail,
+            "checkpointVersion": self.checkpoint,
+            "covered": list(self.covered),
         }
 
 
@@ -87,7 +98,11 @@ def fingerprint(rows: list[HistoryRow], files: list[MigrationFile]) -> str:
         "migration-history",
         {
             "rows": [r.to_json() | {"appliedAt": "", "executionMs": 0} for r in rows],
-            "files": [{"version": f.version, "checksum": f.checksum} for f in files],
+            "files": [
+                {"version": f.version, "checksum": f.checksum}
+                | ({"checkpoint": True} if f.checkpoint else {})
+                for f in files
+            ],
         },
     )
 
@@ -99,6 +114,9 @@ def judge(
     print_ = fingerprint(rows, files)
     applied = [r for r in rows if r.state == "applied"]
     current = max(applied, key=lambda r: int(r.version)).version if applied else None
+
+    covered: list[MigrationFile] = []
+    checkpoint: MigrationFile | None = None
 
     def verdict(
         kind: str, versions: list[str], detail: str, pending: list[MigrationFile] | None = None
@@ -113,6 +131,8 @@ def judge(
             len(applied),
             detail,
             tuple(pend),
+            checkpoint.version if checkpoint is not None else None,
+            tuple(f.version for f in covered),
         )
 
     dirty = [r.version for r in rows if r.state != "applied"]
@@ -144,7 +164,21 @@ def judge(
         return verdict(
             "database_ahead", ahead, "the database has applied versions the directory lacks"
         )
-    pending = [f for f in files if f.number not in by_number]
+    regular = [f for f in files if not f.checkpoint]
+    checkpoints = [f for f in files if f.checkpoint]
+    if not rows and checkpoints:  # a fresh database starts from the newest checkpoint
+        checkpoint = checkpoints[-1]
+        covered = [f for f in regular if f.number <= checkpoint.number]
+        pending = [checkpoint] + [f for f in regular if f.number > checkpoint.number]
+    else:
+        floors = [f for f in checkpoints if f.number in by_number]
+        checkpoint = floors[-1] if floors else None
+        covered = [
+            f
+            for f in regular
+            if checkpoint is not None and f.number < checkpoint.number and f.number not in by_number
+        ]
+        pending = [f for f in regular if f.number not in by_number and f not in covered]
     highest = max((int(r.version) for r in applied), default=-1)
     below = [f.version for f in pending if f.number < highest]
     if below and not allow_out_of_order:

@@ -165,3 +165,45 @@ def test_postgresql_dollar_quotes_and_rollback(
     status = runner("migrations", "status", "--url-env", "DB_URL", "--dir", str(folder), env=env)
     assert status.returncode == 0 and status.stdout.startswith("ready: 2")
     assert runner.leaks() == []
+
+
+def test_a_fresh_database_starts_from_the_newest_checkpoint(
+    runner: RunnerCLI, tmp_path: Path
+) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "1_items.sql").write_text("CREATE TABLE items (id INTEGER PRIMARY KEY);\n")
+    (folder / "2_name.sql").write_text("ALTER TABLE items ADD COLUMN name TEXT;\n")
+    (folder / "3_squashed.checkpoint.sql").write_text(
+        "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);\n"
+    )
+    (folder / "4_price.sql").write_text("ALTER TABLE items ADD COLUMN price REAL;\n")
+
+    # Fresh: the checkpoint and what is above it, not every file (4 files, 2 pending).
+    fresh_url, fresh = _db(tmp_path)
+    code, verdict = _status(runner, fresh_url, folder)
+    assert (code, verdict["verdict"], verdict["pending"]) == (0, "ready", ["3", "4"])
+    assert (verdict["checkpointVersion"], verdict["covered"]) == ("3", ["1", "2"])
+    assert _up(runner, fresh_url, folder)[1]["applied"] == ["3", "4"]
+    code, verdict = _status(runner, fresh_url, folder)
+    assert (verdict["verdict"], verdict["covered"]) == ("nothing_pending", ["1", "2"])
+    rows = sqlite3.connect(fresh).execute("SELECT version FROM seshat_schema_migrations")
+    assert sorted(r[0] for r in rows) == ["3", "4"]  # covered files get no row of their own
+
+    # A database with a history ignores the checkpoint and runs the files it lacks.
+    other = tmp_path / "older.db"
+    sqlite3.connect(other).close()
+    older_url = f"sqlite:///{other}"
+    only_first = tmp_path / "first"
+    only_first.mkdir()
+    (only_first / "1_items.sql").write_bytes((folder / "1_items.sql").read_bytes())
+    assert _up(runner, older_url, only_first)[1]["applied"] == ["1"]
+    code, verdict = _status(runner, older_url, folder)
+    assert (verdict["verdict"], verdict["pending"], verdict["checkpointVersion"]) == (
+        "ready",
+        ["2", "4"],
+        None,
+    )
+    assert _up(runner, older_url, folder)[1]["applied"] == ["2", "4"]
+    columns = [r[1] for r in sqlite3.connect(other).execute("PRAGMA table_info(items)")]
+    assert columns == ["id", "name", "price"]
