@@ -64,6 +64,19 @@ VERDICT_REASONS = {
 """The blocking history verdicts and the Blocked reason each one is reported with."""
 
 
+_NOTHING_RAN = frozenset(
+    {
+        "invalid_input",
+        "credential_unavailable",
+        "cannot_connect",
+        "unsupported_engine",
+        "migrations_invalid",
+    }
+)
+"""Runner error codes raised before a migration touches the database (connecting, taking
+the lock, reading the directory); any other error of an Apply leaves its outcome unknown."""
+
+
 def migration_policy_digest(resource: DatabaseMigration) -> str:
     return digest("migration-policy", resource.spec.policy.model_dump(mode="json", by_alias=True))
 
@@ -311,9 +324,29 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             expect_pending=[[v, c] for v, _, c in binding.versions],
         )
         identity = binding.target_identity
-        if outcome.kind == "lost":
-            self._unresolved(op_id, current, "Unknown", [], outcome.detail, identity)
+        if not self.ctx.state.holds(self.lease):
+            # The result was produced across a change of lease holder: it is not read, so
+            # what the run did is unknown, and it blocks like any uncertain run.
+            self._record(op_id, current, "Unknown", [], "result discarded", identity)
+            self.status = self.status.model_copy(
+                update={"unresolved_run": self.status.last_applied}
+            )
+            raise Stop(
+                FAILED,
+                Reason.LEASE_CONTINUITY_LOST,
+                "the realm lease changed hands during the Apply; its result is discarded "
+                f"and run {op_id} is unresolved",
+            )
         error = outcome.result.error if outcome.result is not None else None
+        if outcome.kind != "done" and outcome.kind != "refused":
+            code = error.code if error is not None else ""
+            if code in _NOTHING_RAN:
+                self._record(op_id, current, "Failed", [], outcome.detail, identity)
+                raise Stop(
+                    FAILED, Reason.APPLY_FAILED, f"the Apply did not start: {outcome.detail}"
+                )
+            # Lost, killed, or an error midway without a report: the evidence is missing.
+            self._unresolved(op_id, current, "Unknown", [], outcome.detail, identity)
         if outcome.kind == "refused" and error is not None:
             code = error.message.split(":", 1)[0]
             self._record(op_id, current, "Failed", [], f"refused: {error.message}", identity)
