@@ -153,10 +153,13 @@ def _signature_checks(
         if authority.key is not None:
             path = repo / authority.key.public_key
             keys[authority.name] = load_public_key(path.read_bytes(), str(path))
+    # Each signature is checked once against each key; everything below reads this table.
+    valid_by = {
+        name: [s for s in found if verify_signature(key, s.payload, s.signature)]
+        for name, key in keys.items()
+    }
     for signature in found:
-        if not any(
-            verify_signature(key, signature.payload, signature.signature) for key in keys.values()
-        ):
+        if not any(signature in valid for valid in valid_by.values()):
             invalid += 1
         elif _payload_digest(signature.payload) != digest:
             other_digest += 1
@@ -182,13 +185,7 @@ def _signature_checks(
                 )
                 checks.append(Check(f"authority {authority.name}", False, detail))
             continue
-        key = keys[authority.name]
-        good = [
-            s
-            for s in found
-            if verify_signature(key, s.payload, s.signature)
-            and _payload_digest(s.payload) == digest
-        ]
+        good = [s for s in valid_by[authority.name] if _payload_digest(s.payload) == digest]
         if good:
             satisfied.append(authority.name)
             checks.append(Check(f"authority {authority.name}", True, f"signed ({good[0].source})"))
