@@ -33,6 +33,19 @@ EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
 LIFECYCLE_KINDS = ("DatabaseSchema", "DatabaseMigration")
 
 
+_repo_option = click.option(
+    "--repo",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The repository (a Git work tree) declaring the resource.",
+)
+_kind_option = click.option(
+    "--kind", type=click.Choice(LIFECYCLE_KINDS), help="If both kinds use the name."
+)
+_KEY_HELP = "Your SSH private key (or its .pub when the private key is in ssh-agent)."
+
+
 def _fail(message: str) -> None:
     click.echo(f"seshat: {message}", err=True)
     sys.exit(EXIT_CANNOT_RUN)
@@ -73,18 +86,12 @@ def _resource_ref(repository: Repository, target: str, kind: str | None) -> Reso
 @click.command()
 @click.argument("target", metavar="NAMESPACE/NAME")
 @click.option("--plan", "plan_id", required=True, help="The plan id to approve (sha256:...).")
-@click.option(
-    "--repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="The repository (a Git work tree) declaring the resource.",
-)
-@click.option("--kind", type=click.Choice(LIFECYCLE_KINDS), help="If both kinds use the name.")
+@_repo_option
+@_kind_option
 @click.option(
     "--key",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Your SSH private key (or its .pub when the private key is in ssh-agent).",
+    help=_KEY_HELP,
 )
 @click.option(
     "--sigstore-bundle",
@@ -277,25 +284,23 @@ def verify_approval(
     required=True,
     help="The operation id of the run you settled (from the status file).",
 )
-@click.option(
-    "--repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="The repository (a Git work tree) declaring the resource.",
-)
-@click.option("--kind", type=click.Choice(LIFECYCLE_KINDS), help="If both kinds use the name.")
+@_repo_option
+@_kind_option
 @click.option(
     "--key",
     required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Your SSH private key (or its .pub when the private key is in ssh-agent).",
+    help=_KEY_HELP,
 )
 @click.option("--comment", default="", help="What you found and did (kept in the file).")
 def acknowledge(
     target: str, operation_id: str, repo: Path, kind: str | None, key: Path, comment: str
 ) -> None:
     """Acknowledge an uncertain run: write the RunAcknowledgment and sign it with SSH.
+
+    Use it after a migration run ended Partial or Unknown (the status's unresolvedRun names
+    the operation id) and you repaired the database: the reconciler then reads the history
+    again and plans what is still pending, which needs a new approval (docs/migrations.md).
 
     The file goes to acknowledgments/<namespace>/<name>/<operation-id>.yaml with the
     signature in <file>.sig (namespace seshat-acknowledgment). Commit both files.
