@@ -30,7 +30,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,8 @@ from typing import Any
 import pymysql
 from corpus_cases import Case, version_satisfied
 from corpus_result import CaseResult
-from corpus_runner import ROOT, PlanOutcome, Runner
+from corpus_runner import ROOT, Runner
+from corpus_score import run_case
 
 __all__ = ["NAMED_DATABASE", "MysqlEnvironment", "running_environment"]
 
@@ -297,149 +297,66 @@ class MysqlEnvironment:
             return self._run_case(case, named)
 
     def _run_case(self, case: Case, named: bool) -> CaseResult:
-        started = time.monotonic()
-        result = CaseResult(case.id, case.file, case.name, renamed_hints=case.renamed_hints)
-        result.kind = "error" if case.error else ("nodrop" if not case.enable_drop else "normal")
+        return run_case(case, self.runner, self.work, lambda _: self._databases(named))
+
+    @contextlib.contextmanager
+    def _databases(self, named: bool) -> Iterator[_MysqlCase]:
         names = self._names(named)
-        folder = Path(tempfile.mkdtemp(prefix="case-", dir=self.work))
         try:
-            self._score(case, result, names, folder)
-        except Exception as error:  # the scorer's own trouble, not the engine's
-            result.fail("scorer_error", f"{type(error).__name__}: {error}")
+            yield _MysqlCase(self, names)
         finally:
             self._drop([names.a, names.a2, names.b])
-            shutil.rmtree(folder, ignore_errors=True)
-        if result.category is None:
-            result.status = "pass"
-        result.seconds = round(time.monotonic() - started, 2)
-        return result
 
-    def _score(self, case: Case, result: CaseResult, names: _Databases, folder: Path) -> None:
+
+class _MysqlCase:
+    """One case's databases on the environment's server."""
+
+    def __init__(self, environment: MysqlEnvironment, names: _Databases) -> None:
+        self.environment, self.names = environment, names
+        self.url_a, self.url_a2 = environment.url(names.a), environment.url(names.a2)
+        self.env: dict[str, str] = {}
+
+    def load(self, case: Case, result: CaseResult) -> bool:
+        environment, names = self.environment, self.names
         for name in (names.a, names.a2):
-            self._create(name)
+            environment._create(name)
             try:
-                self.load_verbatim(name, case.current)
+                environment.load_verbatim(name, case.current)
             except LoadError as error:
                 result.fail("load_error", f"current: {error}")
-                return
-        self._create(names.b)
+                return False
+        environment._create(names.b)
         try:
-            self.load_retrying(names.b, case.desired)
+            environment.load_retrying(names.b, case.desired)
             result.oracle = True
         except LoadError as error:
             result.oracle = False
             result.fail("no_oracle", f"desired: {error}")
-        desired = folder / "desired.sql"
-        desired.write_text(case.desired, encoding="utf-8")
-        desired2 = folder / "desired2.sql"
-        desired2.write_text(self._script(case.desired, names.a2), encoding="utf-8")
-        before = self.dump(names.a)
-        oracle = self.dump(names.b) if result.oracle else None
-        allow = case.enable_drop
-        plan1 = self.runner.plan(
-            self.url(names.a), desired, folder / "plan1.json", allow_destructive=allow, seed=1
-        )
-        result.details["plan"] = plan1.summary
-        result.details["plan_seconds"] = round(plan1.seconds, 2)
-        if case.error:
-            result.refused = plan1.rc in (1, 2)
-            unchanged = self.dump(names.a) == before
-            if not result.refused:
-                result.fail(
-                    "not_refused",
-                    f"planned {len(plan1.statements)} statements; sqldef says: {case.error}",
-                )
-            elif not unchanged:
-                result.fail("not_refused", "refused, but the database changed")
-            return
-        if plan1.rc == 2:
-            result.planned = False
-            result.fail("plan_error", plan1.error_text)
-            return
-        plan2 = self.runner.plan(
-            self.url(names.a2), desired2, folder / "plan2.json", allow_destructive=allow, seed=2
-        )
-        result.deterministic = plan1.same_as(plan2)
-        if result.deterministic is False:
-            result.details["plan2"] = plan2.summary
-        if plan1.rc == 1 and not allow and plan1.refusal_code == "destructive_disallowed":
-            result.planned, result.refused = False, True
-            result.drops_held = self.dump(names.a) == before
-            if not result.drops_held:
-                result.fail("drop_not_held", "refused, but the database changed")
-            self._check_determinism(result, plan1, plan2)
-            return
-        if plan1.rc == 1:
-            result.planned = False
-            result.fail("plan_refused", f"{plan1.refusal_code}: {plan1.refusal_message}")
-            self._check_determinism(result, plan1, plan2)
-            return
-        result.planned = True
-        result.statements = len(plan1.statements)
-        result.destructive = any(_is_destructive(s) for s in plan1.statements)
-        result.details["statements_sql"] = [str(s.get("sql", ""))[:300] for s in plan1.statements]
-        if not allow and result.destructive:
-            first = next(s for s in plan1.statements if _is_destructive(s))
-            result.drops_held = False
-            result.fail("drop_not_held", f"destructive statement planned: {first.get('sql')}")
-            self._check_determinism(result, plan1, plan2)
-            return
-        if plan1.statements:
-            applied = self.runner.apply(self.url(names.a), folder / "plan1.json")
-            result.details["apply_seconds"] = round(applied.seconds, 2)
-            result.applied = applied.rc == 0
-            if applied.rc != 0:
-                result.fail(
-                    "apply_error",
-                    f"exit {applied.rc}: {applied.stdout.strip()[:300]} {applied.error_text}",
-                )
-                self._check_determinism(result, plan1, plan2)
-                return
-        else:
-            result.applied = True
-        after = self.dump(names.a)
-        if oracle is not None and allow:
-            summary, diff = compare(after, oracle)
-            result.converged = not summary
-            if summary:
-                result.diff = diff
-                result.fail("not_converged", summary)
-        elif oracle is not None:
-            problems = subset_problems(after, oracle)
-            result.converged = not problems
-            if problems:
-                result.fail("not_converged", "not everything desired is there: " + problems[0])
-        if not allow:
-            lost = survival_problems(before, after) if oracle is not None else []
-            result.drops_held = not lost
-            if lost:
-                result.fail("drop_not_held", "objects only in current were lost: " + lost[0])
-        if not plan1.statements:
-            result.idempotent = True
-            self._check_determinism(result, plan1, plan2)
-            return
-        plan3 = self.runner.plan(
-            self.url(names.a), desired, folder / "plan3.json", allow_destructive=True, seed=3
-        )
-        if plan3.rc != 0:
-            result.idempotent = False
-            result.fail("not_idempotent", f"second plan {plan3.summary}")
-        else:
-            left = [s for s in plan3.statements if allow or not _is_destructive(s)]
-            result.idempotent = not left
-            if left:
-                result.details["second_plan"] = [str(s.get("sql", ""))[:300] for s in left]
-                result.fail(
-                    "not_idempotent",
-                    f"second plan has {len(left)} statements, first: "
-                    f"{left[0].get('op')} {left[0].get('key')}",
-                )
-        self._check_determinism(result, plan1, plan2)
+        return True
 
-    @staticmethod
-    def _check_determinism(result: CaseResult, plan1: PlanOutcome, plan2: PlanOutcome) -> None:
-        if result.deterministic is False:
-            result.fail("not_deterministic", f"plan 1: {plan1.summary}; plan 2: {plan2.summary}")
+    def desired_for_a2(self, text: str) -> str:
+        return self.environment._script(text, self.names.a2)
+
+    def dump_a(self) -> Dump:
+        return self.environment.dump(self.names.a)
+
+    def dump_b(self) -> Dump:
+        return self.environment.dump(self.names.b)
+
+    def same(self, one: Dump, other: Dump) -> bool:
+        return one == other
+
+    def converged(self, after: Dump, oracle: Dump, before: Dump) -> tuple[str, str]:
+        return compare(after, oracle)
+
+    def missing(self, after: Dump, oracle: Dump) -> list[str]:
+        return subset_problems(after, oracle)
+
+    def lost(self, before: Dump, after: Dump, oracle: Dump | None) -> list[str]:
+        return survival_problems(before, after) if oracle is not None else []
+
+    def destructive(self, statement: dict[str, Any]) -> bool:
+        return _is_destructive(statement)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,8 @@ import psycopg
 from corpus_cases import Case, version_satisfied
 from corpus_pgdump import Dump, compare, normalize, subset_problems, survival_problems
 from corpus_result import CaseResult
-from corpus_runner import ROOT, PlanOutcome, Runner
+from corpus_runner import ROOT, Runner
+from corpus_score import run_case
 from corpus_sql import split_postgresql
 from psycopg import sql
 
@@ -326,186 +326,67 @@ class PostgresEnvironment:
 
     def run_case(self, case: Case) -> CaseResult:
         """Score one case (README, "How to score an engine", steps 1-7)."""
-        started = time.monotonic()
-        result = CaseResult(case.id, case.file, case.name, renamed_hints=case.renamed_hints)
-        result.kind = "error" if case.error else ("nodrop" if not case.enable_drop else "normal")
+        return run_case(case, self.runner, self.work, lambda _: self._databases(case))
+
+    @contextlib.contextmanager
+    def _databases(self, case: Case) -> Iterator[_PostgresCase]:
         names = self._names(case)
-        folder = Path(tempfile.mkdtemp(prefix="case-", dir=self.work))
         try:
-            self._score(case, result, names, folder)
-        except Exception as error:  # the scorer's own trouble, not the engine's
-            result.fail("scorer_error", f"{type(error).__name__}: {error}")
+            yield _PostgresCase(self, names, case.user is not None)
         finally:
             self._drop([names.a, names.a2, names.b])
-            shutil.rmtree(folder, ignore_errors=True)
-        if result.category is None:
-            result.status = "pass"
-        result.seconds = round(time.monotonic() - started, 2)
-        return result
 
-    def _score(self, case: Case, result: CaseResult, names: _Databases, folder: Path) -> None:
-        user = case.user is not None
-        # 1. Load: A (and A2) from `current` verbatim, B from `desired` with retries.
+
+class _PostgresCase:
+    """One case's databases in the environment's cluster (as the case's user, if it has one)."""
+
+    def __init__(self, environment: PostgresEnvironment, names: _Databases, user: bool) -> None:
+        self.environment, self.names, self.user = environment, names, user
+        self.url_a, self.url_a2 = environment.url(names.a, user), environment.url(names.a2, user)
+        self.env = environment.runner_env(user)
+
+    def load(self, case: Case, result: CaseResult) -> bool:
+        environment, names, user = self.environment, self.names, self.user
         for name in (names.a, names.a2):
-            self._create(name, user)
+            environment._create(name, user)
             try:
-                self.load_verbatim(name, case.current, user)
+                environment.load_verbatim(name, case.current, user)
             except LoadError as error:
                 result.fail("load_error", f"current: {error}")
-                return
-        self._create(names.b, user)
+                return False
+        environment._create(names.b, user)
         try:
-            self.load_retrying(names.b, case.desired, user, self.schemas(names.a))
+            schemas = environment.schemas(names.a)
+            environment.load_retrying(names.b, case.desired, user, schemas)
             result.oracle = True
         except LoadError as error:
             result.oracle = False
             result.fail("no_oracle", f"desired: {error}")
-        desired = folder / "desired.sql"
-        desired.write_text(case.desired, encoding="utf-8")
-        before = self.dump(names.a)
-        oracle = self.dump(names.b) if result.oracle else None
+        return True
 
-        url_a, url_a2 = self.url(names.a, user), self.url(names.a2, user)
-        env = self.runner_env(user)
-        allow = case.enable_drop
-        plan1 = self.runner.plan(url_a, desired, folder / "plan1.json", allow_destructive=allow,
-                                 seed=1, env=env)  # fmt: skip
-        result.details["plan"] = plan1.summary
-        result.details["plan_seconds"] = round(plan1.seconds, 2)
+    def desired_for_a2(self, text: str) -> str:
+        return text
 
-        # 3. Refusal: an `error` case must be refused, with nothing applied.
-        if case.error:
-            result.refused = plan1.rc in (1, 2)
-            unchanged = self.dump(names.a).text == before.text
-            if not result.refused:
-                result.fail("not_refused", f"planned {len(plan1.statements)} statements; "
-                            f"sqldef says: {case.error}")  # fmt: skip
-            elif not unchanged:
-                result.fail("not_refused", "refused, but the database changed")
-            return
+    def dump_a(self) -> Dump:
+        return self.environment.dump(self.names.a)
 
-        # 6. Determinism: a second fresh copy of A, another hash seed. (A plan that could not
-        # run at all, exit 2, is not compared: its message may name the database.)
-        if plan1.rc == 2:
-            result.planned = False
-            result.fail("plan_error", plan1.error_text)
-            return
-        plan2 = self.runner.plan(url_a2, desired, folder / "plan2.json", allow_destructive=allow,
-                                 seed=2, env=env)  # fmt: skip
-        result.deterministic = plan1.same_as(plan2)
-        if result.deterministic is False:
-            result.details["plan2"] = plan2.summary
+    def dump_b(self) -> Dump:
+        return self.environment.dump(self.names.b)
 
-        if plan1.rc == 1 and not allow and plan1.refusal_code == "destructive_disallowed":
-            # 7. enable_drop: false, refused as destructive: A must be untouched.
-            result.planned, result.refused = False, True
-            result.drops_held = self.dump(names.a).text == before.text
-            if not result.drops_held:
-                result.fail("drop_not_held", "refused, but the database changed")
-            self._check_determinism(result, plan1, plan2)
-            return
-        if plan1.rc == 1:
-            result.planned = False
-            result.fail("plan_refused", f"{plan1.refusal_code}: {plan1.refusal_message}")
-            self._check_determinism(result, plan1, plan2)
-            return
-        result.planned = True
-        result.statements = len(plan1.statements)
-        result.destructive = any(_is_destructive(s) for s in plan1.statements)
-        result.details["statements_sql"] = [str(s.get("sql", ""))[:300] for s in plan1.statements]
-        if not allow and result.destructive:
-            first = next(s for s in plan1.statements if _is_destructive(s))
-            result.drops_held = False
-            result.fail("drop_not_held", f"destructive statement planned: {first.get('sql')}")
-            self._check_determinism(result, plan1, plan2)
-            return
+    def same(self, one: Dump, other: Dump) -> bool:
+        return one.text == other.text
 
-        # 4. Apply and compare.
-        if plan1.statements:
-            applied = self.runner.apply(url_a, folder / "plan1.json", env=env)
-            result.details["apply_seconds"] = round(applied.seconds, 2)
-            result.applied = applied.rc == 0
-            if applied.rc != 0:
-                result.fail("apply_error", _apply_message(applied.rc, applied.stdout,
-                                                          applied.error_text))  # fmt: skip
-                self._check_determinism(result, plan1, plan2)
-                return
-        else:
-            result.applied = True
-        after = self.dump(names.a)
-        if oracle is not None and allow:
-            summary, diff = compare(after, oracle, before=before)
-            result.converged = not summary
-            if summary:
-                result.diff = diff
-                result.fail("not_converged", summary)
-        elif oracle is not None:
-            problems = subset_problems(after, oracle)
-            result.converged = not problems
-            if problems:
-                result.fail("not_converged", "not everything desired is there: " + problems[0])
-        if not allow:
-            lost = []
-            if oracle is not None:
-                lost = survival_problems(before, after, oracle)
-            result.drops_held = not lost
-            if lost:
-                result.fail("drop_not_held", "objects only in current were lost: " + lost[0])
+    def converged(self, after: Dump, oracle: Dump, before: Dump) -> tuple[str, str]:
+        return compare(after, oracle, before=before)
 
-        # 5. Idempotence: plan again; empty (or, without drops, only the withheld drops).
-        if not plan1.statements:  # nothing was applied: plan 1 was already the second plan
-            result.idempotent = True
-            self._check_determinism(result, plan1, plan2)
-            return
-        plan3 = self.runner.plan(url_a, desired, folder / "plan3.json", allow_destructive=True,
-                                 seed=3, env=env)  # fmt: skip
-        if plan3.rc != 0:
-            result.idempotent = False
-            result.fail("not_idempotent", f"second plan {plan3.summary}")
-        else:
-            left = [s for s in plan3.statements if allow or not _is_destructive(s)]
-            result.idempotent = not left
-            if left:
-                result.details["second_plan"] = [str(s.get("sql", ""))[:300] for s in left]
-                result.fail("not_idempotent", f"second plan has {len(left)} statements, first: "
-                            f"{left[0].get('op')} {left[0].get('key')}")  # fmt: skip
-        self._check_determinism(result, plan1, plan2)
+    def missing(self, after: Dump, oracle: Dump) -> list[str]:
+        return subset_problems(after, oracle)
 
-    @staticmethod
-    def _check_determinism(result: CaseResult, plan1: PlanOutcome, plan2: PlanOutcome) -> None:
-        if result.deterministic is False:
-            result.fail("not_deterministic", f"plan 1: {plan1.summary}; plan 2: {plan2.summary}"
-                        + _first_difference(plan1, plan2))  # fmt: skip
+    def lost(self, before: Dump, after: Dump, oracle: Dump | None) -> list[str]:
+        return survival_problems(before, after, oracle) if oracle is not None else []
 
-
-def _first_difference(plan1: PlanOutcome, plan2: PlanOutcome) -> str:
-    if plan1.rc != 0 or plan2.rc != 0:
-        return ""
-    for index, (s1, s2) in enumerate(zip(plan1.statements, plan2.statements, strict=False)):
-        if s1 != s2:
-            return f"; statement {index + 1}: {s1.get('sql')!r} vs {s2.get('sql')!r}"
-    if len(plan1.statements) == len(plan2.statements):
-        one, two = plan1.document or {}, plan2.document or {}
-        return f"; differing fields: {', '.join(k for k in one if one.get(k) != two.get(k))}"
-    return ""
-
-
-def _apply_message(rc: int, stdout: str, error: str) -> str:
-    import json
-
-    try:
-        report = json.loads(stdout)
-    except ValueError:
-        return f"exit {rc}: {error}"
-    if isinstance(report, dict) and "refusal" in report:
-        refusal = report["refusal"]
-        return f"refused {refusal.get('code')}: {refusal.get('message')}"
-    if isinstance(report, dict):
-        if report.get("failed") is not None:
-            return f"statement {int(report['failed']) + 1} failed: {report.get('error')}"
-        if not report.get("converged"):
-            return "applied, but the runner reports it did not converge"
-    return f"exit {rc}: {error}"
+    def destructive(self, statement: dict[str, Any]) -> bool:
+        return _is_destructive(statement)
 
 
 @contextlib.contextmanager

@@ -23,15 +23,15 @@ import re
 import shutil
 import sqlite3
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from corpus_cases import Case
-from corpus_pg import _apply_message, _first_difference, destructive_sql
+from corpus_pg import destructive_sql
 from corpus_result import CaseResult
-from corpus_runner import PlanOutcome, Runner
+from corpus_runner import Runner
+from corpus_score import run_case
 
 __all__ = ["SqliteEnvironment", "running_environment", "snapshot"]
 
@@ -177,20 +177,21 @@ class SqliteEnvironment:
         return None
 
     def run_case(self, case: Case) -> CaseResult:
-        started = time.monotonic()
-        result = CaseResult(case.id, case.file, case.name, renamed_hints=case.renamed_hints)
-        result.kind = "error" if case.error else ("nodrop" if not case.enable_drop else "normal")
-        folder = Path(tempfile.mkdtemp(prefix="case-", dir=self.work))
-        try:
-            self._score(case, result, folder)
-        except Exception as error:  # the scorer's own trouble, not the engine's
-            result.fail("scorer_error", f"{type(error).__name__}: {error}")
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        if result.category is None:
-            result.status = "pass"
-        result.seconds = round(time.monotonic() - started, 2)
-        return result
+        return run_case(case, self.runner, self.work, _SqliteCase.files)
+
+
+class _SqliteCase:
+    """A case's three database files in its folder (removed with it)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.env: dict[str, str] = {}
+        self.a, self.a2, self.b = folder / "a.db", folder / "a2.db", folder / "b.db"
+        self.url_a, self.url_a2 = f"sqlite:///{self.a}", f"sqlite:///{self.a2}"
+
+    @classmethod
+    @contextlib.contextmanager
+    def files(cls, folder: Path) -> Iterator[_SqliteCase]:
+        yield cls(folder)
 
     @staticmethod
     def _load(path: Path, script: str) -> None:
@@ -201,129 +202,45 @@ class SqliteEnvironment:
         finally:
             conn.close()
 
-    def _score(self, case: Case, result: CaseResult, folder: Path) -> None:
-        a, a2, b = folder / "a.db", folder / "a2.db", folder / "b.db"
-        for path in (a, a2):
+    def load(self, case: Case, result: CaseResult) -> bool:
+        for path in (self.a, self.a2):
             try:
                 self._load(path, case.current)
             except sqlite3.Error as error:
                 result.fail("load_error", f"current: {error}")
-                return
+                return False
         try:
-            self._load(b, case.desired)
+            self._load(self.b, case.desired)
             result.oracle = True
         except sqlite3.Error as error:
             result.oracle = False
             result.fail("no_oracle", f"desired: {error}")
-        desired = folder / "desired.sql"
-        desired.write_text(case.desired, encoding="utf-8")
-        before = snapshot(a)
-        oracle = snapshot(b) if result.oracle else None
-        url_a, url_a2 = f"sqlite:///{a}", f"sqlite:///{a2}"
-        allow = case.enable_drop
-        plan1 = self.runner.plan(
-            url_a, desired, folder / "plan1.json", allow_destructive=allow, seed=1
-        )
-        result.details["plan"] = plan1.summary
-        result.details["plan_seconds"] = round(plan1.seconds, 2)
-        if case.error:
-            result.refused = plan1.rc in (1, 2)
-            if not result.refused:
-                result.fail(
-                    "not_refused",
-                    f"planned {len(plan1.statements)} statements; sqldef says: {case.error}",
-                )
-            elif snapshot(a) != before:
-                result.fail("not_refused", "refused, but the database changed")
-            return
-        if plan1.rc == 2:
-            result.planned = False
-            result.fail("plan_error", plan1.error_text)
-            return
-        plan2 = self.runner.plan(
-            url_a2, desired, folder / "plan2.json", allow_destructive=allow, seed=2
-        )
-        result.deterministic = plan1.same_as(plan2)
-        if plan1.rc == 1 and not allow and plan1.refusal_code == "destructive_disallowed":
-            result.planned, result.refused = False, True
-            result.drops_held = snapshot(a) == before
-            if not result.drops_held:
-                result.fail("drop_not_held", "refused, but the database changed")
-            self._check_determinism(result, plan1, plan2)
-            return
-        if plan1.rc == 1:
-            result.planned = False
-            result.fail("plan_refused", f"{plan1.refusal_code}: {plan1.refusal_message}")
-            self._check_determinism(result, plan1, plan2)
-            return
-        result.planned = True
-        result.statements = len(plan1.statements)
-        result.destructive = any(_is_destructive(s) for s in plan1.statements)
-        result.details["statements_sql"] = [str(s.get("sql", ""))[:300] for s in plan1.statements]
-        if not allow and result.destructive:
-            first = next(s for s in plan1.statements if _is_destructive(s))
-            result.drops_held = False
-            result.fail("drop_not_held", f"destructive statement planned: {first.get('sql')}")
-            self._check_determinism(result, plan1, plan2)
-            return
-        if plan1.statements:
-            applied = self.runner.apply(url_a, folder / "plan1.json")
-            result.applied = applied.rc == 0
-            if applied.rc != 0:
-                result.fail(
-                    "apply_error", _apply_message(applied.rc, applied.stdout, applied.error_text)
-                )
-                self._check_determinism(result, plan1, plan2)
-                return
-        else:
-            result.applied = True
-        after = snapshot(a)
-        if oracle is not None and allow:
-            problems = compare(after, oracle)
-            result.converged = not problems
-            if problems:
-                result.diff = "\n".join(problems)
-                result.fail("not_converged", "; ".join(problems)[:400])
-        elif oracle is not None:
-            problems = [p for p in compare(after, oracle) if not p.startswith("extra ")]
-            result.converged = not problems
-            if problems:
-                result.fail("not_converged", "not everything desired is there: " + problems[0])
-        if not allow:
-            lost = sorted(before.keys() - after.keys())
-            result.drops_held = not lost
-            if lost:
-                result.fail("drop_not_held", "objects only in current were lost: " + lost[0])
-        if not plan1.statements:
-            result.idempotent = True
-            self._check_determinism(result, plan1, plan2)
-            return
-        plan3 = self.runner.plan(
-            url_a, desired, folder / "plan3.json", allow_destructive=True, seed=3
-        )
-        if plan3.rc != 0:
-            result.idempotent = False
-            result.fail("not_idempotent", f"second plan {plan3.summary}")
-        else:
-            left = [s for s in plan3.statements if allow or not _is_destructive(s)]
-            result.idempotent = not left
-            if left:
-                result.details["second_plan"] = [str(s.get("sql", ""))[:300] for s in left]
-                result.fail(
-                    "not_idempotent",
-                    f"second plan has {len(left)} statements, first: "
-                    f"{left[0].get('op')} {left[0].get('key')}",
-                )
-        self._check_determinism(result, plan1, plan2)
+        return True
 
-    @staticmethod
-    def _check_determinism(result: CaseResult, plan1: PlanOutcome, plan2: PlanOutcome) -> None:
-        if result.deterministic is False:
-            result.fail(
-                "not_deterministic",
-                f"plan 1: {plan1.summary}; plan 2: {plan2.summary}"
-                + _first_difference(plan1, plan2),
-            )
+    def desired_for_a2(self, text: str) -> str:
+        return text
+
+    def dump_a(self) -> Snapshot:
+        return snapshot(self.a)
+
+    def dump_b(self) -> Snapshot:
+        return snapshot(self.b)
+
+    def same(self, one: Snapshot, other: Snapshot) -> bool:
+        return one == other
+
+    def converged(self, after: Snapshot, oracle: Snapshot, before: Snapshot) -> tuple[str, str]:
+        problems = compare(after, oracle)
+        return "; ".join(problems)[:400], "\n".join(problems)
+
+    def missing(self, after: Snapshot, oracle: Snapshot) -> list[str]:
+        return [p for p in compare(after, oracle) if not p.startswith("extra ")]
+
+    def lost(self, before: Snapshot, after: Snapshot, oracle: Snapshot | None) -> list[str]:
+        return sorted(before.keys() - after.keys())
+
+    def destructive(self, statement: dict[str, Any]) -> bool:
+        return _is_destructive(statement)
 
 
 @contextlib.contextmanager
