@@ -394,3 +394,16 @@ def test_an_acknowledgment_by_someone_not_allowed_settles_nothing(
     world.acknowledge("ledger", run["operationId"], key=mallory.private_key)
     assert world.reconcile() == {"shop/ledger": "Blocked/RunUnresolved"}
     assert _rows(database) == [("1", "failed")]
+
+
+def test_a_suspended_migration_runs_nothing_until_resumed(world: World) -> None:
+    database = world.database("ledger")
+    layout = world.migrations("a", V1)
+    declaration = migration_yaml("ledger", layout, apply="Always")
+    world.remote.write_file("databases/ledger/migrations.yaml", declaration + "  suspend: true\n")
+    world.remote.commit_all("declare ledger, suspended")
+    assert world.reconcile() == {"shop/ledger": "Suspended/Suspended"}
+    assert tables(database) == []
+    _declare(world, "ledger", layout, apply="Always")  # resumed
+    assert world.reconcile() == {"shop/ledger": "InSync/InSync"}
+    assert _rows(database) == [("1", "applied"), ("2", "applied")]
