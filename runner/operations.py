@@ -57,6 +57,7 @@ def _migrations(request: OperationInput, url: str) -> dict[str, Any]:
     from runner.migrations.files import read_directory
     from runner.migrations.history import judge
     from runner.migrations.stores import open_store
+    from runner.protocol.messages import HistoryReport
 
     assert request.migrations is not None
     settings = request.settings
@@ -69,7 +70,10 @@ def _migrations(request: OperationInput, url: str) -> dict[str, Any]:
         if request.operation == "history":
             verdict = judge(files, store.rows(), allow_out_of_order=settings.out_of_order)
             pending = [[f.version, f.checksum] for f in verdict.pending_files]
-            return {"history": verdict.to_json() | {"pendingChecksums": pending}}
+            reading = HistoryReport.model_validate(
+                verdict.to_json() | {"pendingChecksums": pending}
+            )
+            return {"history": reading.model_dump(mode="json", by_alias=True)}
         expected = [(version, checksum) for version, checksum in request.expect_pending or []]
         try:
             _, report = apply_pending(

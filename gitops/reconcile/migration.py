@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
+from pydantic import ValidationError
+
 from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE
 from gitops.approvals.verify import verify_statement
 from gitops.reconcile.identities import (
@@ -51,7 +53,7 @@ from gitops.resources.status import (
 from gitops.writeback.status_files import plan_paths
 from runner.digests import canonical_json, digest
 from runner.protocol.frame import PROTOCOL_VERSION
-from runner.protocol.messages import PlanSettings
+from runner.protocol.messages import HistoryReport, PlanSettings
 
 __all__ = ["VERDICT_REASONS", "migration_policy_digest", "reconcile_migration"]
 
@@ -81,34 +83,16 @@ def migration_policy_digest(resource: DatabaseMigration) -> str:
     return digest("migration-policy", resource.spec.policy.model_dump(mode="json", by_alias=True))
 
 
-class _History:
-    """One reading of the history, as the runner reported it."""
-
-    def __init__(self, report: dict[str, object], target_identity: str) -> None:
-        self.verdict = str(report["verdict"])
-        self.fingerprint = str(report["fingerprint"])
-        self.pending = [str(v) for v in report.get("pending", [])]  # type: ignore[attr-defined]
-        self.versions = [str(v) for v in report.get("versions", [])]  # type: ignore[attr-defined]
-        self.detail = str(report.get("detail") or "")
-        self.checksums: list[tuple[str, str]] = [
-            (str(v), str(c))
-            for v, c in report.get("pendingChecksums", [])  # type: ignore[attr-defined]
-        ]
-        self.current = report.get("currentVersion")
-        self.checkpoint = report.get("checkpointVersion")
-        self.applied = int(str(report.get("appliedCount", 0)))
-        self.target_identity = target_identity
-
-    def summary(self) -> HistorySummary:
-        return HistorySummary(
-            verdict=self.verdict,
-            fingerprint=self.fingerprint,
-            current_version=str(self.current) if self.current is not None else None,
-            checkpoint_version=str(self.checkpoint) if self.checkpoint is not None else None,
-            applied_count=self.applied,
-            pending_versions=self.pending[:256],
-            involved_versions=self.versions[:64],
-        )
+def _summary(history: HistoryReport) -> HistorySummary:
+    return HistorySummary(
+        verdict=history.verdict,
+        fingerprint=history.fingerprint,
+        current_version=history.current_version,
+        checkpoint_version=history.checkpoint_version,
+        applied_count=history.applied_count,
+        pending_versions=history.pending[:256],
+        involved_versions=history.versions[:64],
+    )
 
 
 class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
@@ -165,8 +149,8 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     def lifecycle(self) -> None:
         spec = self.resource.spec
         folder, artifact_digest, verification = self.resolve_and_verify()
-        history = self._read(folder, "History")
-        self._settle(history)
+        history, identity = self._read(folder, "History")
+        self._settle(history, identity)
         if history.verdict in VERDICT_REASONS:
             involved = ", ".join(history.versions)
             raise Stop(
@@ -180,11 +164,11 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         names = self._names(folder)
         binding = MigrationPlanBinding(
             resource_uid=self.ref.uid,
-            versions=tuple((v, names.get(v, ""), c) for v, c in history.checksums),
+            versions=tuple((v, names.get(v, ""), c) for v, c in history.pending_checksums),
             history_fingerprint=history.fingerprint,
             artifact_digest=artifact_digest,
             coordination_digest=coordination_digest(self.ref.namespace, spec.target),
-            target_identity=history.target_identity,
+            target_identity=identity,
             policy=migration_policy_digest(self.resource),
             verification_policy=verification,
             engine=spec.target.engine,
@@ -222,14 +206,18 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             )
         self._apply(current, binding, approval, folder)
 
-    def _read(self, folder: Path, what: str) -> _History:
+    def _read(self, folder: Path, what: str) -> tuple[HistoryReport, str]:
+        """A history reading and the identity of the target the runner reached."""
         outcome = self.run_operation("history", migrations=str(folder))
         result = self.result(outcome, what)
-        report = result.get("history")
-        assert isinstance(report, dict) and outcome.result is not None
-        history = _History(report, outcome.result.target_identity or "")
-        self.status = self.status.model_copy(update={"history": history.summary()})
-        return history
+        assert outcome.result is not None
+        try:
+            history = HistoryReport.model_validate(result.get("history"))
+        except ValidationError as error:
+            detail = f"{what}: unreadable result: {error.errors()[0]['msg']}"
+            raise Stop(FAILED, Reason.OPERATION_FAILED, detail) from None
+        self.status = self.status.model_copy(update={"history": _summary(history)})
+        return history, outcome.result.target_identity or ""
 
     @staticmethod
     def _names(folder: Path) -> dict[str, str]:
@@ -239,13 +227,13 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
 
     # -- an uncertain run ----------------------------------------------------------------
 
-    def _settle(self, history: _History) -> None:
+    def _settle(self, history: HistoryReport, identity: str) -> None:
         """Clear ``unresolvedRun`` if the database or a person settled it; else Blocked."""
         run = self.status.unresolved_run
         if run is None:
             return
         if history.verdict == "nothing_pending" and (
-            run.target_identity_digest in (None, history.target_identity)
+            run.target_identity_digest in (None, identity)
         ):
             self.ctx.log(f"{self.key}: run {run.operation_id} settled: nothing is pending")
             self.status = self.status.model_copy(update={"unresolved_run": None})
@@ -376,7 +364,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
         self._record(op_id, current, kind, applied, "", identity)
         # VerifyingHistory: the history read back must show the sequence applied.
-        after = self._read(folder, "History after Apply")
+        after, _ = self._read(folder, "History after Apply")
         if after.verdict != "nothing_pending":
             raise Stop(
                 FAILED,
@@ -436,9 +424,9 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             }
         )
 
-    def _in_sync(self, history: _History) -> None:
+    def _in_sync(self, history: HistoryReport) -> None:
         self.status = self.status.model_copy(update={"plan": None})
-        current = history.current or "none"
+        current = history.current_version or "none"
         raise Stop(IN_SYNC, Reason.IN_SYNC, f"every migration is applied (current {current})")
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
 
 from runner.protocol.frame import PROTOCOL_VERSION
 
 __all__ = [
     "ERROR_CODES",
+    "HistoryReport",
     "OperationError",
     "OperationInput",
     "OperationResult",
@@ -118,3 +120,23 @@ class OperationResult(_Frozen):
     target_identity: str | None = None
     result: dict[str, Any] | None = None
     error: OperationError | None = None
+
+
+class HistoryReport(BaseModel):
+    """The ``history`` operation's result: the verdict and its evidence (camelCase on the
+    wire, as :meth:`runner.migrations.history.Verdict.to_json` writes it)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel)
+
+    verdict: Literal[
+        "dirty", "checksum_modified", "database_ahead", "out_of_order", "nothing_pending", "ready"
+    ]
+    fingerprint: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+    versions: list[str] = Field(default_factory=list)  # the versions involved
+    pending: list[str] = Field(default_factory=list)
+    pending_checksums: list[Pending] = Field(default_factory=list)
+    current_version: str | None = None
+    checkpoint_version: str | None = None
+    covered: list[str] = Field(default_factory=list)  # files a checkpoint stands for
+    applied_count: Annotated[int, Field(ge=0)] = 0
+    detail: str = ""
