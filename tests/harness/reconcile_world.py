@@ -178,40 +178,29 @@ class World:
         report = run_pass(self.remote.remote_url, self.work, registry=registry)
         return {k: f"{report.phases[k]}/{report.reasons[k]}" for k in report.phases}
 
-    def status_log(self) -> list[str]:
+    def git(self, *args: str, check: bool = True) -> str:
+        """``git`` on the bare remote (what everyone sees); its stdout."""
         done = subprocess.run(
-            [
-                "git",
-                "--git-dir",
-                str(self.remote.remote_path),
-                "log",
-                "--format=%s",
-                "refs/heads/seshat/status",
-            ],
+            ["git", "--git-dir", str(self.remote.remote_path), *args],
             capture_output=True,
             text=True,
             env=GIT_ENV,
-            check=False,
+            check=check,
         )
-        return done.stdout.splitlines()
+        return done.stdout
+
+    def show(self, branch: str, path: str) -> str:
+        """A file as committed on ``branch`` of the remote."""
+        return self.git("show", f"refs/heads/{branch}:{path}")
+
+    def status_log(self) -> list[str]:
+        return self.git("log", "--format=%s", "refs/heads/seshat/status", check=False).splitlines()
 
     def status(self, name: str) -> dict[str, object]:
-        done = subprocess.run(
-            [
-                "git",
-                "--git-dir",
-                str(self.remote.remote_path),
-                "show",
-                f"refs/heads/seshat/status:status/shop/{name}.yaml",
-            ],
-            capture_output=True,
-            text=True,
-            env=GIT_ENV,
-            check=True,
-        )
         from gitops.repo.yamlfile import read_documents
 
-        data = read_documents(done.stdout.encode())[0].data
+        text = self.show("seshat/status", f"status/shop/{name}.yaml")
+        data = read_documents(text.encode())[0].data
         assert isinstance(data, dict)
         return data
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.gitrepo import GIT_ENV
 from harness.mariadb import MariaDBDatabase
 from harness.pids import kill_processes_in
 from harness.postgres import PostgresDatabase
@@ -49,21 +47,6 @@ def _rows(path: Path) -> list[tuple[str, str]]:
     return [(str(v), str(s)) for v, s in rows]
 
 
-def _show(world: World, path: str) -> bytes:
-    return subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(world.remote.remote_path),
-            "show",
-            f"refs/heads/seshat/status:{path}",
-        ],
-        capture_output=True,
-        env=GIT_ENV,
-        check=True,
-    ).stdout
-
-
 def _declare(world: World, name: str, layout: Path, **options: Any) -> None:
     world.remote.write_file(
         f"databases/{name}/migrations.yaml", migration_yaml(name, layout, **options)
@@ -90,7 +73,7 @@ def test_both_families_side_by_side_plan_approve_apply_in_sync(world: World) -> 
     assert status["history"]["verdict"] == "ready"
     assert status["history"]["pendingVersions"] == ["1", "2"]
     plan_id = status["plan"]["id"]
-    plan = json.loads(_show(world, status["plan"]["path"]))
+    plan = json.loads(world.show("seshat/status", status["plan"]["path"]))
     assert [f["version"] for f in plan["files"]] == ["1", "2"]
     # Checksums of the bytes as written, CRLF and all, after the trip through the artifact.
     assert [f["checksum"] for f in plan["files"]] == [
@@ -135,19 +118,7 @@ def test_both_families_side_by_side_plan_approve_apply_in_sync(world: World) -> 
     # The old approval names another plan: it authorizes nothing.
     assert _rows(billing)[-1] == ("2", "applied")
 
-    review = subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(world.remote.remote_path),
-            "show",
-            "refs/heads/seshat/review/shop/billing:.seshat/reviews/shop/billing.md",
-        ],
-        capture_output=True,
-        text=True,
-        env=GIT_ENV,
-        check=True,
-    ).stdout
+    review = world.show("seshat/review/shop/billing", ".seshat/reviews/shop/billing.md")
     assert "apply, in order, `3`" in review and "seshat approve shop/billing" in review
 
 
@@ -275,13 +246,7 @@ def test_a_failing_postgresql_file_rolls_back_and_is_retried_after_a_fix(
 
     # The password reached only the runner: not Git (any branch), not the controller's files.
     password = postgres_database.url_with_password.split(":")[2].split("@")[0]
-    everything = subprocess.run(
-        ["git", "--git-dir", str(world.remote.remote_path), "log", "-p", "--all"],
-        capture_output=True,
-        text=True,
-        env=GIT_ENV,
-        check=True,
-    ).stdout
+    everything = world.git("log", "-p", "--all")
     assert "shop/orders: Failed (ApplyFailed)" in everything and password not in everything
     for path in world.work.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".yaml", ".sql", ".md"):

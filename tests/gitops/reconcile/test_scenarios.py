@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.gitrepo import GIT_ENV
 from harness.postgres import PostgresDatabase
 from harness.reconcile_world import World, schema_yaml, tables
 from harness.registry import RegistryServer
@@ -206,13 +205,7 @@ def test_the_database_password_never_reaches_git_or_output(
     )
     assert done.returncode == 0, done.stderr
     assert "shop/orders: InSync" in done.stdout
-    history = subprocess.run(
-        ["git", "--git-dir", str(world.remote.remote_path), "log", "-p", "--all"],
-        capture_output=True,
-        text=True,
-        env=GIT_ENV,
-        check=True,
-    ).stdout
+    history = world.git("log", "-p", "--all")
     for text in (done.stdout, done.stderr, history):
         assert password not in text
     for path in world.work.rglob("*"):

@@ -154,19 +154,7 @@ def test_review_branch_and_pull_request(world: World, monkeypatch: pytest.Monkey
         assert "CREATE TABLE orders" in body["body"]
         assert created.calls[0].request.headers["Authorization"] == f"Bearer {token}"
 
-    shown = subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(world.remote.remote_path),
-            "show",
-            "refs/heads/seshat/review/shop/orders:.seshat/reviews/shop/orders.md",
-        ],
-        capture_output=True,
-        text=True,
-        env=GIT_ENV,
-        check=True,
-    ).stdout
+    shown = world.show("seshat/review/shop/orders", ".seshat/reviews/shop/orders.md")
     assert f"`{plan_id}`" in shown
 
     approved = world.seshat(
