@@ -37,7 +37,7 @@ from gitops.artifacts.layout import LayoutStore  # noqa: E402
 from gitops.artifacts.push import push  # noqa: E402
 from gitops.artifacts.reference import parse_reference  # noqa: E402
 from gitops.artifacts.signing import sign  # noqa: E402
-from gitops.execution.executor import LocalExecutor, Outcome  # noqa: E402
+from gitops.execution.executor import EnvValue, LocalExecutor, Outcome  # noqa: E402
 from gitops.reconcile.passes import run_pass  # noqa: E402
 from runner.protocol.messages import OperationInput  # noqa: E402
 
@@ -51,10 +51,15 @@ class CountingExecutor(LocalExecutor):
     starts = 0
 
     def run(
-        self, request: OperationInput, environment: Mapping[str, str], deadline: float
+        self,
+        request: OperationInput,
+        environment: Mapping[str, EnvValue],
+        deadline: float,
+        *,
+        namespace: str = "default",
     ) -> Outcome:
         self.starts += 1
-        return super().run(request, environment, deadline)
+        return super().run(request, environment, deadline, namespace=namespace)
 
 
 def _git(cwd: Path, *args: str) -> None:

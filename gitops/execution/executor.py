@@ -1,8 +1,10 @@
 """Executors run one runner operation and return its framed result, or why there is none.
 
-The control plane hands an executor an :class:`~runner.protocol.messages.OperationInput`
-(the database URL named by reference, never resolved here) and the environment variables
-that operation needs (the one credential). The local executor starts
+The control plane asks the executor to :meth:`~Executor.bind` each URL reference of a
+declaration (how the runner will find the URL, and the environment that carries it: a value,
+or in Kubernetes mode a Secret key the kubelet resolves, so the control plane never reads
+it), then hands it an :class:`~runner.protocol.messages.OperationInput` and that
+environment (the one credential). The local executor starts
 ``seshat-runner op --input FILE`` as a subprocess with *only* those variables plus a minimal
 base (``PATH``, locale, ``HOME``), so a Git, forge or Kubernetes credential in the control
 plane's environment never reaches the runner; reads the last valid frame of its stdout
@@ -30,10 +32,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from gitops.resources.database import UrlReference
 from runner.protocol.frame import Found, find_last_frame
 from runner.protocol.messages import OperationInput, OperationResult
+from runner.protocol.messages import UrlReference as RunnerUrl
 
-__all__ = ["Executor", "LocalExecutor", "Outcome"]
+__all__ = [
+    "CredentialUnavailable",
+    "EnvValue",
+    "Executor",
+    "LocalExecutor",
+    "Outcome",
+    "SecretEnv",
+    "outcome_from_output",
+]
 
 _BASE_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "PGPASSFILE", "PGSERVICEFILE")
 _MAX_OUTPUT = 16 * 1024 * 1024
@@ -47,10 +59,63 @@ class Outcome:
     exit_code: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class SecretEnv:
+    """An environment variable the runner's pod takes from a key of a Secret in the
+    resource's namespace (Kubernetes mode); its value never passes through the control
+    plane."""
+
+    secret: str
+    key: str
+
+
+EnvValue = str | SecretEnv
+
+
+class CredentialUnavailable(Exception):
+    """This executor cannot hand the runner a URL given this way (a configuration error)."""
+
+
 class Executor(Protocol):
+    def bind(
+        self, reference: UrlReference, slot: Literal["url", "dev_url"]
+    ) -> tuple[RunnerUrl, dict[str, EnvValue]]:
+        """How the runner finds the URL ``reference`` names, and the environment carrying
+        it; raises :class:`CredentialUnavailable`."""
+        ...
+
     def run(
-        self, request: OperationInput, environment: Mapping[str, str], deadline: float
+        self,
+        request: OperationInput,
+        environment: Mapping[str, EnvValue],
+        deadline: float,
+        *,
+        namespace: str = "default",
     ) -> Outcome: ...
+
+
+def outcome_from_output(stdout: bytes, request: OperationInput, exit_code: int | None) -> Outcome:
+    """The outcome the runner's output (its stdout, or a pod log) states for ``request``."""
+    frame = find_last_frame(stdout[-_MAX_OUTPUT:])
+    if not isinstance(frame, Found):
+        return Outcome(
+            "lost",
+            None,
+            f"no result ({frame.status.value}: {frame.detail}; exit {exit_code})",
+            exit_code,
+        )
+    try:
+        result = OperationResult.model_validate(frame.payload)
+    except ValueError:
+        return Outcome("lost", None, "the result frame is not an operation result", None)
+    if result.id != request.id or result.operation != request.operation:
+        return Outcome("lost", None, "the result answers another operation", None)
+    if result.error is None:
+        return Outcome("done", result, "", exit_code)
+    kind: Literal["refused", "failed"] = (
+        "refused" if result.error.code == "plan_refused" else "failed"
+    )
+    return Outcome(kind, result, f"{result.error.code}: {result.error.message}", exit_code)
 
 
 def _runner_command() -> list[str]:
@@ -65,12 +130,35 @@ class LocalExecutor:
         self.work_dir = work_dir
         self.command = list(command) if command is not None else _runner_command()
 
+    def bind(
+        self, reference: UrlReference, slot: Literal["url", "dev_url"]
+    ) -> tuple[RunnerUrl, dict[str, EnvValue]]:
+        if reference.from_env is not None:
+            value = os.environ.get(reference.from_env)
+            return RunnerUrl(from_env=reference.from_env), (
+                {reference.from_env: value} if value else {}
+            )
+        if reference.from_file is not None:
+            return RunnerUrl(from_file=reference.from_file), {}
+        raise CredentialUnavailable(
+            "secretKeyRef needs the Kubernetes executor (seshat run --executor kubernetes); "
+            "the local executor takes fromEnv or fromFile"
+        )
+
     def run(
-        self, request: OperationInput, environment: Mapping[str, str], deadline: float
+        self,
+        request: OperationInput,
+        environment: Mapping[str, EnvValue],
+        deadline: float,
+        *,
+        namespace: str = "default",
     ) -> Outcome:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         child_env = {k: os.environ[k] for k in _BASE_ENVIRONMENT if k in os.environ}
-        child_env.update(environment)
+        for name, value in environment.items():
+            if not isinstance(value, str):
+                raise CredentialUnavailable(f"{name}: a Secret key needs the Kubernetes executor")
+            child_env[name] = value
         with tempfile.NamedTemporaryFile(
             "w", dir=self.work_dir, prefix=f"op-{request.id}-", suffix=".json", delete=False
         ) as handle:
@@ -99,25 +187,4 @@ class LocalExecutor:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
             return Outcome("lost", None, f"deadline of {deadline:g} s exceeded; killed", None)
-        frame = find_last_frame(stdout[-_MAX_OUTPUT:])
-        if not isinstance(frame, Found):
-            return Outcome(
-                "lost",
-                None,
-                f"no result ({frame.status.value}: {frame.detail}; exit {process.returncode})",
-                process.returncode,
-            )
-        try:
-            result = OperationResult.model_validate(frame.payload)
-        except ValueError:
-            return Outcome("lost", None, "the result frame is not an operation result", None)
-        if result.id != request.id or result.operation != request.operation:
-            return Outcome("lost", None, "the result answers another operation", None)
-        if result.error is None:
-            return Outcome("done", result, "", process.returncode)
-        kind: Literal["refused", "failed"] = (
-            "refused" if result.error.code == "plan_refused" else "failed"
-        )
-        return Outcome(
-            kind, result, f"{result.error.code}: {result.error.message}", process.returncode
-        )
+        return outcome_from_output(stdout, request, process.returncode)

@@ -9,7 +9,6 @@ own phases and steps.
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 from collections.abc import Callable
@@ -27,12 +26,13 @@ from gitops.artifacts.reference import Reference, parse_reference
 from gitops.artifacts.registry import RegistryOptions
 from gitops.artifacts.store import open_store
 from gitops.artifacts.verify import policy_digest, verify_artifact
-from gitops.execution.executor import Executor, Outcome
+from gitops.execution.executor import CredentialUnavailable, Executor, Outcome
 from gitops.reconcile.conditions import summary_conditions
-from gitops.reconcile.state import Lease, StateFile
+from gitops.reconcile.leases import Lease, Leases
+from gitops.reconcile.state import StateFile
 from gitops.repo.loader import LoadedResource, Repository
 from gitops.resources.approvals import Approval, ResourceRef
-from gitops.resources.database import DatabaseSpec, UrlReference
+from gitops.resources.database import DatabaseSpec
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
 from gitops.resources.schema import DatabaseSchema
@@ -50,7 +50,6 @@ from gitops.writeback.status_files import status_bytes, status_path
 from runner.digests import sha256_digest
 from runner.errors import SeshatError
 from runner.protocol.messages import OperationInput, PlanSettings
-from runner.protocol.messages import UrlReference as RunnerUrl
 
 __all__ = ["SUPPORTED_ENGINES", "PassContext", "ResourcePass", "Stop"]
 
@@ -74,6 +73,11 @@ class PassContext:
     deadline: float = 600.0
     now: Callable[[], datetime] = lambda: datetime.now(UTC).replace(microsecond=0)
     log: Callable[[str], None] = lambda _: None
+    leases: Leases | None = None  # None: the state file's
+
+    @property
+    def lease_store(self) -> Leases:
+        return self.leases if self.leases is not None else self.state
 
 
 class Stop(Exception):
@@ -86,22 +90,6 @@ class Stop(Exception):
 
 
 BLOCKED, FAILED, IN_SYNC = "Blocked", "Failed", "InSync"
-
-
-def _credential(reference: UrlReference) -> tuple[RunnerUrl, dict[str, str]]:
-    """The runner's URL reference and the environment carrying it; the URL is never read."""
-    if reference.from_env is not None:
-        value = os.environ.get(reference.from_env)
-        return RunnerUrl(from_env=reference.from_env), (
-            {reference.from_env: value} if value else {}
-        )
-    if reference.from_file is not None:
-        return RunnerUrl(from_file=reference.from_file), {}
-    raise Stop(
-        BLOCKED,
-        Reason.CONFIGURATION_ERROR,
-        "secretKeyRef needs the Kubernetes executor; the local executor takes fromEnv or fromFile",
-    )
 
 
 class ResourcePass(Generic[StatusT]):
@@ -142,26 +130,30 @@ class ResourcePass(Generic[StatusT]):
         return f"{operation}-{secrets.token_hex(8)}"
 
     def run_operation(self, operation: str, op_id: str | None = None, **fields: object) -> Outcome:
-        url, env = _credential(self.spec.target.url)
-        request: dict[str, object] = {
-            "operation": operation,
-            "id": op_id or self.op_id(operation),
-            "url": url,
-        }
-        dev = getattr(self.spec, "dev", None)
-        if dev is not None:
-            dev_url, dev_env = _credential(dev.url)
-            request["dev_url"] = dev_url
-            env = {**env, **dev_env}
+        executor = self.ctx.executor
+        try:
+            url, env = executor.bind(self.spec.target.url, "url")
+            request: dict[str, object] = {
+                "operation": operation,
+                "id": op_id or self.op_id(operation),
+                "url": url,
+            }
+            dev = getattr(self.spec, "dev", None)
+            if dev is not None:
+                dev_url, dev_env = executor.bind(dev.url, "dev_url")
+                request["dev_url"] = dev_url
+                env = {**env, **dev_env}
+        except CredentialUnavailable as error:
+            raise Stop(BLOCKED, Reason.CONFIGURATION_ERROR, str(error)) from None
         operation_input = OperationInput.model_validate(
             {**request, **fields, "settings": self.settings()}
         )
         self.ctx.log(f"{self.key}: {operation}")
-        return self.ctx.executor.run(operation_input, env, self.ctx.deadline)
+        return executor.run(operation_input, env, self.ctx.deadline, namespace=self.ref.namespace)
 
     def result(self, outcome: Outcome, what: str) -> dict[str, object]:
         """The operation's result, or the Stop its failure means."""
-        if self.lease is not None and not self.ctx.state.holds(self.lease):
+        if self.lease is not None and not self.ctx.lease_store.holds(self.lease):
             raise Stop(
                 FAILED,
                 Reason.LEASE_CONTINUITY_LOST,
@@ -266,7 +258,7 @@ class ResourcePass(Generic[StatusT]):
             self.commit(stop.phase, stop.reason, stop.message)
         finally:
             if self.lease is not None:
-                self.ctx.state.release(self.lease)
+                self.ctx.lease_store.release(self.lease)
         return self.status
 
     # -- Resolving and Verifying ---------------------------------------------------------

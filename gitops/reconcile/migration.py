@@ -293,7 +293,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     def _apply(
         self, current: str, binding: MigrationPlanBinding, approval: str | None, folder: Path
     ) -> None:
-        self.lease = self.ctx.state.acquire(binding.coordination_digest, self.ctx.holder)
+        self.lease = self.ctx.lease_store.acquire(binding.coordination_digest, self.ctx.holder)
         if self.lease is None:
             raise Stop(FAILED, Reason.DISPATCH_FAILED, "another controller holds the lease")
         op_id = secrets.token_hex(16)  # hex, so a RunAcknowledgment can name it
@@ -312,7 +312,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             expect_pending=[[v, c] for v, _, c in binding.versions],
         )
         identity = binding.target_identity
-        if not self.ctx.state.holds(self.lease):
+        if not self.ctx.lease_store.holds(self.lease):
             # The result was produced across a change of lease holder: it is not read, so
             # what the run did is unknown, and it blocks like any uncertain run.
             self._record(op_id, current, "Unknown", [], "result discarded", identity)

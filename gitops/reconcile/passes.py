@@ -24,6 +24,7 @@ from gitops.artifacts.registry import RegistryOptions
 from gitops.execution.executor import Executor, LocalExecutor
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.identities import coordination_digest
+from gitops.reconcile.leases import Leases
 from gitops.reconcile.lifecycle import PassContext
 from gitops.reconcile.migration import reconcile_migration
 from gitops.reconcile.schema import reconcile_schema
@@ -53,6 +54,7 @@ class PassReport:
     phases: dict[str, str] = field(default_factory=dict)  # "ns/name" -> phase
     reasons: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    statuses: dict[str, tuple[str, Status]] = field(default_factory=dict)  # key -> kind, status
 
 
 def _checkout(source: str, work: Path, branch: str) -> tuple[Path, str]:
@@ -123,6 +125,7 @@ def run_pass(
     log: Callable[[str], None] = lambda _: None,
     due_only: bool = False,
     registry: RegistryOptions | None = None,
+    leases: Leases | None = None,
 ) -> PassReport:
     """One pass over ``source`` (a path or URL of a Git repository).
 
@@ -153,6 +156,7 @@ def run_pass(
             holder=f"{socket.gethostname()}:{work.resolve()}",
             log=log,
             registry=registry or RegistryOptions(),
+            leases=leases,
         )
         for problem in repository.problems:
             report.problems.append(str(problem))
@@ -175,6 +179,7 @@ def run_pass(
                 assert previous is None or isinstance(previous, DatabaseMigrationStatus)
                 status = reconcile_migration(loaded, ctx, previous, census.get(str(loaded.key)))
             report.phases[key] = status.phase.value
+            report.statuses[key] = (resource.kind, status)
             spec = resource.spec
             wait = spec.retry_interval if status.phase.value == "Failed" else spec.interval
             state.schedule(str(meta.uid), time.time() + wait)
@@ -256,4 +261,5 @@ def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
             message,
         )
         report.phases[f"{namespace}/{name}"] = "Blocked"
+        report.statuses[f"{namespace}/{name}"] = (kind, status)
         report.reasons[f"{namespace}/{name}"] = Reason.CONFIGURATION_ERROR.value

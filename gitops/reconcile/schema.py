@@ -88,7 +88,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         self.status = self.status.model_copy(update={"drift": _drift(drift)})
         # Planning, under the realm lease.
         coordination = coordination_digest(self.ref.namespace, spec.target)
-        self.lease = self.ctx.state.acquire(coordination, self.ctx.holder)
+        self.lease = self.ctx.lease_store.acquire(coordination, self.ctx.holder)
         if self.lease is None:
             raise Stop(
                 FAILED,

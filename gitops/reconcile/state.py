@@ -18,8 +18,9 @@ from __future__ import annotations
 import secrets
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from gitops.reconcile.leases import Lease
 
 __all__ = ["Lease", "StateFile"]
 
@@ -37,13 +38,6 @@ CREATE TABLE IF NOT EXISTS leases (
     coordination TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch TEXT NOT NULL,
     acquired REAL NOT NULL);
 """
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    coordination: str
-    holder: str
-    epoch: str
 
 
 class StateFile:

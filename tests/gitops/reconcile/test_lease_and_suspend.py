@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.reconcile_world import World, schema_yaml, tables
 
-from gitops.execution.executor import LocalExecutor, Outcome
+from gitops.execution.executor import EnvValue, LocalExecutor, Outcome
 from gitops.reconcile.passes import run_pass
 from gitops.reconcile.state import StateFile
 from runner.protocol.messages import OperationInput
@@ -69,9 +69,14 @@ class StealingExecutor(LocalExecutor):
         self.stolen = False
 
     def run(
-        self, request: OperationInput, environment: Mapping[str, str], deadline: float
+        self,
+        request: OperationInput,
+        environment: Mapping[str, EnvValue],
+        deadline: float,
+        *,
+        namespace: str = "default",
     ) -> Outcome:
-        outcome = super().run(request, environment, deadline)
+        outcome = super().run(request, environment, deadline, namespace=namespace)
         if request.operation == "plan" and not self.stolen:
             self.stolen = True
             thief = StateFile(self.state_path)

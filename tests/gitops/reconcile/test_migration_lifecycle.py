@@ -18,7 +18,7 @@ from harness.postgres import PostgresDatabase
 from harness.reconcile_world import World, migration_yaml, schema_yaml, tables
 from harness.sshkeys import SSHKeyFactory
 
-from gitops.execution.executor import LocalExecutor, Outcome
+from gitops.execution.executor import EnvValue, LocalExecutor, Outcome
 from gitops.reconcile.passes import run_pass
 from runner.protocol.messages import OperationInput
 
@@ -178,7 +178,14 @@ class _MovesHistoryFirst(LocalExecutor):
         super().__init__(work_dir)
         self.database = database
 
-    def run(self, request: OperationInput, env: Mapping[str, str], deadline: float) -> Outcome:
+    def run(
+        self,
+        request: OperationInput,
+        env: Mapping[str, EnvValue],
+        deadline: float,
+        *,
+        namespace: str = "default",
+    ) -> Outcome:
         if request.operation == "migrate":
             with sqlite3.connect(self.database) as conn:
                 conn.execute("ALTER TABLE items ADD COLUMN name TEXT")
@@ -188,7 +195,7 @@ class _MovesHistoryFirst(LocalExecutor):
                     (next(c for v, c in request.expect_pending or [] if v == "2"),),
                 )
             conn.close()
-        return super().run(request, env, deadline)
+        return super().run(request, env, deadline, namespace=namespace)
 
 
 def test_the_history_moving_between_approval_and_apply_changes_nothing(world: World) -> None:
