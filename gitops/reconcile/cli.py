@@ -2,21 +2,116 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from gitops.reconcile.passes import run_pass
+from gitops.execution.executor import Executor
+from gitops.reconcile.leases import Leader, Leases
+from gitops.reconcile.passes import PassReport, run_pass
 from runner.errors import SeshatError
 
 __all__ = ["reconcile", "run"]
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 def _default_work() -> Path:
     return Path.home() / ".local" / "state" / "seshat"
+
+
+def _mode_options(command: F) -> F:
+    """The options choosing where operations run (shared by reconcile and run)."""
+    options = [
+        click.option(
+            "--executor",
+            type=click.Choice(["local", "kubernetes"]),
+            default="local",
+            show_default=True,
+            help="local: each operation is a seshat-runner child process; kubernetes: a Job "
+            "in the resource's namespace, with Leases in --lease-namespace.",
+        ),
+        click.option(
+            "--runner-image", help="Kubernetes: the image holding seshat-runner (required)."
+        ),
+        click.option(
+            "--runner-service-account",
+            default="seshat-runner",
+            show_default=True,
+            help="Kubernetes: the Jobs' service account (no roles, no token mounted).",
+        ),
+        click.option(
+            "--lease-namespace",
+            default="seshat-system",
+            show_default=True,
+            help="Kubernetes: where the coordination.k8s.io Leases live.",
+        ),
+        click.option(
+            "--lease-duration",
+            default=60,
+            show_default=True,
+            help="Kubernetes: seconds a Lease stays held without renewal.",
+        ),
+        click.option(
+            "--kubeconfig",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Kubernetes: a kubeconfig file (default: the pod's service account in a "
+            "cluster, else $KUBECONFIG or ~/.kube/config).",
+        ),
+        click.option(
+            "--publish-status",
+            is_flag=True,
+            help="Kubernetes: also write each verdict to the custom resource's status (for "
+            "Argo CD and Flux health checks).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@dataclass
+class _Mode:
+    executor: Executor | None = None
+    leases: Leases | None = None
+    publish: Callable[[PassReport, Path], None] | None = None
+
+
+def _mode(work: Path, say: Callable[[str], None], **options: Any) -> _Mode:
+    if options["executor"] == "local":
+        if options["publish_status"]:
+            raise click.UsageError("--publish-status needs --executor kubernetes")
+        return _Mode()
+    if not options["runner_image"]:
+        raise click.UsageError("--executor kubernetes needs --runner-image")
+    from gitops.kubernetes.api import load_api
+    from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
+    from gitops.kubernetes.leases import KubernetesLeases
+    from gitops.kubernetes.status import publish_statuses
+    from gitops.repo.loader import load_repository
+
+    api = load_api(options["kubeconfig"])
+    settings = JobSettings(
+        image=options["runner_image"], service_account=options["runner_service_account"]
+    )
+    mode = _Mode(
+        KubernetesExecutor(api, settings),
+        KubernetesLeases(api, options["lease_namespace"], options["lease_duration"]),
+    )
+    if options["publish_status"]:
+
+        def publish(report: PassReport, checkout: Path) -> None:
+            publish_statuses(api, load_repository(checkout), report.statuses, say)
+
+        mode.publish = publish
+    return mode
 
 
 @click.command()
@@ -43,8 +138,15 @@ def _default_work() -> Path:
     "--every", default=60, show_default=True, help="Seconds between passes without --once."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Print each operation as it starts.")
+@_mode_options
 def reconcile(
-    source: str, branch: str, work: Path | None, once: bool, every: int, verbose: bool
+    source: str,
+    branch: str,
+    work: Path | None,
+    once: bool,
+    every: int,
+    verbose: bool,
+    **mode_options: Any,
 ) -> None:
     """Converge every declared database: resolve, verify, observe, plan, apply on approval.
 
@@ -54,9 +156,14 @@ def reconcile(
     """
     work_dir = work or _default_work()
     say = (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
+    try:
+        mode = _mode(work_dir, say, **mode_options)
+    except SeshatError as error:
+        click.echo(f"seshat: {error}", err=True)
+        sys.exit(2)
     while True:
         try:
-            report = run_pass(source, work_dir, branch=branch, log=say)
+            report = _one_pass(source, work_dir, branch, say, mode, due_only=False)
         except SeshatError as error:
             click.echo(f"seshat: {error}", err=True)
             if once:
@@ -89,12 +196,16 @@ def reconcile(
     "--tick", default=10, show_default=True, help="Seconds between looks at the schedule."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Print each operation as it starts.")
-def run(source: str, branch: str, work: Path | None, tick: int, verbose: bool) -> None:
+@_mode_options
+def run(
+    source: str, branch: str, work: Path | None, tick: int, verbose: bool, **mode_options: Any
+) -> None:
     """Reconcile on a schedule until SIGTERM or Ctrl-C.
 
     Every --tick seconds the repository is fetched and each resource that is due is
     reconciled: InSync, Blocked and AwaitingApproval resources every spec.interval, Failed
     ones every spec.retryInterval. SIGTERM lets the running pass finish, then exits 0.
+    With --executor kubernetes, only the replica holding the controller Lease runs passes.
     """
     import signal
 
@@ -102,10 +213,18 @@ def run(source: str, branch: str, work: Path | None, tick: int, verbose: bool) -
 
     work_dir = work or _default_work()
     say = (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
+    try:
+        mode = _mode(work_dir, say, **mode_options)
+    except SeshatError as error:
+        click.echo(f"seshat: {error}", err=True)
+        sys.exit(2)
+    leader = Leader(mode.leases, f"{socket.gethostname()}:{work_dir.resolve()}", say)
 
     def tick_once() -> None:
+        if not leader.leading():
+            return
         try:
-            report = run_pass(source, work_dir, branch=branch, log=say, due_only=True)
+            report = _one_pass(source, work_dir, branch, say, mode, due_only=True)
         except SeshatError as error:
             click.echo(f"seshat: {error}", err=True)
             return
@@ -131,4 +250,28 @@ def run(source: str, branch: str, work: Path | None, tick: int, verbose: bool) -
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     scheduler.start()
+    leader.step_down()
     click.echo("seshat: stopped", err=True)
+
+
+def _one_pass(
+    source: str,
+    work: Path,
+    branch: str,
+    say: Callable[[str], None],
+    mode: _Mode,
+    *,
+    due_only: bool,
+) -> PassReport:
+    report = run_pass(
+        source,
+        work,
+        branch=branch,
+        log=say,
+        due_only=due_only,
+        executor=mode.executor,
+        leases=mode.leases,
+    )
+    if mode.publish is not None:
+        mode.publish(report, work / "source")
+    return report

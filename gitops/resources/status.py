@@ -185,6 +185,9 @@ class HistorySummary(Model):
 
 class _Status(Model):
     observed_revision: str = ""
+    # Kubernetes mode only (the custom resource's status, never a status file): the
+    # generation of the cluster's object whose spec this status describes.
+    observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     source: SourceStatus | None = None
     plan: PlanSummary | None = None

@@ -1,0 +1,375 @@
+"""The Kubernetes executor: each runner operation is one Job in the resource's namespace.
+
+What the Job gets, and only that:
+
+* the operation input and the files it names (the verified artifact's folder, the plan, the
+  migration directory) as a ConfigMap mounted read-only, bytes exact (``binaryData``); the
+  paths in the input are rewritten to the mount;
+* the database URL as an environment variable taken by the kubelet from the Secret key the
+  declaration's ``secretKeyRef`` names: the control plane never reads a Secret (its role
+  has no access to them);
+* no Kubernetes credential (``automountServiceAccountToken: false``, a service account
+  with no roles), no retries (``backoffLimit: 0``: an Apply is never started twice), the
+  deadline as ``activeDeadlineSeconds``, a non-root, read-only container.
+
+The executor polls the Job until it finishes, reads the framed result from the pod's log
+(bounded), and deletes the Job and its ConfigMap. A pod that cannot start (a missing Secret,
+an image that cannot be pulled) is ``failed`` (nothing ran); a Job that ends without a
+readable frame, or outlives the deadline, is ``lost``, an uncertain outcome for an Apply.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gitops.execution.executor import (
+    CredentialUnavailable,
+    EnvValue,
+    Outcome,
+    SecretEnv,
+    outcome_from_output,
+)
+from gitops.kubernetes.api import Json, KubeApi, KubeError, NotFound
+from gitops.resources.database import UrlReference
+from runner.protocol.messages import OperationInput
+from runner.protocol.messages import UrlReference as RunnerUrl
+
+__all__ = ["JobSettings", "KubernetesExecutor"]
+
+_MAX_LOG = 16 * 1024 * 1024
+_MAX_CONFIGMAP = 1000 * 1024  # the API server stores at most about 1 MiB per object
+_ENV_NAMES = {"url": "SESHAT_DATABASE_URL", "dev_url": "SESHAT_DEV_URL"}
+# A pod in one of these states never started its container.
+_CANNOT_START = {
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+}
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    image: str
+    service_account: str = "seshat-runner"
+    mount_root: str = "/seshat"  # where the pod sees the operation's input and scratch
+    image_pull_policy: str = "IfNotPresent"
+    run_as_user: int = 10001
+    requests: dict[str, str] = field(default_factory=lambda: {"cpu": "100m", "memory": "256Mi"})
+    limits: dict[str, str] = field(default_factory=lambda: {"memory": "1Gi"})
+    poll: float = 2.0
+    grace: float = 60.0  # beyond the deadline: scheduling, image pull
+
+
+def _name(request: OperationInput) -> str:
+    """A DNS label from the operation id (lower-case, 63 characters at most)."""
+    slug = re.sub(r"[^a-z0-9-]", "-", request.id.lower()).strip("-")[:40]
+    digest = hashlib.sha256(request.id.encode()).hexdigest()[:8]
+    return f"seshat-{slug}-{digest}"
+
+
+def _files(request: OperationInput) -> list[tuple[str, bytes]]:
+    """(path under the input mount, bytes) of every file the operation reads."""
+    found: list[tuple[str, bytes]] = []
+    for field_name in ("desired", "migrations"):
+        folder = getattr(request, field_name)
+        if folder is None:
+            continue
+        root = Path(folder)
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            found.append((f"{field_name}/{path.relative_to(root).as_posix()}", path.read_bytes()))
+    if request.plan is not None:
+        found.append(("plan/" + Path(request.plan).name, Path(request.plan).read_bytes()))
+    return found
+
+
+class KubernetesExecutor:
+    """Runs each operation as a Job; see the module's documentation."""
+
+    def __init__(self, api: KubeApi, settings: JobSettings) -> None:
+        self.api = api
+        self.settings = settings
+
+    def bind(
+        self, reference: UrlReference, slot: Literal["url", "dev_url"]
+    ) -> tuple[RunnerUrl, dict[str, EnvValue]]:
+        if reference.secret_key_ref is not None:
+            name = _ENV_NAMES[slot]
+            ref = reference.secret_key_ref
+            return RunnerUrl(from_env=name), {name: SecretEnv(ref.name, ref.key)}
+        if reference.from_file is not None:
+            # A path inside the runner's pod (a volume of the runner image's own).
+            return RunnerUrl(from_file=reference.from_file), {}
+        raise CredentialUnavailable(
+            "fromEnv names a variable of the controller's environment; in Kubernetes mode "
+            "it would have to be copied into the Job, where the API server stores it: use "
+            "secretKeyRef"
+        )
+
+    # -- manifests -----------------------------------------------------------------------
+
+    def manifests(
+        self,
+        request: OperationInput,
+        environment: Mapping[str, EnvValue],
+        deadline: float,
+        namespace: str,
+    ) -> tuple[Json, Json]:
+        """The ConfigMap and the Job for ``request`` (both named after the operation)."""
+        s = self.settings
+        name = _name(request)
+        base = f"{s.mount_root.rstrip('/')}/{name}"
+        inputs, scratch = f"{base}/input", f"{base}/work"
+        moved = request.model_copy(
+            update={
+                "desired": f"{inputs}/desired" if request.desired else None,
+                "migrations": f"{inputs}/migrations" if request.migrations else None,
+                "plan": f"{inputs}/plan/{Path(request.plan).name}" if request.plan else None,
+                "journal": f"{scratch}/journal" if request.journal else None,
+            }
+        )
+        files = [
+            ("operation.json", moved.model_dump_json(exclude_none=True).encode()),
+            *_files(request),
+        ]
+        labels = {
+            "app.kubernetes.io/name": "seshat-runner",
+            "app.kubernetes.io/managed-by": "seshat",
+            "seshat.dev/operation": request.operation,
+        }
+        annotations = {"seshat.dev/operation-id": request.id}
+        metadata = {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        }
+        configmap: Json = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata,
+            "immutable": True,
+            "binaryData": {
+                f"f{i}": base64.b64encode(data).decode() for i, (_, data) in enumerate(files)
+            },
+        }
+        env: list[Json] = [
+            {"name": "HOME", "value": scratch},
+            {"name": "TMPDIR", "value": scratch},
+        ]
+        for variable, value in sorted(environment.items()):
+            if isinstance(value, SecretEnv):
+                env.append(
+                    {
+                        "name": variable,
+                        "valueFrom": {"secretKeyRef": {"name": value.secret, "key": value.key}},
+                    }
+                )
+            else:
+                raise CredentialUnavailable(
+                    f"{variable}: a value from the controller's environment is never copied "
+                    "into a Job; use secretKeyRef"
+                )
+        job: Json = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": metadata,
+            "spec": {
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": max(1, math.ceil(deadline)),
+                "ttlSecondsAfterFinished": 3600,
+                "template": {
+                    "metadata": {"labels": labels, "annotations": annotations},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "serviceAccountName": s.service_account,
+                        "automountServiceAccountToken": False,
+                        "enableServiceLinks": False,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": s.run_as_user,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [
+                            {
+                                "name": "runner",
+                                "image": s.image,
+                                "imagePullPolicy": s.image_pull_policy,
+                                "command": [
+                                    "seshat-runner",
+                                    "op",
+                                    "--input",
+                                    f"{inputs}/operation.json",
+                                ],
+                                "env": env,
+                                "resources": {"requests": s.requests, "limits": s.limits},
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                                "volumeMounts": [
+                                    {"name": "input", "mountPath": inputs, "readOnly": True},
+                                    {"name": "work", "mountPath": scratch},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {
+                                "name": "input",
+                                "configMap": {
+                                    "name": name,
+                                    "items": [
+                                        {"key": f"f{i}", "path": path}
+                                        for i, (path, _) in enumerate(files)
+                                    ],
+                                },
+                            },
+                            {"name": "work", "emptyDir": {}},
+                        ],
+                    },
+                },
+            },
+        }
+        return configmap, job
+
+    # -- running -------------------------------------------------------------------------
+
+    def run(
+        self,
+        request: OperationInput,
+        environment: Mapping[str, EnvValue],
+        deadline: float,
+        *,
+        namespace: str = "default",
+    ) -> Outcome:
+        configmap, job = self.manifests(request, environment, deadline, namespace)
+        size = sum(len(v) for v in configmap["binaryData"].values())
+        if size > _MAX_CONFIGMAP:
+            return Outcome(
+                "failed",
+                None,
+                f"the operation's files take {size} bytes encoded; a ConfigMap holds about "
+                f"{_MAX_CONFIGMAP}: use the local executor for artifacts this large",
+                None,
+            )
+        name = job["metadata"]["name"]
+        configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+        jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+        try:
+            self.api.create(configmaps, configmap)
+        except KubeError as error:
+            return Outcome("failed", None, f"the operation's ConfigMap: {error}", None)
+        try:
+            try:
+                self.api.create(jobs, job)
+            except KubeError as error:
+                # Not created, so nothing runs; an unanswered create may still have been
+                # stored, so it is deleted too.
+                self.api.delete(f"{jobs}/{name}")
+                return Outcome("failed", None, f"the runner's Job: {error}", None)
+            return self._follow(request, namespace, name, deadline)
+        finally:
+            # The Job's pod goes with it; ttlSecondsAfterFinished collects one left behind.
+            for path in (f"{jobs}/{name}", f"{configmaps}/{name}"):
+                with contextlib.suppress(KubeError):
+                    self.api.delete(path)
+
+    def _follow(
+        self, request: OperationInput, namespace: str, name: str, deadline: float
+    ) -> Outcome:
+        ends = time.monotonic() + deadline + self.settings.grace
+        jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+        while True:
+            try:
+                status = self.api.get(jobs).get("status", {})
+                pod = self._pod(namespace, name)
+            except NotFound:
+                return Outcome("lost", None, f"Job {namespace}/{name} disappeared", None)
+            except KubeError as error:
+                if time.monotonic() > ends:
+                    return Outcome("lost", None, f"Job {namespace}/{name}: {error}", None)
+                time.sleep(self.settings.poll)
+                continue
+            waiting = _waiting(pod)
+            if waiting is not None and waiting[0] in _CANNOT_START:
+                return Outcome(
+                    "failed",
+                    None,
+                    f"the runner's pod could not start: {waiting[0]}: {waiting[1]}",
+                    None,
+                )
+            finished = _finished(status)
+            if finished is not None:
+                return self._read(request, namespace, pod, finished)
+            if time.monotonic() > ends:
+                return Outcome(
+                    "lost", None, f"deadline of {deadline:g} s exceeded; Job {name} deleted", None
+                )
+            time.sleep(self.settings.poll)
+
+    def _pod(self, namespace: str, job: str) -> Json | None:
+        pods = self.api.get(
+            f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": f"job-name={job}"}
+        ).get("items", [])
+        return pods[0] if pods else None
+
+    def _read(
+        self, request: OperationInput, namespace: str, pod: Json | None, finished: str
+    ) -> Outcome:
+        if pod is None:
+            return Outcome("lost", None, f"the Job ended ({finished}) and its pod is gone", None)
+        name = pod["metadata"]["name"]
+        try:
+            log = self.api.log(
+                f"/api/v1/namespaces/{namespace}/pods/{name}/log", limit_bytes=_MAX_LOG
+            )
+        except KubeError as error:
+            return Outcome("lost", None, f"the pod's log could not be read: {error}", None)
+        outcome = outcome_from_output(log, request, _exit_code(pod))
+        if outcome.kind == "lost":
+            detail = f"{outcome.detail}; the Job ended: {finished}"
+            return Outcome("lost", None, detail, outcome.exit_code)
+        return outcome
+
+
+def _finished(status: Json) -> str | None:
+    """How the Job ended, or None while it runs."""
+    for condition in status.get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
+            reason = condition.get("reason") or ""
+            return f"{condition['type']}" + (f" ({reason})" if reason else "")
+    if status.get("succeeded"):
+        return "Complete"
+    if status.get("failed"):
+        return "Failed"
+    return None
+
+
+def _container(pod: Json | None) -> dict[str, Any]:
+    statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
+    return next((s for s in statuses if s.get("name") == "runner"), {})
+
+
+def _waiting(pod: Json | None) -> tuple[str, str] | None:
+    waiting = (_container(pod).get("state") or {}).get("waiting")
+    if not waiting:
+        return None
+    return str(waiting.get("reason", "")), str(waiting.get("message", ""))
+
+
+def _exit_code(pod: Json) -> int | None:
+    terminated = (_container(pod).get("state") or {}).get("terminated") or {}
+    code = terminated.get("exitCode")
+    return int(code) if code is not None else None

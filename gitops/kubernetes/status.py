@@ -1,0 +1,60 @@
+"""Publishing each verdict on the custom resource's ``status``, for Argo CD and Flux.
+
+The status branch stays the record; this is a copy for the cluster's readers (Argo CD's
+health check in ``deploy/argocd``, Flux's kstatus health checks). After a pass, each
+``DatabaseSchema`` / ``DatabaseMigration`` object that exists in the cluster gets the status
+the pass committed, by a merge patch of its ``status`` subresource. ``observedGeneration``
+is set to the object's ``metadata.generation`` only when its ``spec`` is the declaration
+the pass read (so a newer spec applied by Argo CD or Flux than the commit Seshat saw reads
+as "not yet observed"). An object that is not in the cluster is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gitops.kubernetes.api import KubeApi, KubeError, NotFound
+from gitops.repo.loader import Repository
+from gitops.resources.kinds import KINDS
+from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
+
+__all__ = ["publish_statuses"]
+
+_GROUP = "/apis/seshat.dev/v1alpha1"
+
+
+def publish_statuses(
+    api: KubeApi,
+    repository: Repository,
+    statuses: Mapping[str, tuple[str, DatabaseSchemaStatus | DatabaseMigrationStatus]],
+    log: Callable[[str], None] = lambda _: None,
+) -> int:
+    """Patch each resource's status in the cluster; returns how many were published."""
+    published = 0
+    for key, (kind, status) in sorted(statuses.items()):
+        namespace, name = key.split("/", 1)
+        path = f"{_GROUP}/namespaces/{namespace}/{KINDS[kind].plural}/{name}"
+        try:
+            found = api.get(path)
+        except NotFound:
+            log(f"{key}: no {kind} in the cluster; its status is not published there")
+            continue
+        except KubeError as error:
+            log(f"{key}: status not published: {error}")
+            continue
+        body: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        declared = repository.find(kind, namespace, name)
+        if declared is not None and found.get("spec") == _spec(declared.resource):
+            body["observedGeneration"] = found.get("metadata", {}).get("generation")
+        try:
+            api.merge_patch(f"{path}/status", {"status": body})
+        except KubeError as error:
+            log(f"{key}: status not published: {error}")
+            continue
+        published += 1
+    return published
+
+
+def _spec(resource: Any) -> Any:
+    return resource.model_dump(mode="json", by_alias=True, exclude_none=True).get("spec")

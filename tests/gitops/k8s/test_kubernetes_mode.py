@@ -1,0 +1,446 @@
+"""Kubernetes mode: runner Jobs, coordination.k8s.io Leases, custom resource status.
+
+No Kubernetes API server or kubelet can run on this machine, so these tests talk to
+``harness.kube_api.FakeKubernetes``: a test double speaking the API's wire format (bearer
+tokens, resourceVersion conflicts, Status errors), validating every object written to it
+against the official Kubernetes schemas (or the Seshat CRDs), and running each Job's
+container as a local process with only the environment the pod spec gives it. The runner
+it starts is the real ``seshat-runner``; the databases are real (SQLite, PostgreSQL).
+Two tests replace the runner with a small program, to hang or to be killed on demand; they
+say so.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from harness.kube_api import FakeKubernetes
+from harness.postgres import PostgresDatabase
+from harness.reconcile_world import World, tables
+
+from gitops.execution.executor import CredentialUnavailable
+from gitops.kubernetes.api import KubeApi, KubeError, load_api
+from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
+from gitops.kubernetes.leases import KubernetesLeases, lease_name
+from gitops.reconcile.leases import Leader
+from gitops.resources.database import SecretKeyRef, UrlReference
+from runner.protocol.messages import OperationInput
+
+SECRET = UrlReference(secret_key_ref=SecretKeyRef(name="orders-db", key="url"))
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKubernetes]:
+    fake = FakeKubernetes()
+    yield fake
+    fake.close()
+    assert fake.invalid == [], "an object Seshat wrote is not valid Kubernetes"
+    assert fake.secret_requests == 0, "the control plane asked the API for a Secret"
+
+
+@pytest.fixture
+def api(kube: FakeKubernetes, tmp_path: Path) -> Iterator[KubeApi]:
+    session = load_api(kube.kubeconfig(tmp_path / "kubeconfig"))  # the real kubeconfig loader
+    yield session
+    session.close()
+
+
+def _executor(api: KubeApi, tmp_path: Path, **settings: object) -> KubernetesExecutor:
+    return KubernetesExecutor(
+        api,
+        JobSettings(
+            image="seshat:test",
+            mount_root=str(tmp_path / "pods"),
+            poll=0.05,
+            **settings,  # type: ignore[arg-type]
+        ),
+    )
+
+
+def _sqlite(tmp_path: Path, name: str = "orders") -> Path:
+    path = tmp_path / f"{name}.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
+    conn.close()
+    return path
+
+
+def test_an_operation_runs_as_a_job_with_only_the_secret_the_pod_resolves(
+    kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+) -> None:
+    database = _sqlite(tmp_path)
+    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    executor = _executor(api, tmp_path)
+    url, env = executor.bind(SECRET, "url")
+    desired = tmp_path / "desired"
+    (desired / "nested").mkdir(parents=True)
+    sql = b"CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);\r\n"  # CRLF kept
+    (desired / "nested" / "schema.sql").write_bytes(sql)
+    request = OperationInput(operation="plan", id="plan-0a1b", url=url, desired=str(desired))
+
+    outcome = executor.run(request, env, 60, namespace="shop")
+
+    assert outcome.kind == "done", outcome.detail
+    assert outcome.result is not None and outcome.result.result is not None
+    assert outcome.result.result["planDigest"].startswith("sha256:")
+    (job,) = kube.jobs_created
+    (configmap,) = kube.configmaps_created
+    assert job["metadata"]["namespace"] == "shop"  # secretKeyRef is namespace-local
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 0  # never started twice
+    assert spec["activeDeadlineSeconds"] == 60
+    pod = spec["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False  # no Kubernetes credential
+    assert pod["serviceAccountName"] == "seshat-runner"
+    (container,) = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    variable = next(e for e in container["env"] if e["name"] == "SESHAT_DATABASE_URL")
+    assert variable == {
+        "name": "SESHAT_DATABASE_URL",
+        "valueFrom": {"secretKeyRef": {"name": "orders-db", "key": "url"}},
+    }
+    # The URL lives only in the Secret: not in the Job, its ConfigMap, or anything posted.
+    posted = json.dumps([kube.jobs_created, kube.configmaps_created])
+    assert str(database) not in posted
+    # The artifact's bytes reached the pod exactly, at the path the rewritten input names.
+    items = pod["volumes"][0]["configMap"]["items"]
+    assert [i["path"] for i in items] == ["operation.json", "desired/nested/schema.sql"]
+    assert configmap["immutable"] is True
+    # Nothing is left behind.
+    assert kube.list("jobs") == [] and kube.list("configmaps") == [] and kube.list("pods") == []
+
+
+def test_a_missing_secret_fails_at_once_and_nothing_runs(
+    kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+) -> None:
+    executor = _executor(api, tmp_path)
+    url, env = executor.bind(SECRET, "url")
+    request = OperationInput(operation="inspect", id="inspect-1", url=url)
+
+    outcome = executor.run(request, env, 600, namespace="shop")
+
+    assert outcome.kind == "failed"  # not lost: the container never started
+    assert "CreateContainerConfigError" in outcome.detail
+    assert 'secret "orders-db" not found' in outcome.detail
+    assert kube.processes == {}
+    assert kube.list("jobs") == []
+
+
+def test_from_env_is_refused_in_kubernetes_mode(api: KubeApi, tmp_path: Path) -> None:
+    executor = _executor(api, tmp_path)
+    with pytest.raises(CredentialUnavailable, match="secretKeyRef"):
+        executor.bind(UrlReference(from_env="ORDERS_URL"), "url")
+
+
+STAND_IN = """
+import sys, time
+sys.stdout.write("starting\\n"); sys.stdout.flush()
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def _stand_in(kube: FakeKubernetes, tmp_path: Path, seconds: float) -> None:
+    """The kubelet runs this program instead of the runner: one that never answers."""
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN)
+    kube.command_override = [sys.executable, str(script), str(seconds)]
+
+
+def test_a_job_past_its_deadline_is_lost_and_deleted(
+    kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+) -> None:
+    _stand_in(kube, tmp_path, 60)
+    executor = _executor(api, tmp_path, grace=2.0)
+    kube.secrets[("shop", "orders-db")] = {"url": "sqlite:///unused.db"}
+    url, env = executor.bind(SECRET, "url")
+    request = OperationInput(operation="inspect", id="inspect-2", url=url)
+
+    outcome = executor.run(request, env, 1, namespace="shop")
+
+    assert outcome.kind == "lost"
+    assert "DeadlineExceeded" in outcome.detail or "deadline" in outcome.detail
+    assert kube.list("jobs") == []
+
+
+def test_a_runner_killed_mid_operation_is_lost(
+    kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    _stand_in(kube, tmp_path, 60)
+    kube.secrets[("shop", "orders-db")] = {"url": "sqlite:///unused.db"}
+    executor = _executor(api, tmp_path)
+    url, env = executor.bind(SECRET, "url")
+    request = OperationInput(operation="inspect", id="inspect-3", url=url)
+    results: list[object] = []
+    thread = threading.Thread(
+        target=lambda: results.append(executor.run(request, env, 600, namespace="shop"))
+    )
+    thread.start()
+    pod = kube.wait_for_process()
+    os.killpg(kube.processes[pod].pid, signal.SIGKILL)  # the node's OOM killer, say
+    thread.join(60)
+
+    (outcome,) = results
+    assert outcome.kind == "lost"  # type: ignore[attr-defined]
+    assert "exit 137" in outcome.detail  # type: ignore[attr-defined]
+
+
+def test_the_api_server_refuses_a_wrong_token(kube: FakeKubernetes, tmp_path: Path) -> None:
+    session = load_api(kube.kubeconfig(tmp_path / "bad", token="not-the-token"))
+    with pytest.raises(KubeError, match="401"):
+        session.get("/apis/batch/v1/namespaces/shop/jobs")
+    assert kube.unauthorized == 1
+
+
+# -- leases ------------------------------------------------------------------------------
+
+
+def test_one_lease_one_holder_and_a_release_lets_the_next_one_in(
+    kube: FakeKubernetes, api: KubeApi
+) -> None:
+    a = KubernetesLeases(api, "seshat-system")
+    b = KubernetesLeases(api, "seshat-system")
+    coordination = "sha256:" + "ab" * 32
+
+    held = a.acquire(coordination, "controller-a")
+    assert held is not None and a.holds(held)
+    assert b.acquire(coordination, "controller-b") is None
+    stored = kube.get("leases", "seshat-system", lease_name(coordination))
+    assert stored is not None and stored["spec"]["holderIdentity"] == "controller-a"
+
+    a.release(held)
+    assert not a.holds(held)
+    taken = b.acquire(coordination, "controller-b")
+    assert taken is not None and b.holds(taken)
+    b.release(taken)
+
+
+def test_a_lapsed_lease_is_taken_and_the_old_holding_no_longer_holds(
+    kube: FakeKubernetes, api: KubeApi
+) -> None:
+    a = KubernetesLeases(api, "seshat-system", duration=60)
+    later = KubernetesLeases(  # a controller whose clock is past a's lease (a stopped renewing)
+        api, "seshat-system", duration=60, now=lambda: datetime.now(UTC) + timedelta(minutes=5)
+    )
+    held = a.acquire("controller", "replica-a")
+    assert held is not None
+    taken = later.acquire("controller", "replica-b")
+    assert taken is not None
+    assert not a.holds(held)  # another epoch now: a result from a's holding is discarded
+    stored = kube.get("leases", "seshat-system", "seshat-controller")
+    assert stored is not None and stored["spec"]["leaseTransitions"] == 1
+    a.release(held)  # releasing a lost holding changes nothing
+    assert later.holds(taken)
+
+
+def test_renewal_keeps_a_short_lease_held(kube: FakeKubernetes, api: KubeApi) -> None:
+    import time
+
+    a = KubernetesLeases(api, "seshat-system", duration=1)
+    held = a.acquire("controller", "replica-a")
+    assert held is not None
+    time.sleep(2.5)  # more than twice the duration: only renewals keep it
+    assert a.holds(held)
+    assert KubernetesLeases(api, "seshat-system", duration=1).acquire("controller", "b") is None
+    a.release(held)
+
+
+def test_racing_controllers_get_exactly_one_holding(kube: FakeKubernetes, tmp_path: Path) -> None:
+    sessions = [load_api(kube.kubeconfig(tmp_path / f"k{i}")) for i in range(6)]
+    won: list[str] = []
+    barrier = threading.Barrier(len(sessions))
+
+    def race(i: int) -> None:
+        leases = KubernetesLeases(sessions[i], "seshat-system")
+        barrier.wait()
+        if leases.acquire("sha256:" + "cd" * 32, f"replica-{i}") is not None:
+            won.append(f"replica-{i}")
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(len(sessions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(won) == 1, won  # the others lost on AlreadyExists / Conflict
+
+
+def test_only_the_replica_holding_the_controller_lease_reconciles(api: KubeApi) -> None:
+    one = Leader(KubernetesLeases(api, "seshat-system"), "replica-1", lambda _: None)
+    two = Leader(KubernetesLeases(api, "seshat-system"), "replica-2", lambda _: None)
+    assert one.leading() and not two.leading()
+    one.step_down()
+    assert two.leading() and not one.leading()
+    two.step_down()
+
+
+# -- the whole loop ----------------------------------------------------------------------
+
+SCHEMA = """\
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseSchema
+metadata: {{name: orders, namespace: shop}}
+spec:
+  target:
+    engine: {engine}
+    url: {{secretKeyRef: {{name: orders-db, key: url}}}}
+    coordinationKey: orders
+  artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
+  policy: {{apply: Always}}
+"""
+
+
+def _rendered_cr(world: World) -> dict[str, object]:
+    done = world.seshat("render", world.remote.work_dir)
+    assert done.returncode == 0, done.stderr
+    from ruamel.yaml import YAML
+
+    documents = list(YAML(typ="safe").load_all(done.stdout))
+    found = next(d for d in documents if d["kind"] == "DatabaseSchema")
+    assert isinstance(found, dict)
+    return found
+
+
+def test_reconcile_in_kubernetes_mode_applies_through_jobs_and_publishes_the_status(
+    world: World, kube: FakeKubernetes, tmp_path: Path
+) -> None:
+    database = world.database("orders")
+    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    layout = world.artifact("a", "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);\n")
+    world.remote.write_file("databases/orders.yaml", SCHEMA.format(engine="sqlite", layout=layout))
+    world.remote.commit_all("declare orders")
+    kube.put_custom("databaseschemas", _rendered_cr(world), generation=3)  # as Argo CD applied it
+
+    done = world.seshat(
+        "reconcile",
+        "--repo",
+        world.remote.remote_url,
+        "--work",
+        world.work,
+        "--once",
+        "--executor",
+        "kubernetes",
+        "--runner-image",
+        "seshat:test",
+        "--kubeconfig",
+        kube.kubeconfig(tmp_path / "kubeconfig"),
+        "--publish-status",
+        env={"ORDERS_URL": "sqlite:///elsewhere.db"},
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "shop/orders: InSync (InSync)" in done.stdout
+    assert tables(database) == ["items"]
+    operations = [j["metadata"]["labels"]["seshat.dev/operation"] for j in kube.jobs_created]
+    # Observe, Plan twice (byte-identical), Apply, then Observe and Plan again: each a Job.
+    assert operations == ["drift", "plan", "plan", "apply", "drift", "plan", "plan"]
+    assert kube.list("jobs") == [] and kube.list("configmaps") == []
+    lease = kube.get("leases", "seshat-system", lease_name(_coordination(world)))
+    assert lease is not None and "holderIdentity" not in lease["spec"]  # released
+    cr = kube.get("databaseschemas", "shop", "orders")
+    assert cr is not None
+    status = cr["status"]
+    assert status["phase"] == "InSync" and status["observedGeneration"] == 3
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True" and ready["reason"] == "InSync"
+    assert "observedGeneration" not in world.show("seshat/status", "status/shop/orders.yaml")
+
+
+def _coordination(world: World) -> str:
+    status = world.status("orders")
+    assert isinstance(status, dict)
+    from gitops.reconcile.identities import coordination_digest
+    from gitops.resources.database import Target
+
+    target = Target.model_validate(
+        {
+            "engine": "sqlite",
+            "url": {"secretKeyRef": {"name": "orders-db", "key": "url"}},
+            "coordinationKey": "orders",
+        }
+    )
+    return coordination_digest("shop", target)
+
+
+def test_a_changed_spec_in_the_cluster_is_not_claimed_as_observed(
+    world: World, kube: FakeKubernetes, tmp_path: Path
+) -> None:
+    from gitops.kubernetes.status import publish_statuses
+    from gitops.reconcile.passes import run_pass
+    from gitops.repo.loader import load_repository
+
+    database = world.database("orders")
+    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    layout = world.artifact("a", "CREATE TABLE items (id INTEGER PRIMARY KEY);\n")
+    world.remote.write_file("databases/orders.yaml", SCHEMA.format(engine="sqlite", layout=layout))
+    world.remote.commit_all("declare orders")
+    newer = _rendered_cr(world)
+    newer["spec"]["policy"]["apply"] = "Never"  # type: ignore[index]  # a commit Seshat has not read
+    kube.put_custom("databaseschemas", newer, generation=4)
+    session = load_api(kube.kubeconfig(tmp_path / "kubeconfig"))
+    report = run_pass(
+        world.remote.remote_url,
+        world.work,
+        executor=_executor(session, tmp_path),
+        leases=KubernetesLeases(session, "seshat-system"),
+    )
+    assert report.phases == {"shop/orders": "InSync"}
+
+    assert publish_statuses(session, load_repository(world.work / "source"), report.statuses) == 1
+    cr = kube.get("databaseschemas", "shop", "orders")
+    assert cr is not None and cr["status"]["phase"] == "InSync"
+    assert "observedGeneration" not in cr["status"]  # Argo CD / Flux keep waiting
+
+
+def test_the_postgresql_password_reaches_only_the_pod(
+    world: World, kube: FakeKubernetes, tmp_path: Path, postgres_database: PostgresDatabase
+) -> None:
+    from gitops.reconcile.passes import run_pass
+
+    url = postgres_database.url_with_password
+    password = url.split(":")[2].split("@")[0]
+    # The app role may not create databases: normalization uses an empty dev database,
+    # whose URL (the same password) comes from another key of the same Secret.
+    server = postgres_database.server
+    dev = f"dev_{postgres_database.name}"
+    with server.connect() as admin:
+        admin.execute(f'CREATE DATABASE "{dev}" OWNER {server.app_user}')
+    kube.secrets[("shop", "orders-db")] = {"url": url, "dev": server.url_with_password(dev)}
+    layout = world.artifact("a", "CREATE TABLE items (id integer PRIMARY KEY, name text);\n")
+    world.remote.write_file(
+        "databases/orders.yaml",
+        SCHEMA.format(engine="postgresql", layout=layout)
+        + "  dev: {url: {secretKeyRef: {name: orders-db, key: dev}}}\n",
+    )
+    world.remote.commit_all("declare orders")
+    session = load_api(kube.kubeconfig(tmp_path / "kubeconfig"))
+    report = run_pass(
+        world.remote.remote_url,
+        world.work,
+        executor=_executor(session, tmp_path),
+        leases=KubernetesLeases(session, "seshat-system"),
+    )
+
+    assert report.phases == {"shop/orders": "InSync"}, world.status("orders")
+    with postgres_database.connect_as_app() as conn:
+        assert conn.execute("SELECT count(*) FROM items").fetchone() == (0,)
+    posted = json.dumps([kube.jobs_created, kube.configmaps_created, kube.list("leases")])
+    assert password not in posted and url not in posted
+    dev_env = kube.jobs_created[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {
+        "name": "SESHAT_DEV_URL",
+        "valueFrom": {"secretKeyRef": {"name": "orders-db", "key": "dev"}},
+    } in dev_env
+    everything = world.git("log", "--all", "-p")
+    assert password not in everything
+    for path in world.work.rglob("*"):
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path

@@ -1,0 +1,608 @@
+"""A small Kubernetes API server and kubelet, for the Kubernetes mode's tests.
+
+Test double, and why: no Kubernetes API server or kubelet can run on this machine (no
+container runtime, no cluster). This server speaks the API's wire format for the few
+resources Seshat uses (ConfigMaps, Jobs, Pods and their logs, Leases, the Seshat custom
+resources and their status subresource): JSON bodies, ``Status`` errors, ``resourceVersion``
+optimistic concurrency (409 on a stale write), bearer-token authentication (401), label
+selectors, merge patches. Every object written to it is validated strictly against the
+official Kubernetes OpenAPI schemas (``kubernetes-validate``) or, for the Seshat kinds,
+against the committed CRD's schema; an invalid object is refused with 422 as a real API
+server would, and recorded in :attr:`FakeKubernetes.invalid` so a test can assert none was.
+Secrets are never served (403, as the controller's role grants none): the kubelet alone
+resolves ``secretKeyRef`` from :attr:`FakeKubernetes.secrets`.
+
+The kubelet runs a Job's one container as a local process: ConfigMap volumes are written,
+bytes exact, at their ``mountPath`` on this filesystem (the executor's ``mount_root`` is a
+temporary folder in tests), ``emptyDir`` volumes are created there, the environment is the
+container's ``env`` and nothing else (plus ``PATH``), stdout and stderr go to the pod log,
+``activeDeadlineSeconds`` is enforced, deleting the Job kills the process.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import jsonschema
+import kubernetes_validate
+from ruamel.yaml import YAML
+
+from harness.ports import LOOPBACK
+
+Json = dict[str, Any]
+K8S_VERSION = "1.33.0"
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
+_ROUTES = [
+    (
+        "core",
+        re.compile(r"^/api/v1/namespaces/([^/]+)/(configmaps|pods|secrets)(?:/([^/]+))?(/log)?$"),
+    ),
+    ("batch", re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/(jobs)(?:/([^/]+))?()$")),
+    (
+        "coordination",
+        re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/(leases)(?:/([^/]+))?()$"),
+    ),
+    (
+        "seshat",
+        re.compile(
+            r"^/apis/seshat\.dev/v1alpha1/namespaces/([^/]+)/"
+            r"(databaseschemas|databasemigrations)(?:/([^/]+))?(/status)?$"
+        ),
+    ),
+]
+_KINDS = {
+    "configmaps": ("v1", "ConfigMap"),
+    "pods": ("v1", "Pod"),
+    "jobs": ("batch/v1", "Job"),
+    "leases": ("coordination.k8s.io/v1", "Lease"),
+}
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result
+
+
+class FakeKubernetes:
+    """The API server (:attr:`url`) and its kubelet; see the module's documentation."""
+
+    def __init__(self, token: str = "controller-token", path: Sequence[str] = ()) -> None:
+        self.token = token
+        self.objects: dict[tuple[str, str, str], Json] = {}
+        self.secrets: dict[tuple[str, str], dict[str, str]] = {}
+        self.invalid: list[str] = []  # every refused write: a test asserts this stays empty
+        self.secret_requests = 0
+        self.unauthorized = 0
+        self.jobs_created: list[Json] = []  # each Job as it was posted
+        self.configmaps_created: list[Json] = []
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}  # pod name -> its process
+        # When set, the kubelet runs this instead of the container's command (a test that
+        # needs a runner that hangs, say).
+        self.command_override: list[str] | None = None
+        self.logs: dict[str, bytearray] = {}
+        self.path = os.pathsep.join([*path, str(Path(sys.executable).parent), "/usr/bin:/bin"])
+        self._lock = threading.RLock()
+        self._versions = itertools.count(1)
+        self._crd_schemas = {
+            doc["spec"]["names"]["plural"]: doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            for doc in (YAML(typ="safe").load(p.read_text()) for p in sorted(CRDS.glob("*.yaml")))
+        }
+        handler = self._handler()
+        self.server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        with self._lock:
+            running = list(self.processes.values())
+        for process in running:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def kubeconfig(self, path: Path, token: str | None = None) -> Path:
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "test", "cluster": {"server": self.url}}],
+                    "users": [{"name": "seshat", "user": {"token": token or self.token}}],
+                    "contexts": [
+                        {"name": "test", "context": {"cluster": "test", "user": "seshat"}}
+                    ],
+                    "current-context": "test",
+                }
+            )
+        )
+        return path
+
+    # -- what tests look at --------------------------------------------------------------
+
+    def list(self, resource: str, namespace: str | None = None) -> list[Json]:
+        with self._lock:
+            return [
+                json.loads(json.dumps(obj))
+                for (r, ns, _), obj in sorted(self.objects.items())
+                if r == resource and (namespace is None or ns == namespace)
+            ]
+
+    def get(self, resource: str, namespace: str, name: str) -> Json | None:
+        with self._lock:
+            found = self.objects.get((resource, namespace, name))
+            return json.loads(json.dumps(found)) if found is not None else None
+
+    def put_custom(self, resource: str, obj: Json, generation: int = 1) -> None:
+        """A Seshat custom resource as Argo CD or Flux would have applied it."""
+        meta = obj["metadata"]
+        stored = {
+            **obj,
+            "metadata": {
+                **meta,
+                "uid": str(uuid.uuid4()),
+                "generation": generation,
+                "resourceVersion": str(next(self._versions)),
+                "creationTimestamp": _now(),
+            },
+        }
+        self._validate_custom(resource, stored)
+        with self._lock:
+            self.objects[(resource, meta["namespace"], meta["name"])] = stored
+
+    def wait_for_process(self, timeout: float = 60.0) -> str:
+        """The name of a pod whose process is running (the first one seen)."""
+        ends = time.monotonic() + timeout
+        while time.monotonic() < ends:
+            with self._lock:
+                for name, process in self.processes.items():
+                    if process.poll() is None:
+                        return name
+            time.sleep(0.02)
+        raise AssertionError("no runner pod started")
+
+    # -- validation ----------------------------------------------------------------------
+
+    def _validate(self, resource: str, obj: Json) -> None:
+        try:
+            if resource in _KINDS:
+                kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+            else:
+                self._validate_custom(resource, obj)
+        except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as error:
+            message = f"{resource}: {getattr(error, 'message', error)}"
+            self.invalid.append(message)
+            raise ApiError(422, "Invalid", message) from None
+
+    def _validate_custom(self, resource: str, obj: Json) -> None:
+        schema = self._crd_schemas[resource]
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        jsonschema.validate(
+            body,
+            {
+                **schema,
+                "properties": {
+                    k: v
+                    for k, v in schema["properties"].items()
+                    if k not in ("apiVersion", "kind", "metadata")
+                },
+            },
+        )
+
+    # -- the API -------------------------------------------------------------------------
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def _answer(self, code: int, body: Any, content_type: str = "application/json") -> None:
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _serve(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                        fake.unauthorized += 1
+                        raise ApiError(401, "Unauthorized", "Unauthorized")
+                    url = urlparse(self.path)
+                    query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                    body = json.loads(raw) if raw else None
+                    code, answer = fake._route(method, url.path, query, body, self.headers)
+                except ApiError as error:
+                    status = {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "message": error.message,
+                        "reason": error.reason,
+                        "code": error.code,
+                    }
+                    self._answer(error.code, status)
+                    return
+                if isinstance(answer, bytes):
+                    self._answer(code, answer, "text/plain")
+                else:
+                    self._answer(code, answer)
+
+            def do_GET(self) -> None:
+                self._serve("GET")
+
+            def do_POST(self) -> None:
+                self._serve("POST")
+
+            def do_PUT(self) -> None:
+                self._serve("PUT")
+
+            def do_PATCH(self) -> None:
+                self._serve("PATCH")
+
+            def do_DELETE(self) -> None:
+                self._serve("DELETE")
+
+        return Handler
+
+    def _route(
+        self, method: str, path: str, query: dict[str, str], body: Any, headers: Any
+    ) -> tuple[int, Any]:
+        for _, pattern in _ROUTES:
+            match = pattern.match(path)
+            if match:
+                namespace, resource, name, sub = match.groups()
+                break
+        else:
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource {path}"
+            )
+        if resource == "secrets":
+            self.secret_requests += 1
+            raise ApiError(
+                403, "Forbidden", 'secrets is forbidden: User "seshat" cannot access secrets'
+            )
+        with self._lock:
+            if sub == "/log":
+                return 200, self._log(namespace, name, query)
+            if sub == "/status":
+                return self._status(method, resource, namespace, name, body, headers)
+            if name is None and method == "GET":
+                return 200, self._list(resource, namespace, query)
+            if name is None and method == "POST":
+                return 201, self._create(resource, namespace, body)
+            key = (resource, namespace, name)
+            if method == "GET":
+                if key not in self.objects:
+                    raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
+                return 200, self.objects[key]
+            if method == "PUT":
+                return 200, self._replace(key, body)
+            if method == "DELETE":
+                return 200, self._delete(key)
+        raise ApiError(405, "MethodNotAllowed", f"{method} {path}")
+
+    def _list(self, resource: str, namespace: str, query: dict[str, str]) -> Json:
+        wanted = dict(
+            part.split("=", 1) for part in query.get("labelSelector", "").split(",") if part
+        )
+        items = [
+            obj
+            for (r, ns, _), obj in sorted(self.objects.items())
+            if r == resource
+            and ns == namespace
+            and all(obj["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())
+        ]
+        api_version, kind = _KINDS.get(resource, ("seshat.dev/v1alpha1", resource))
+        return {"apiVersion": api_version, "kind": f"{kind}List", "metadata": {}, "items": items}
+
+    def _stamp(self, obj: Json, namespace: str) -> Json:
+        meta = obj.setdefault("metadata", {})
+        meta["namespace"] = namespace
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", _now())
+        meta["resourceVersion"] = str(next(self._versions))
+        return obj
+
+    def _create(self, resource: str, namespace: str, body: Json) -> Json:
+        self._validate(resource, body)
+        name = body["metadata"]["name"]
+        key = (resource, namespace, name)
+        if key in self.objects:
+            raise ApiError(409, "AlreadyExists", f'{resource} "{name}" already exists')
+        obj = self._stamp(json.loads(json.dumps(body)), namespace)
+        self.objects[key] = obj
+        if resource == "jobs":
+            self.jobs_created.append(json.loads(json.dumps(body)))
+            obj["status"] = {}
+            threading.Thread(target=self._kubelet, args=(namespace, name), daemon=True).start()
+        if resource == "configmaps":
+            self.configmaps_created.append(json.loads(json.dumps(body)))
+        return obj
+
+    def _replace(self, key: tuple[str, str, str], body: Json) -> Json:
+        current = self.objects.get(key)
+        if current is None:
+            raise ApiError(404, "NotFound", f'{key[0]} "{key[2]}" not found')
+        self._validate(key[0], body)
+        if (
+            body.get("metadata", {}).get("resourceVersion")
+            != current["metadata"]["resourceVersion"]
+        ):
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {key[0]} "{key[2]}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+            )
+        obj = self._stamp(json.loads(json.dumps(body)), key[1])
+        self.objects[key] = obj
+        return obj
+
+    def _delete(self, key: tuple[str, str, str]) -> Json:
+        if key not in self.objects:
+            raise ApiError(404, "NotFound", f'{key[0]} "{key[2]}" not found')
+        del self.objects[key]
+        if key[0] == "jobs":
+            for (r, ns, name), pod in list(self.objects.items()):
+                if (
+                    r == "pods"
+                    and ns == key[1]
+                    and pod["metadata"]["labels"].get("job-name") == key[2]
+                ):
+                    del self.objects[(r, ns, name)]
+                    process = self.processes.get(name)
+                    if process is not None and process.poll() is None:
+                        os.killpg(process.pid, signal.SIGKILL)
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+
+    def _status(
+        self, method: str, resource: str, namespace: str, name: str, body: Any, headers: Any
+    ) -> tuple[int, Json]:
+        key = (resource, namespace, name)
+        current = self.objects.get(key)
+        if current is None:
+            raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
+        if method == "GET":
+            return 200, current
+        if method != "PATCH" or headers.get("Content-Type") != "application/merge-patch+json":
+            raise ApiError(415, "UnsupportedMediaType", "only merge patches here")
+        updated = dict(current)
+        updated["status"] = _merge(current.get("status"), body.get("status"))
+        self._validate(resource, updated)
+        updated["metadata"] = {**current["metadata"], "resourceVersion": str(next(self._versions))}
+        self.objects[key] = updated
+        return 200, updated
+
+    def _log(self, namespace: str, name: str, query: dict[str, str]) -> bytes:
+        if ("pods", namespace, name) not in self.objects:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found')
+        data = bytes(self.logs.get(name, b""))
+        limit = int(query.get("limitBytes", "0") or 0)
+        return data[:limit] if limit else data
+
+    # -- the kubelet ---------------------------------------------------------------------
+
+    def _set_pod(self, namespace: str, pod: str, status: Json) -> None:
+        with self._lock:
+            found = self.objects.get(("pods", namespace, pod))
+            if found is not None:
+                found["status"] = status
+                found["metadata"]["resourceVersion"] = str(next(self._versions))
+
+    def _set_job(self, namespace: str, job: str, status: Json) -> None:
+        with self._lock:
+            found = self.objects.get(("jobs", namespace, job))
+            if found is not None:
+                found["status"] = status
+
+    def _kubelet(self, namespace: str, job_name: str) -> None:
+        with self._lock:
+            job = json.loads(json.dumps(self.objects[("jobs", namespace, job_name)]))
+            template = job["spec"]["template"]
+            pod_name = f"{job_name}-{uuid.uuid4().hex[:5]}"
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": pod_name,
+                    "labels": {
+                        **template["metadata"].get("labels", {}),
+                        "job-name": job_name,
+                        "batch.kubernetes.io/job-name": job_name,
+                    },
+                },
+                "spec": template["spec"],
+                "status": {"phase": "Pending"},
+            }
+            self.objects[("pods", namespace, pod_name)] = self._stamp(pod, namespace)
+            self.logs[pod_name] = bytearray()
+        spec = template["spec"]
+        (container,) = spec["containers"]
+        env, problem = self._environment(namespace, container)
+        if problem is None:
+            problem = self._mount(namespace, spec, container)
+        if problem is not None:
+            waiting = {"reason": "CreateContainerConfigError", "message": problem}
+            self._set_pod(
+                namespace,
+                pod_name,
+                {
+                    "phase": "Pending",
+                    "containerStatuses": [
+                        {
+                            "name": container["name"],
+                            "ready": False,
+                            "restartCount": 0,
+                            "image": container["image"],
+                            "imageID": "",
+                            "state": {"waiting": waiting},
+                        }
+                    ],
+                },
+            )
+            return
+        mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+        cwd = mounts.get("work", "/")
+        process = subprocess.Popen(
+            self.command_override or container["command"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # one log, as the kubelet keeps it
+            env={**env, "PATH": self.path},
+            cwd=cwd,
+            start_new_session=True,
+        )
+        with self._lock:
+            self.processes[pod_name] = process
+        self._set_pod(
+            namespace,
+            pod_name,
+            self._container_status(container, {"running": {"startedAt": _now()}}, "Running"),
+        )
+        self._set_job(namespace, job_name, {"active": 1, "startTime": _now()})
+        reader = threading.Thread(target=self._read_log, args=(pod_name, process), daemon=True)
+        reader.start()
+        deadline = job["spec"].get("activeDeadlineSeconds")
+        try:
+            process.wait(timeout=deadline)
+            exceeded = False
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            exceeded = True
+        reader.join()
+        assert process.stdout is not None
+        process.stdout.close()
+        code = process.returncode if process.returncode >= 0 else 128 - process.returncode
+        terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+        phase = "Succeeded" if code == 0 and not exceeded else "Failed"
+        self._set_pod(
+            namespace,
+            pod_name,
+            self._container_status(container, {"terminated": terminated}, phase),
+        )
+        if phase == "Succeeded":
+            condition = {"type": "Complete", "status": "True"}
+            self._set_job(namespace, job_name, {"succeeded": 1, "conditions": [condition]})
+        else:
+            reason = "DeadlineExceeded" if exceeded else "BackoffLimitExceeded"
+            condition = {"type": "Failed", "status": "True", "reason": reason}
+            self._set_job(namespace, job_name, {"failed": 1, "conditions": [condition]})
+
+    @staticmethod
+    def _container_status(container: Json, state: Json, phase: str) -> Json:
+        return {
+            "phase": phase,
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "ready": phase == "Running",
+                    "restartCount": 0,
+                    "image": container["image"],
+                    "imageID": "",
+                    "state": state,
+                }
+            ],
+        }
+
+    def _read_log(self, pod: str, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        descriptor = process.stdout.fileno()
+        for chunk in iter(lambda: os.read(descriptor, 65536), b""):
+            with self._lock:
+                self.logs[pod].extend(chunk)
+
+    def _environment(self, namespace: str, container: Json) -> tuple[dict[str, str], str | None]:
+        env: dict[str, str] = {}
+        for variable in container.get("env", []):
+            if "value" in variable:
+                env[variable["name"]] = variable["value"]
+                continue
+            ref = variable["valueFrom"]["secretKeyRef"]
+            secret = self.secrets.get((namespace, ref["name"]))
+            if secret is None:
+                return {}, f'secret "{ref["name"]}" not found'
+            if ref["key"] not in secret:
+                return {}, f"couldn't find key {ref['key']} in Secret {namespace}/{ref['name']}"
+            env[variable["name"]] = secret[ref["key"]]
+        return env, None
+
+    def _mount(self, namespace: str, spec: Json, container: Json) -> str | None:
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for mount in container.get("volumeMounts", []):
+            target = Path(mount["mountPath"])
+            volume = volumes[mount["name"]]
+            target.mkdir(parents=True, exist_ok=True)
+            if "configMap" in volume:
+                with self._lock:
+                    configmap = self.objects.get(
+                        ("configmaps", namespace, volume["configMap"]["name"])
+                    )
+                if configmap is None:
+                    return f'configmap "{volume["configMap"]["name"]}" not found'
+                binary = configmap.get("binaryData", {})
+                for item in volume["configMap"]["items"]:
+                    path = target / item["path"]
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(base64.b64decode(binary[item["key"]]))
+        return None
+
+
+def kubeconfig_env(fake: FakeKubernetes, path: Path) -> dict[str, str]:
+    """Environment naming ``fake``'s kubeconfig (for a ``seshat`` subprocess)."""
+    return {"KUBECONFIG": str(fake.kubeconfig(path))}
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    ends = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > ends:
+            raise AssertionError("timed out")
+        time.sleep(0.02)
