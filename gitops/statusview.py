@@ -46,6 +46,29 @@ def _statuses(tree: Path) -> list[dict[str, Any]]:
     return found
 
 
+def _database(status: dict[str, Any]) -> str:
+    """What the last reading of the database found: the history verdict with its versions
+    (migrations), or the drift total (schemas)."""
+    history = status.get("history")
+    if history:
+        words = [str(history.get("verdict", ""))]
+        if history.get("currentVersion"):
+            words.append(f"at {history['currentVersion']}")
+        involved = history.get("involvedVersions") or []
+        if involved and words[0] not in ("ready", "nothing_pending"):
+            words.append(f"({', '.join(involved)})")
+        pending = history.get("pendingVersions") or []
+        if pending:
+            shown = ", ".join(pending[:5]) + (", ..." if len(pending) > 5 else "")
+            words.append(f"pending {shown}")
+        return " ".join(words)
+    drift = status.get("drift")
+    if drift:
+        total = int(drift.get("total", 0))
+        return "no drift" if total == 0 else f"drift {total} ({drift.get('highestSeverity')})"
+    return ""
+
+
 def _ready(status: dict[str, Any]) -> str:
     for condition in status.get("conditions", []):
         if condition.get("type") == "Ready":
@@ -71,7 +94,8 @@ def _ready(status: dict[str, Any]) -> str:
     show_default=True,
 )
 def status(target: str | None, source: str, status_branch: str, output_format: str) -> None:
-    """Show each resource's phase, reason, current plan and last applied plan."""
+    """Show each resource's phase, reason, what the database reading found (the migration
+    history verdict, or schema drift), current plan and last applied plan."""
     with _status_tree(source, status_branch) as tree:
         documents = _statuses(tree)
     if target is not None:
@@ -86,7 +110,7 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
     if output_format == "json":
         click.echo(json.dumps(documents, sort_keys=True, indent=2))
         return
-    table = Table("resource", "kind", "phase", "reason", "plan", "last applied")
+    table = Table("resource", "kind", "phase", "reason", "database", "plan", "last applied")
     for document in documents:
         resource, state = document["resource"], document.get("status", {})
         plan = (state.get("plan") or {}).get("id", "")
@@ -97,6 +121,7 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
             resource["kind"],
             state.get("phase", ""),
             _ready(state),
+            _database(state),
             plan[:19],
             applied,
         )

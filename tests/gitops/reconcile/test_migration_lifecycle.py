@@ -85,6 +85,9 @@ def test_both_families_side_by_side_plan_approve_apply_in_sync(world: World) -> 
     assert shown.returncode == 0, shown.stderr
     assert f"plan id      {plan_id} (verified)" in shown.stdout
     assert "1_items.sql" in shown.stdout and "2_name.sql" in shown.stdout
+    listed = world.seshat("status", "--repo", world.remote.remote_url)
+    row = next(line for line in listed.stdout.splitlines() if "shop/billing" in line)
+    assert "ready pending 1, 2" in row and "AwaitingApproval" in row
 
     # The same inputs make the same plan, byte for byte; nothing new is committed.
     commits = len(world.status_log())
@@ -100,6 +103,9 @@ def test_both_families_side_by_side_plan_approve_apply_in_sync(world: World) -> 
     assert status["lastApplied"]["appliedVersions"] == ["1", "2"]
     assert status["history"]["verdict"] == "nothing_pending"
     assert "plan" not in status
+    listed = world.seshat("status", "--repo", world.remote.remote_url)
+    row = next(line for line in listed.stdout.splitlines() if "shop/billing" in line)
+    assert "nothing_pending at 2" in row
     log = world.status_log()
     assert "shop/billing: Applying" in log and log[0] == "shop/billing: InSync"
     # The schema resource is unaffected and still waits for its own approval.
@@ -131,6 +137,8 @@ def test_every_blocking_verdict_from_a_real_history(world: World) -> None:
     _declare(world, "ledger", world.migrations("b", modified), apply="Always")
     assert world.reconcile() == {"shop/ledger": "Blocked/ChecksumModified"}
     assert _status(world, "ledger")["history"]["involvedVersions"] == ["2"]
+    listed = world.seshat("status", "--repo", world.remote.remote_url)
+    assert "checksum_modified at 2 (2)" in listed.stdout  # the verdict and the file involved
 
     _declare(
         world, "ledger", world.migrations("c", {"1_items.sql": V1["1_items.sql"]}), apply="Always"

@@ -35,6 +35,7 @@ def test_plan_approve_apply_in_sync(world: World) -> None:
     assert entry["status"]["phase"] == "AwaitingApproval"
     table = world.seshat("status", "--repo", world.remote.remote_url)
     assert "shop/orders" in table.stdout and "AwaitingApproval" in table.stdout
+    assert "drift 1 (warning)" in table.stdout  # the table the plan creates is missing
     shown = world.seshat("plan", "show", "shop/orders", "--repo", world.remote.remote_url)
     assert shown.returncode == 0, shown.stderr
     assert f"plan id      {plan_id}" in shown.stdout and "(verified)" in shown.stdout
