@@ -444,3 +444,34 @@ def test_the_postgresql_password_reaches_only_the_pod(
     for path in world.work.rglob("*"):
         if path.is_file():
             assert password.encode() not in path.read_bytes(), path
+
+
+def test_kubernetes_mode_options_are_checked_before_anything_runs(
+    world: World, tmp_path: Path
+) -> None:
+    no_image = world.seshat(
+        "reconcile", "--repo", world.remote.remote_url, "--once", "--executor", "kubernetes"
+    )
+    assert (
+        no_image.returncode == 2 and "--executor kubernetes needs --runner-image" in no_image.stderr
+    )
+    local = world.seshat(
+        "reconcile", "--repo", world.remote.remote_url, "--once", "--publish-status"
+    )
+    assert local.returncode == 2 and "--publish-status needs --executor kubernetes" in local.stderr
+    missing = world.seshat(
+        "reconcile",
+        "--repo",
+        world.remote.remote_url,
+        "--once",
+        "--executor",
+        "kubernetes",
+        "--runner-image",
+        "seshat:test",
+        "--kubeconfig",
+        tmp_path / "absent",
+        "--work",
+        world.work,
+    )
+    assert missing.returncode == 2 and "no Kubernetes configuration" in missing.stderr
+    assert not (world.work / "source").exists()  # nothing was fetched
