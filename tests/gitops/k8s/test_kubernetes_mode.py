@@ -475,3 +475,62 @@ def test_kubernetes_mode_options_are_checked_before_anything_runs(
     )
     assert missing.returncode == 2 and "no Kubernetes configuration" in missing.stderr
     assert not (world.work / "source").exists()  # nothing was fetched
+
+
+MIGRATION = """\
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseMigration
+metadata: {{name: ledger, namespace: shop}}
+spec:
+  target:
+    engine: sqlite
+    url: {{secretKeyRef: {{name: ledger-db, key: url}}}}
+    coordinationKey: ledger
+  artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
+  policy: {{apply: Always}}
+"""
+
+
+def test_a_migration_directory_is_applied_through_jobs_bytes_exact(
+    world: World, kube: FakeKubernetes, tmp_path: Path
+) -> None:
+    import base64
+
+    from gitops.reconcile.passes import run_pass
+
+    database = world.database("ledger")
+    kube.secrets[("shop", "ledger-db")] = {"url": f"sqlite:///{database}"}
+    files = {
+        "1_items.sql": "CREATE TABLE items (id INTEGER PRIMARY KEY);\n",
+        "2_name.sql": "-- windows line endings\r\nALTER TABLE items ADD COLUMN name TEXT;\r\n",
+    }
+    layout = world.migrations("m", files)
+    world.remote.write_file("databases/ledger.yaml", MIGRATION.format(layout=layout))
+    world.remote.commit_all("declare ledger")
+    session = load_api(kube.kubeconfig(tmp_path / "kubeconfig"))
+    report = run_pass(
+        world.remote.remote_url,
+        world.work,
+        executor=_executor(session, tmp_path),
+        leases=KubernetesLeases(session, "seshat-system"),
+    )
+
+    assert report.phases == {"shop/ledger": "InSync"}, world.status("ledger")
+    with sqlite3.connect(database) as conn:
+        rows = conn.execute("SELECT version, state FROM seshat_schema_migrations").fetchall()
+    conn.close()
+    assert rows == [("1", "applied"), ("2", "applied")]
+    operations = [j["metadata"]["labels"]["seshat.dev/operation"] for j in kube.jobs_created]
+    assert operations == ["history", "migrate", "history"]
+    migrate = kube.configmaps_created[1]
+    paths = [
+        item["path"]
+        for item in kube.jobs_created[1]["spec"]["template"]["spec"]["volumes"][0]["configMap"][
+            "items"
+        ]
+    ]
+    carried = {
+        path: base64.b64decode(migrate["binaryData"][f"f{i}"]) for i, path in enumerate(paths)
+    }
+    for name, text in files.items():
+        assert carried[f"migrations/{name}"] == text.encode()  # CRLF and all
