@@ -273,15 +273,20 @@ class KubernetesExecutor:
             return Outcome("failed", None, f"the operation's ConfigMap: {error}", None)
         try:
             try:
-                self.api.create(jobs, job)
+                created = self.api.create(jobs, job)
             except KubeError as error:
                 # Not created, so nothing runs; an unanswered create may still have been
                 # stored, so it is deleted too.
-                self.api.delete(f"{jobs}/{name}")
+                with contextlib.suppress(KubeError):
+                    self.api.delete(f"{jobs}/{name}")
                 return Outcome("failed", None, f"the runner's Job: {error}", None)
+            # The ConfigMap belongs to the Job from now on: if this controller dies, the
+            # Job's ttlSecondsAfterFinished collects the Job, and the garbage collector its
+            # ConfigMap and pod. (An immutable ConfigMap's metadata may still change.)
+            with contextlib.suppress(KubeError):
+                self.api.merge_patch(f"{configmaps}/{name}", _owned_by(created))
             return self._follow(request, namespace, name, deadline)
         finally:
-            # The Job's pod goes with it; ttlSecondsAfterFinished collects one left behind.
             for path in (f"{jobs}/{name}", f"{configmaps}/{name}"):
                 with contextlib.suppress(KubeError):
                     self.api.delete(path)
@@ -342,6 +347,18 @@ class KubernetesExecutor:
             detail = f"{outcome.detail}; the Job ended: {finished}"
             return Outcome("lost", None, detail, outcome.exit_code)
         return outcome
+
+
+def _owned_by(job: Json) -> Json:
+    meta = job["metadata"]
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+    return {"metadata": {"ownerReferences": [owner]}}
 
 
 def _finished(status: Json) -> str | None:

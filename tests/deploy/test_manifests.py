@@ -266,7 +266,7 @@ def test_the_controller_gets_exactly_what_the_executor_needs() -> None:
     status = {"get", "patch", "update"}
     assert grants == {
         ("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
-        ("", "configmaps"): {"create", "get", "delete"},
+        ("", "configmaps"): {"create", "get", "patch", "delete"},
         ("", "pods"): {"get", "list"},
         ("", "pods/log"): {"get"},
         ("seshat.dev", "databaseschemas"): {"get", "list", "watch"},

@@ -9,8 +9,12 @@ selectors, merge patches. Every object written to it is validated strictly again
 official Kubernetes OpenAPI schemas (``kubernetes-validate``) or, for the Seshat kinds,
 against the committed CRD's schema; an invalid object is refused with 422 as a real API
 server would, and recorded in :attr:`FakeKubernetes.invalid` so a test can assert none was.
-Secrets are never served (403, as the controller's role grants none): the kubelet alone
-resolves ``secretKeyRef`` from :attr:`FakeKubernetes.secrets`.
+The controller's token is authorized by the RBAC rules of ``deploy/manifests/rbac.yaml``
+(the ClusterRole everywhere, the Role in its namespace): a request they do not allow gets
+403 and is recorded in :attr:`FakeKubernetes.forbidden`, so every test here also checks the
+shipped role against what the controller actually does. Secrets are never served (the role
+grants none): the kubelet alone resolves ``secretKeyRef`` from
+:attr:`FakeKubernetes.secrets`.
 
 The kubelet runs a Job's one container as a local process: ConfigMap volumes are written,
 bytes exact, at their ``mountPath`` on this filesystem (the executor's ``mount_root`` is a
@@ -48,6 +52,13 @@ from harness.ports import LOOPBACK
 Json = dict[str, Any]
 K8S_VERSION = "1.33.0"
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "manifests" / "rbac.yaml"
+_GROUPS = {
+    "core": "",
+    "batch": "batch",
+    "coordination": "coordination.k8s.io",
+    "seshat": "seshat.dev",
+}
 
 _ROUTES = [
     (
@@ -106,6 +117,8 @@ class FakeKubernetes:
         self.objects: dict[tuple[str, str, str], Json] = {}
         self.secrets: dict[tuple[str, str], dict[str, str]] = {}
         self.invalid: list[str] = []  # every refused write: a test asserts this stays empty
+        self.forbidden: list[str] = []  # every request the RBAC rules refused
+        self._grants = _grants(RBAC)
         self.secret_requests = 0
         self.unauthorized = 0
         self.jobs_created: list[Json] = []  # each Job as it was posted
@@ -294,10 +307,11 @@ class FakeKubernetes:
     def _route(
         self, method: str, path: str, query: dict[str, str], body: Any, headers: Any
     ) -> tuple[int, Any]:
-        for _, pattern in _ROUTES:
+        for api_group, pattern in _ROUTES:
             match = pattern.match(path)
             if match:
                 namespace, resource, name, sub = match.groups()
+                group = _GROUPS[api_group]
                 break
         else:
             raise ApiError(
@@ -305,9 +319,14 @@ class FakeKubernetes:
             )
         if resource == "secrets":
             self.secret_requests += 1
-            raise ApiError(
-                403, "Forbidden", 'secrets is forbidden: User "seshat" cannot access secrets'
-            )
+        verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update"}.get(
+            method, method.lower()
+        )
+        full = resource + (sub or "")
+        if not self._allowed(group, full, verb, namespace):
+            message = f'{full} is forbidden: User "seshat" cannot {verb} {full} in {namespace}'
+            self.forbidden.append(message)
+            raise ApiError(403, "Forbidden", message)
         with self._lock:
             if sub == "/log":
                 return 200, self._log(namespace, name, query)
@@ -324,9 +343,18 @@ class FakeKubernetes:
                 return 200, self.objects[key]
             if method == "PUT":
                 return 200, self._replace(key, body)
+            if method == "PATCH":
+                return 200, self._patch(key, body, headers)
             if method == "DELETE":
                 return 200, self._delete(key)
         raise ApiError(405, "MethodNotAllowed", f"{method} {path}")
+
+    def _allowed(self, group: str, resource: str, verb: str, namespace: str) -> bool:
+        return any(
+            (scope is None or scope == namespace) and verb in verbs
+            for (g, r, scope), verbs in self._grants.items()
+            if g == group and r == resource
+        )
 
     def _list(self, resource: str, namespace: str, query: dict[str, str]) -> Json:
         wanted = dict(
@@ -385,10 +413,29 @@ class FakeKubernetes:
         self.objects[key] = obj
         return obj
 
+    def _patch(self, key: tuple[str, str, str], body: Json, headers: Any) -> Json:
+        current = self.objects.get(key)
+        if current is None:
+            raise ApiError(404, "NotFound", f'{key[0]} "{key[2]}" not found')
+        if headers.get("Content-Type") != "application/merge-patch+json":
+            raise ApiError(415, "UnsupportedMediaType", "only merge patches here")
+        if current.get("immutable") and any(k in body for k in ("data", "binaryData")):
+            raise ApiError(422, "Invalid", "field is immutable when `immutable` is set")
+        updated = _merge(current, body)
+        self._validate(key[0], updated)
+        self.objects[key] = self._stamp(updated, key[1])
+        return self.objects[key]
+
     def _delete(self, key: tuple[str, str, str]) -> Json:
         if key not in self.objects:
             raise ApiError(404, "NotFound", f'{key[0]} "{key[2]}" not found')
+        uid = self.objects[key]["metadata"]["uid"]
         del self.objects[key]
+        # The garbage collector: objects whose owner is gone go too.
+        for other, obj in list(self.objects.items()):
+            owners = obj["metadata"].get("ownerReferences") or []
+            if any(o.get("uid") == uid for o in owners):
+                del self.objects[other]
         if key[0] == "jobs":
             for (r, ns, name), pod in list(self.objects.items()):
                 if (
@@ -593,6 +640,20 @@ class FakeKubernetes:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(base64.b64decode(binary[item["key"]]))
         return None
+
+
+def _grants(path: Path) -> dict[tuple[str, str, str | None], set[str]]:
+    """(group, resource, namespace or None for cluster-wide) -> verbs, from the shipped roles."""
+    grants: dict[tuple[str, str, str | None], set[str]] = {}
+    for doc in YAML(typ="safe").load_all(path.read_text()):
+        if doc is None or doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        scope = doc["metadata"].get("namespace") if doc["kind"] == "Role" else None
+        for rule in doc["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    grants.setdefault((group, resource, scope), set()).update(rule["verbs"])
+    return grants
 
 
 def kubeconfig_env(fake: FakeKubernetes, path: Path) -> dict[str, str]:

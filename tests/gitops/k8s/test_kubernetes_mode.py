@@ -43,6 +43,7 @@ def kube() -> Iterator[FakeKubernetes]:
     fake.close()
     assert fake.invalid == [], "an object Seshat wrote is not valid Kubernetes"
     assert fake.secret_requests == 0, "the control plane asked the API for a Secret"
+    assert fake.forbidden == [], "deploy/manifests/rbac.yaml does not allow what Seshat does"
 
 
 @pytest.fixture
@@ -534,3 +535,36 @@ def test_a_migration_directory_is_applied_through_jobs_bytes_exact(
     }
     for name, text in files.items():
         assert carried[f"migrations/{name}"] == text.encode()  # CRLF and all
+
+
+def test_the_input_configmap_belongs_to_its_job_and_goes_with_it(
+    kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+) -> None:
+    _stand_in(kube, tmp_path, 60)
+    kube.secrets[("shop", "orders-db")] = {"url": "sqlite:///unused.db"}
+    executor = _executor(api, tmp_path)
+    url, env = executor.bind(SECRET, "url")
+    request = OperationInput(operation="inspect", id="inspect-4", url=url)
+    results: list[object] = []
+    thread = threading.Thread(
+        target=lambda: results.append(executor.run(request, env, 600, namespace="shop"))
+    )
+    thread.start()
+    kube.wait_for_process()
+    (job,) = kube.list("jobs", "shop")
+    (configmap,) = kube.list("configmaps", "shop")
+    assert configmap["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": job["metadata"]["name"],
+            "uid": job["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    # What ttlSecondsAfterFinished does to a Job a dead controller left behind:
+    api.delete(f"/apis/batch/v1/namespaces/shop/jobs/{job['metadata']['name']}")
+    assert kube.list("configmaps") == [] and kube.list("pods") == []
+    thread.join(60)
+    (outcome,) = results
+    assert outcome.kind == "lost" and "disappeared" in outcome.detail  # type: ignore[attr-defined]
