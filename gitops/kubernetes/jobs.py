@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import itertools
 import math
 import re
 import time
@@ -68,7 +69,7 @@ class JobSettings:
     run_as_user: int = 10001
     requests: dict[str, str] = field(default_factory=lambda: {"cpu": "100m", "memory": "256Mi"})
     limits: dict[str, str] = field(default_factory=lambda: {"memory": "1Gi"})
-    poll: float = 2.0
+    poll: float = 2.0  # the longest wait between looks at a running Job
     grace: float = 60.0  # beyond the deadline: scheduling, image pull
 
 
@@ -295,6 +296,9 @@ class KubernetesExecutor:
         self, request: OperationInput, namespace: str, name: str, deadline: float
     ) -> Outcome:
         ends = time.monotonic() + deadline + self.settings.grace
+        # Short operations answer in about a second: look again soon at first, then every
+        # ``poll`` seconds.
+        waits = (min(self.settings.poll, 0.1 * 2 ** min(n, 16)) for n in itertools.count())
         jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
         while True:
             try:
@@ -305,7 +309,7 @@ class KubernetesExecutor:
             except KubeError as error:
                 if time.monotonic() > ends:
                     return Outcome("lost", None, f"Job {namespace}/{name}: {error}", None)
-                time.sleep(self.settings.poll)
+                time.sleep(next(waits))
                 continue
             waiting = _waiting(pod)
             if waiting is not None and waiting[0] in _CANNOT_START:
@@ -322,7 +326,7 @@ class KubernetesExecutor:
                 return Outcome(
                     "lost", None, f"deadline of {deadline:g} s exceeded; Job {name} deleted", None
                 )
-            time.sleep(self.settings.poll)
+            time.sleep(next(waits))
 
     def _pod(self, namespace: str, job: str) -> Json | None:
         pods = self.api.get(
