@@ -47,9 +47,13 @@ def _statuses(tree: Path) -> list[dict[str, Any]]:
 
 
 def _database(status: dict[str, Any]) -> str:
-    """What the last reading of the database found: the history verdict with its versions
-    (migrations), or the drift total (schemas)."""
+    """What the last reading of the database found: an unresolved run first, then the
+    history verdict with its versions (migrations), or the drift total (schemas)."""
     history = status.get("history")
+    unresolved = status.get("unresolvedRun")
+    if unresolved:  # what blocks every Apply, and what to acknowledge (the history read
+        # before that run is out of date)
+        return f"unresolved {unresolved.get('outcome', '')} run {unresolved.get('operationId')}"
     if history:
         words = [str(history.get("verdict", ""))]
         if history.get("currentVersion"):

@@ -287,6 +287,8 @@ def test_a_partial_mariadb_run_blocks_until_acknowledged(
     assert run["outcome"] == "Partial" and run["targetIdentityDigest"].startswith("sha256:")
     operation = run["operationId"]
     assert "seshat acknowledge shop/shop --operation " + operation in _ready(world, "shop")
+    listed = world.seshat("status", "--repo", world.remote.remote_url)
+    assert f"unresolved Partial run {operation} " in listed.stdout
 
     def show_tables() -> set[str]:
         with mariadb_database.connect_as_app() as conn, conn.cursor() as cur:
