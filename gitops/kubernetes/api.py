@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,8 @@ class Conflict(KubeError):
 
 
 class KubeApi:
-    """A session on one API server."""
+    """A session on one API server; one request at a time (lease renewals run in threads
+    beside the executor's polling)."""
 
     def __init__(
         self,
@@ -59,6 +61,7 @@ class KubeApi:
             self.session.cert = cert
         self.timeout = timeout
         self._refresh = refresh
+        self._lock = threading.Lock()
 
     def close(self) -> None:
         self.session.close()
@@ -73,17 +76,18 @@ class KubeApi:
         content_type: str = "application/json",
         raw: bool = False,
     ) -> Any:
-        if self._refresh is not None:
-            self.session.headers.update(self._refresh())
         try:
-            response = self.session.request(
-                method,
-                self.host + path,
-                data=None if body is None else json.dumps(body),
-                headers={"Content-Type": content_type, "Accept": "application/json"},
-                params=params,
-                timeout=self.timeout,
-            )
+            with self._lock:
+                if self._refresh is not None:
+                    self.session.headers.update(self._refresh())
+                response = self.session.request(
+                    method,
+                    self.host + path,
+                    data=None if body is None else json.dumps(body),
+                    headers={"Content-Type": content_type, "Accept": "application/json"},
+                    params=params,
+                    timeout=self.timeout,
+                )
         except requests.RequestException as error:
             raise KubeError(0, f"{method} {path}: {type(error).__name__}") from None
         if response.status_code >= 400:

@@ -51,17 +51,12 @@ class KubernetesLeases:
         self.namespace = namespace
         self.duration = duration
         self.now = now
-        self._lock = threading.Lock()  # one request at a time on the shared session
         self._lost: set[Lease] = set()
         self._renewers: dict[Lease, threading.Event] = {}
 
     def _path(self, coordination: str | None = None) -> str:
         base = f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
         return base if coordination is None else f"{base}/{lease_name(coordination)}"
-
-    def _call(self, method: Callable[..., Any], *args: Any) -> Any:
-        with self._lock:
-            return method(*args)
 
     def _lapsed(self, spec: dict[str, Any]) -> bool:
         renewed = spec.get("renewTime") or spec.get("acquireTime")
@@ -92,7 +87,7 @@ class KubernetesLeases:
         }
         annotations = {_EPOCH: lease.epoch, _COORDINATION: coordination}
         try:
-            found = self._call(self.api.get, self._path(coordination))
+            found = self.api.get(self._path(coordination))
         except NotFound:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
@@ -105,7 +100,7 @@ class KubernetesLeases:
                 "spec": {**spec, "leaseTransitions": 0},
             }
             try:
-                self._call(self.api.create, self._path(), body)
+                self.api.create(self._path(), body)
             except Conflict:
                 return None  # created by another controller a moment ago
         else:
@@ -118,7 +113,7 @@ class KubernetesLeases:
             metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
             found["spec"] = {**current, **spec, "leaseTransitions": transitions}
             try:
-                self._call(self.api.replace, self._path(coordination), found)
+                self.api.replace(self._path(coordination), found)
             except Conflict:
                 return None
         self._renew_in_background(lease)
@@ -128,7 +123,7 @@ class KubernetesLeases:
         if lease in self._lost:
             return False
         try:
-            found = self._call(self.api.get, self._path(lease.coordination))
+            found = self.api.get(self._path(lease.coordination))
         except KubeError:
             return False  # unproven is not held
         return self._ours(found, lease)
@@ -138,14 +133,14 @@ class KubernetesLeases:
         if stop is not None:
             stop.set()
         try:
-            found = self._call(self.api.get, self._path(lease.coordination))
+            found = self.api.get(self._path(lease.coordination))
             if not self._ours(found, lease):
                 return
             found["spec"] = {
                 k: v for k, v in found["spec"].items() if k not in ("holderIdentity", "renewTime")
             }
             found["metadata"]["annotations"].pop(_EPOCH, None)
-            self._call(self.api.replace, self._path(lease.coordination), found)
+            self.api.replace(self._path(lease.coordination), found)
         except KubeError:
             pass  # it lapses on its own
 
@@ -162,11 +157,11 @@ class KubernetesLeases:
     def _renew(self, lease: Lease, stop: threading.Event) -> None:
         while not stop.wait(self.duration / 3):
             try:
-                found = self._call(self.api.get, self._path(lease.coordination))
+                found = self.api.get(self._path(lease.coordination))
                 if not self._ours(found, lease):
                     self._lost.add(lease)
                     return
                 found["spec"]["renewTime"] = _micro(self.now())
-                self._call(self.api.replace, self._path(lease.coordination), found)
+                self.api.replace(self._path(lease.coordination), found)
             except KubeError:
                 continue  # retried; the holding lapses (and holds() says so) if it keeps failing
