@@ -11,13 +11,14 @@ as "not yet observed"). An object that is not in the cluster is skipped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gitops.kubernetes.api import KubeApi, KubeError, NotFound
-from gitops.repo.loader import Repository
 from gitops.resources.kinds import KINDS
-from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
+
+if TYPE_CHECKING:
+    from gitops.reconcile.passes import PassReport
 
 __all__ = ["publish_statuses"]
 
@@ -25,14 +26,11 @@ _GROUP = "/apis/seshat.dev/v1alpha1"
 
 
 def publish_statuses(
-    api: KubeApi,
-    repository: Repository,
-    statuses: Mapping[str, tuple[str, DatabaseSchemaStatus | DatabaseMigrationStatus]],
-    log: Callable[[str], None] = lambda _: None,
+    api: KubeApi, report: PassReport, log: Callable[[str], None] = lambda _: None
 ) -> int:
     """Patch each resource's status in the cluster; returns how many were published."""
     published = 0
-    for key, (kind, status) in sorted(statuses.items()):
+    for key, (kind, status) in sorted(report.statuses.items()):
         namespace, name = key.split("/", 1)
         path = f"{_GROUP}/namespaces/{namespace}/{KINDS[kind].plural}/{name}"
         try:
@@ -44,7 +42,7 @@ def publish_statuses(
             log(f"{key}: status not published: {error}")
             continue
         body: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
-        declared = repository.find(kind, namespace, name)
+        declared = report.repository.find(kind, namespace, name) if report.repository else None
         if declared is not None and found.get("spec") == _spec(declared.resource):
             body["observedGeneration"] = found.get("metadata", {}).get("generation")
         try:

@@ -81,10 +81,10 @@ def _mode_options(command: F) -> F:
 class _Mode:
     executor: Executor | None = None
     leases: Leases | None = None
-    publish: Callable[[PassReport, Path], None] | None = None
+    publish: Callable[[PassReport], None] | None = None
 
 
-def _mode(work: Path, say: Callable[[str], None], **options: Any) -> _Mode:
+def _mode(say: Callable[[str], None], **options: Any) -> _Mode:
     if options["executor"] == "local":
         if options["publish_status"]:
             raise click.UsageError("--publish-status needs --executor kubernetes")
@@ -95,7 +95,6 @@ def _mode(work: Path, say: Callable[[str], None], **options: Any) -> _Mode:
     from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
     from gitops.kubernetes.leases import KubernetesLeases
     from gitops.kubernetes.status import publish_statuses
-    from gitops.repo.loader import load_repository
 
     api = load_api(options["kubeconfig"])
     settings = JobSettings(
@@ -107,8 +106,8 @@ def _mode(work: Path, say: Callable[[str], None], **options: Any) -> _Mode:
     )
     if options["publish_status"]:
 
-        def publish(report: PassReport, checkout: Path) -> None:
-            publish_statuses(api, load_repository(checkout), report.statuses, say)
+        def publish(report: PassReport) -> None:
+            publish_statuses(api, report, say)
 
         mode.publish = publish
     return mode
@@ -157,7 +156,7 @@ def reconcile(
     work_dir = work or _default_work()
     say = (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
     try:
-        mode = _mode(work_dir, say, **mode_options)
+        mode = _mode(say, **mode_options)
     except SeshatError as error:
         click.echo(f"seshat: {error}", err=True)
         sys.exit(2)
@@ -214,7 +213,7 @@ def run(
     work_dir = work or _default_work()
     say = (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
     try:
-        mode = _mode(work_dir, say, **mode_options)
+        mode = _mode(say, **mode_options)
     except SeshatError as error:
         click.echo(f"seshat: {error}", err=True)
         sys.exit(2)
@@ -273,5 +272,5 @@ def _one_pass(
         leases=mode.leases,
     )
     if mode.publish is not None:
-        mode.publish(report, work / "source")
+        mode.publish(report)
     return report

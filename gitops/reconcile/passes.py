@@ -29,7 +29,7 @@ from gitops.reconcile.lifecycle import PassContext
 from gitops.reconcile.migration import reconcile_migration
 from gitops.reconcile.schema import reconcile_schema
 from gitops.reconcile.state import StateFile
-from gitops.repo.loader import LoadedResource, load_repository
+from gitops.repo.loader import LoadedResource, Repository, load_repository
 from gitops.repo.yamlfile import read_documents
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.migration import DatabaseMigration
@@ -51,10 +51,24 @@ __all__ = ["PassReport", "run_pass"]
 @dataclass
 class PassReport:
     revision: str
-    phases: dict[str, str] = field(default_factory=dict)  # "ns/name" -> phase
-    reasons: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-    statuses: dict[str, tuple[str, Status]] = field(default_factory=dict)  # key -> kind, status
+    # "ns/name" -> the resource's kind and the status this pass gave it
+    statuses: dict[str, tuple[str, Status]] = field(default_factory=dict)
+    repository: Repository | None = None  # the declarations the pass read
+
+    @property
+    def phases(self) -> dict[str, str]:
+        return {key: status.phase.value for key, (_, status) in self.statuses.items()}
+
+    @property
+    def reasons(self) -> dict[str, str]:
+        """Each resource's Ready reason."""
+        return {key: _ready_reason(status) for key, (_, status) in self.statuses.items()}
+
+
+def _ready_reason(status: Status) -> str:
+    ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
+    return ready.reason if ready is not None else ""
 
 
 def _checkout(source: str, work: Path, branch: str) -> tuple[Path, str]:
@@ -143,7 +157,7 @@ def run_pass(
     status_branch = StatusBranch(work / "status", source, config.status_branch, config.commit)
     state = StateFile(work / "state.sqlite")
     reviews = Reviews(work / "reviews", source, config)
-    report = PassReport(revision)
+    report = PassReport(revision, repository=repository)
     try:
         status_branch.sync()
         ctx = PassContext(
@@ -178,15 +192,12 @@ def run_pass(
             else:
                 assert previous is None or isinstance(previous, DatabaseMigrationStatus)
                 status = reconcile_migration(loaded, ctx, previous, census.get(str(loaded.key)))
-            report.phases[key] = status.phase.value
             report.statuses[key] = (resource.kind, status)
             spec = resource.spec
             wait = spec.retry_interval if status.phase.value == "Failed" else spec.interval
             state.schedule(str(meta.uid), time.time() + wait)
             _review(reviews, status_branch, resource.kind, meta.namespace, meta.name, status, log)
-            ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
-            report.reasons[key] = ready.reason if ready is not None else ""
-            log(f"{key}: {status.phase.value} ({report.reasons[key]})")
+            log(f"{key}: {status.phase.value} ({_ready_reason(status)})")
     finally:
         state.close()
         status_branch.close()
@@ -260,6 +271,4 @@ def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
             Trailers(f"{kind} {namespace}/{name}", "Blocked", None, ctx.revision),
             message,
         )
-        report.phases[f"{namespace}/{name}"] = "Blocked"
         report.statuses[f"{namespace}/{name}"] = (kind, status)
-        report.reasons[f"{namespace}/{name}"] = Reason.CONFIGURATION_ERROR.value
