@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -654,16 +654,3 @@ def _grants(path: Path) -> dict[tuple[str, str, str | None], set[str]]:
                 for resource in rule["resources"]:
                     grants.setdefault((group, resource, scope), set()).update(rule["verbs"])
     return grants
-
-
-def kubeconfig_env(fake: FakeKubernetes, path: Path) -> dict[str, str]:
-    """Environment naming ``fake``'s kubeconfig (for a ``seshat`` subprocess)."""
-    return {"KUBECONFIG": str(fake.kubeconfig(path))}
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    ends = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > ends:
-            raise AssertionError("timed out")
-        time.sleep(0.02)

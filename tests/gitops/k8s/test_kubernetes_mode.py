@@ -25,11 +25,12 @@ from harness.kube_api import FakeKubernetes
 from harness.postgres import PostgresDatabase
 from harness.reconcile_world import World, tables
 
-from gitops.execution.executor import CredentialUnavailable
+from gitops.execution.executor import CredentialUnavailable, Outcome
 from gitops.kubernetes.api import KubeApi, KubeError, load_api
 from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
 from gitops.kubernetes.leases import KubernetesLeases, lease_name
 from gitops.reconcile.leases import Leader
+from gitops.reconcile.passes import PassReport, run_pass
 from gitops.resources.database import SecretKeyRef, UrlReference
 from runner.protocol.messages import OperationInput
 
@@ -63,6 +64,35 @@ def _executor(api: KubeApi, tmp_path: Path, **settings: object) -> KubernetesExe
             **settings,  # type: ignore[arg-type]
         ),
     )
+
+
+def _kubernetes_pass(world: World, api: KubeApi, tmp_path: Path) -> PassReport:
+    """One reconciliation pass with the Kubernetes executor and Leases."""
+    return run_pass(
+        world.remote.remote_url,
+        world.work,
+        executor=_executor(api, tmp_path),
+        leases=KubernetesLeases(api, "seshat-system"),
+    )
+
+
+def _start_hanging_operation(
+    kube: FakeKubernetes, api: KubeApi, tmp_path: Path, op_id: str
+) -> tuple[threading.Thread, list[Outcome]]:
+    """An operation whose runner never answers (the stand-in below), run in a thread; its
+    outcome lands in the list once the thread ends. Returns when the pod's process runs."""
+    _stand_in(kube, tmp_path, 60)
+    kube.secrets[("shop", "orders-db")] = {"url": "sqlite:///unused.db"}
+    executor = _executor(api, tmp_path)
+    url, env = executor.bind(SECRET, "url")
+    request = OperationInput(operation="inspect", id=op_id, url=url)
+    results: list[Outcome] = []
+    thread = threading.Thread(
+        target=lambda: results.append(executor.run(request, env, 600, namespace="shop"))
+    )
+    thread.start()
+    kube.wait_for_process()
+    return thread, results
 
 
 def _sqlite(tmp_path: Path, name: str = "orders") -> Path:
@@ -176,23 +206,13 @@ def test_a_runner_killed_mid_operation_is_lost(
     import os
     import signal
 
-    _stand_in(kube, tmp_path, 60)
-    kube.secrets[("shop", "orders-db")] = {"url": "sqlite:///unused.db"}
-    executor = _executor(api, tmp_path)
-    url, env = executor.bind(SECRET, "url")
-    request = OperationInput(operation="inspect", id="inspect-3", url=url)
-    results: list[object] = []
-    thread = threading.Thread(
-        target=lambda: results.append(executor.run(request, env, 600, namespace="shop"))
-    )
-    thread.start()
-    pod = kube.wait_for_process()
+    thread, results = _start_hanging_operation(kube, api, tmp_path, "inspect-3")
+    (pod,) = kube.processes
     os.killpg(kube.processes[pod].pid, signal.SIGKILL)  # the node's OOM killer, say
     thread.join(60)
 
     (outcome,) = results
-    assert outcome.kind == "lost"  # type: ignore[attr-defined]
-    assert "exit 137" in outcome.detail  # type: ignore[attr-defined]
+    assert outcome.kind == "lost" and "exit 137" in outcome.detail
 
 
 def test_the_api_server_refuses_a_wrong_token(kube: FakeKubernetes, tmp_path: Path) -> None:
@@ -372,11 +392,9 @@ def _coordination(world: World) -> str:
 
 
 def test_a_changed_spec_in_the_cluster_is_not_claimed_as_observed(
-    world: World, kube: FakeKubernetes, tmp_path: Path
+    world: World, kube: FakeKubernetes, api: KubeApi, tmp_path: Path
 ) -> None:
     from gitops.kubernetes.status import publish_statuses
-    from gitops.reconcile.passes import run_pass
-    from gitops.repo.loader import load_repository
 
     database = world.database("orders")
     kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
@@ -386,25 +404,22 @@ def test_a_changed_spec_in_the_cluster_is_not_claimed_as_observed(
     newer = _rendered_cr(world)
     newer["spec"]["policy"]["apply"] = "Never"  # type: ignore[index]  # a commit Seshat has not read
     kube.put_custom("databaseschemas", newer, generation=4)
-    session = load_api(kube.kubeconfig(tmp_path / "kubeconfig"))
-    report = run_pass(
-        world.remote.remote_url,
-        world.work,
-        executor=_executor(session, tmp_path),
-        leases=KubernetesLeases(session, "seshat-system"),
-    )
+    report = _kubernetes_pass(world, api, tmp_path)
     assert report.phases == {"shop/orders": "InSync"}
 
-    assert publish_statuses(session, load_repository(world.work / "source"), report.statuses) == 1
+    assert publish_statuses(api, report) == 1
     cr = kube.get("databaseschemas", "shop", "orders")
     assert cr is not None and cr["status"]["phase"] == "InSync"
     assert "observedGeneration" not in cr["status"]  # Argo CD / Flux keep waiting
 
 
 def test_the_postgresql_password_reaches_only_the_pod(
-    world: World, kube: FakeKubernetes, tmp_path: Path, postgres_database: PostgresDatabase
+    world: World,
+    kube: FakeKubernetes,
+    api: KubeApi,
+    tmp_path: Path,
+    postgres_database: PostgresDatabase,
 ) -> None:
-    from gitops.reconcile.passes import run_pass
 
     url = postgres_database.url_with_password
     password = url.split(":")[2].split("@")[0]
@@ -422,13 +437,7 @@ def test_the_postgresql_password_reaches_only_the_pod(
         + "  dev: {url: {secretKeyRef: {name: orders-db, key: dev}}}\n",
     )
     world.remote.commit_all("declare orders")
-    session = load_api(kube.kubeconfig(tmp_path / "kubeconfig"))
-    report = run_pass(
-        world.remote.remote_url,
-        world.work,
-        executor=_executor(session, tmp_path),
-        leases=KubernetesLeases(session, "seshat-system"),
-    )
+    report = _kubernetes_pass(world, api, tmp_path)
 
     assert report.phases == {"shop/orders": "InSync"}, world.status("orders")
     with postgres_database.connect_as_app() as conn:
@@ -493,11 +502,9 @@ spec:
 
 
 def test_a_migration_directory_is_applied_through_jobs_bytes_exact(
-    world: World, kube: FakeKubernetes, tmp_path: Path
+    world: World, kube: FakeKubernetes, api: KubeApi, tmp_path: Path
 ) -> None:
     import base64
-
-    from gitops.reconcile.passes import run_pass
 
     database = world.database("ledger")
     kube.secrets[("shop", "ledger-db")] = {"url": f"sqlite:///{database}"}
@@ -508,13 +515,7 @@ def test_a_migration_directory_is_applied_through_jobs_bytes_exact(
     layout = world.migrations("m", files)
     world.remote.write_file("databases/ledger.yaml", MIGRATION.format(layout=layout))
     world.remote.commit_all("declare ledger")
-    session = load_api(kube.kubeconfig(tmp_path / "kubeconfig"))
-    report = run_pass(
-        world.remote.remote_url,
-        world.work,
-        executor=_executor(session, tmp_path),
-        leases=KubernetesLeases(session, "seshat-system"),
-    )
+    report = _kubernetes_pass(world, api, tmp_path)
 
     assert report.phases == {"shop/ledger": "InSync"}, world.status("ledger")
     with sqlite3.connect(database) as conn:
@@ -540,17 +541,7 @@ def test_a_migration_directory_is_applied_through_jobs_bytes_exact(
 def test_the_input_configmap_belongs_to_its_job_and_goes_with_it(
     kube: FakeKubernetes, api: KubeApi, tmp_path: Path
 ) -> None:
-    _stand_in(kube, tmp_path, 60)
-    kube.secrets[("shop", "orders-db")] = {"url": "sqlite:///unused.db"}
-    executor = _executor(api, tmp_path)
-    url, env = executor.bind(SECRET, "url")
-    request = OperationInput(operation="inspect", id="inspect-4", url=url)
-    results: list[object] = []
-    thread = threading.Thread(
-        target=lambda: results.append(executor.run(request, env, 600, namespace="shop"))
-    )
-    thread.start()
-    kube.wait_for_process()
+    thread, results = _start_hanging_operation(kube, api, tmp_path, "inspect-4")
     (job,) = kube.list("jobs", "shop")
     (configmap,) = kube.list("configmaps", "shop")
     assert configmap["metadata"]["ownerReferences"] == [
@@ -567,4 +558,4 @@ def test_the_input_configmap_belongs_to_its_job_and_goes_with_it(
     assert kube.list("configmaps") == [] and kube.list("pods") == []
     thread.join(60)
     (outcome,) = results
-    assert outcome.kind == "lost" and "disappeared" in outcome.detail  # type: ignore[attr-defined]
+    assert outcome.kind == "lost" and "disappeared" in outcome.detail
