@@ -327,8 +327,8 @@ def verify(ref: str, policy_file: Path, repo: Path, output_format: str) -> None:
         for check in verdict.checks:
             mark = "pass" if check.passed else "FAIL"
             context.out(f"{mark}  {check.requirement}: {check.detail}")
-        if verdict.accepted:
-            context.out(f"accepted {reference.pinned(verdict.digest or '')}")
+        if verdict.accepted and verdict.digest is not None:
+            context.out(f"accepted {reference.pinned(verdict.digest)}")
         else:
             context.out(f"refused: {verdict.reason}")
     sys.exit(EXIT_OK if verdict.accepted else EXIT_REFUSED)

@@ -10,40 +10,61 @@ read (it is verified again when read). ``write_files`` extracts into an empty fo
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import ARTIFACT_TYPES, DEFAULT_LIMITS, Limits, Manifest, parse_manifest
+from gitops.artifacts.format import (
+    ARTIFACT_TYPES,
+    DEFAULT_LIMITS,
+    Limits,
+    Manifest,
+    parse_digest,
+    parse_manifest,
+)
 from gitops.artifacts.reference import Reference
 from gitops.artifacts.store import Store
-from runner.digests import sha256_digest
+from runner.digests import Digest
 
 __all__ = ["ContentCache", "Fetched", "fetch", "resolve", "write_files"]
 
 
 class ContentCache:
-    """Blobs by digest under ``root``; every read is verified again."""
+    """Blobs by digest under ``root``; every read is verified again.
+
+    Entry paths are built only from a parsed :class:`Digest` (an algorithm name and hex
+    digits), so they stay under ``root``; an entry is read only if it is a regular file (not
+    a link, FIFO or device), and only such a damaged entry is ever deleted.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def _path(self, digest: str) -> Path:
-        return self.root / "blobs" / "sha256" / digest.removeprefix("sha256:")
+    def _path(self, digest: Digest) -> Path:
+        digest = parse_digest(digest, "cache entry")
+        return self.root / "blobs" / digest.algorithm / digest.hex
 
-    def get(self, digest: str) -> bytes | None:
+    def get(self, digest: Digest, limit: int | None = None) -> bytes | None:
+        digest = parse_digest(digest, "cache entry")
+        path = self._path(digest)
         try:
-            data = self._path(digest).read_bytes()
+            handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
-        if sha256_digest(data) != digest:
-            self._path(digest).unlink(missing_ok=True)  # a damaged entry is fetched again
+        with os.fdopen(handle, "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                return None
+            data = stream.read() if limit is None else stream.read(limit + 1)
+        if (limit is not None and len(data) > limit) or not digest.matches(data):
+            path.unlink(missing_ok=True)  # a damaged entry (a regular file) is fetched again
             return None
         return data
 
-    def put(self, digest: str, data: bytes) -> None:
-        if sha256_digest(data) != digest:
+    def put(self, digest: Digest, data: bytes) -> None:
+        digest = parse_digest(digest, "cache entry")
+        if not digest.matches(data):
             raise ArtifactError("digest_mismatch", f"refusing to cache a blob as {digest}")
         path = self._path(digest)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,7 +83,7 @@ class Fetched:
     files: tuple[tuple[str, bytes], ...]
 
 
-def resolve(store: Store, reference: Reference) -> str:
+def resolve(store: Store, reference: Reference) -> Digest:
     """The digest ``reference`` names: its own digest, or what its tag points at now."""
     if reference.digest is not None:
         return reference.digest
@@ -79,7 +100,7 @@ def fetch(
 ) -> Fetched:
     """Fetch ``reference`` by digest (resolving a tag first), verifying everything."""
     digest = resolve(store, reference)
-    raw = cache.get(digest) if cache is not None else None
+    raw = cache.get(digest, limits.max_manifest_bytes) if cache is not None else None
     if raw is None:
         raw = store.manifest(digest, limits.max_manifest_bytes)
     manifest = parse_manifest(raw, digest, allowed_types, limits)
@@ -87,7 +108,7 @@ def fetch(
         cache.put(digest, raw)
     files: list[tuple[str, bytes]] = []
     for layer in manifest.layers:
-        data = cache.get(layer.digest) if cache is not None else None
+        data = cache.get(layer.digest, layer.size) if cache is not None else None
         if data is None or len(data) != layer.size:
             data = store.blob(layer.digest, layer.size)
             if cache is not None:
@@ -107,8 +128,13 @@ def write_files(fetched: Fetched, destination: Path) -> list[Path]:
         path = (root / title).resolve()
         if not path.is_relative_to(root):  # parse_manifest already refused this; belt and braces
             raise ArtifactError("unsafe_path", f"{title!r} leaves {destination}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("xb") as out:
-            out.write(data)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("xb") as out:
+                out.write(data)
+        except OSError as error:
+            raise ArtifactError(
+                "unsafe_path", f"{title!r} cannot be written ({error.strerror})"
+            ) from None
         written.append(path)
     return written

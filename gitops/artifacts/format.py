@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from gitops.artifacts.errors import ArtifactError
-from runner.digests import canonical_json, sha256_digest
+from runner.digests import Digest, InvalidDigest, canonical_json, sha256_digest
 
 __all__ = [
     "ANNOTATION_CREATED",
@@ -35,11 +35,16 @@ __all__ = [
     "EMPTY_CONFIG",
     "EMPTY_CONFIG_DIGEST",
     "FILE_MEDIA_TYPE",
+    "INDEX_MEDIA_TYPE",
+    "MANIFEST_MEDIA_TYPE",
+    "Descriptor",
     "Limits",
     "Manifest",
     "Packaged",
     "check_title",
     "package_folder",
+    "parse_descriptor",
+    "parse_digest",
     "parse_manifest",
 ]
 
@@ -54,7 +59,7 @@ ANNOTATION_TITLE: Final = "org.opencontainers.image.title"
 ANNOTATION_SOURCE: Final = "org.opencontainers.image.source"
 ANNOTATION_REVISION: Final = "org.opencontainers.image.revision"
 ANNOTATION_CREATED: Final = "org.opencontainers.image.created"
-EMPTY_CONFIG_DIGEST: Final = (
+EMPTY_CONFIG_DIGEST: Final = Digest(
     "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
 )
 EMPTY_CONFIG: Final[dict[str, str | int]] = {
@@ -81,7 +86,7 @@ DEFAULT_LIMITS: Final = Limits()
 @dataclass(frozen=True, slots=True)
 class Layer:
     title: str
-    digest: str
+    digest: Digest
     size: int
 
 
@@ -89,7 +94,7 @@ class Layer:
 class Manifest:
     """A checked artifact manifest: its type, annotations and layers (sorted by title)."""
 
-    digest: str
+    digest: Digest
     artifact_type: str
     annotations: dict[str, str]
     layers: tuple[Layer, ...]
@@ -101,8 +106,8 @@ class Packaged:
     """A packaged folder: the manifest bytes and every blob they name."""
 
     manifest: bytes
-    digest: str
-    blobs: dict[str, bytes]
+    digest: Digest
+    blobs: dict[Digest, bytes]
     titles: tuple[str, ...]
 
 
@@ -123,6 +128,10 @@ def check_title(title: object, limits: Limits = DEFAULT_LIMITS) -> str:
         )
     if len(title) > 1024:
         raise ArtifactError("invalid_name", f"layer title {title[:40]!r}... is too long")
+    if any(len(part.encode("utf-8")) > 255 for part in title.split("/")):
+        raise ArtifactError(
+            "invalid_name", f"layer title {title[:40]!r}...: a path component over 255 bytes"
+        )
     return title
 
 
@@ -170,7 +179,7 @@ def package_folder(
         raise ArtifactError(
             "too_many_files", f"{folder}: {len(files)} files (at most {limits.max_files})"
         )
-    blobs: dict[str, bytes] = {}
+    blobs: dict[Digest, bytes] = {}
     layers: list[dict[str, Any]] = []
     total = 0
     for title, path in files:
@@ -209,24 +218,70 @@ def package_folder(
     return Packaged(manifest, sha256_digest(manifest), blobs, tuple(t for t, _ in files))
 
 
-def _descriptor(value: object, where: str) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Descriptor:
+    """An OCI content descriptor as read from untrusted JSON: a parsed digest, a size, and
+    the optional media type, artifact type and annotations (strings only)."""
+
+    digest: Digest
+    size: int
+    media_type: str = ""
+    artifact_type: str = ""
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    def annotation(self, name: str) -> str | None:
+        return dict(self.annotations).get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "mediaType": self.media_type,
+            "digest": str(self.digest),
+            "size": self.size,
+        }
+        if self.artifact_type:
+            data["artifactType"] = self.artifact_type
+        if self.annotations:
+            data["annotations"] = dict(self.annotations)
+        return data
+
+
+def parse_digest(value: object, where: str) -> Digest:
+    """``value`` as a :class:`Digest`, or ``manifest_invalid`` naming ``where``. Stores call
+    it on every digest they are handed, so even a caller holding an unchecked string
+    (JSON read by a test or a tool) never reaches a path or a URL with it."""
+    try:
+        return Digest(value)
+    except InvalidDigest as error:
+        raise ArtifactError("manifest_invalid", f"{where}: {error}") from None
+
+
+def parse_descriptor(value: object, where: str) -> Descriptor:
+    """The descriptor ``value`` (from an index, a manifest or a referrers list), or
+    ``manifest_invalid`` naming ``where``: every digest is parsed here before it is used."""
     if not isinstance(value, dict):
         raise ArtifactError("manifest_invalid", f"{where} is not a descriptor")
-    digest, size = value.get("digest"), value.get("size")
-    if not isinstance(digest, str) or not digest.startswith("sha256:") or len(digest) != 71:
-        raise ArtifactError("manifest_invalid", f"{where} has no sha256 digest")
+    digest = parse_digest(value.get("digest"), where)
+    size = value.get("size")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise ArtifactError("manifest_invalid", f"{where} has no valid size")
-    return value
+    media_type, artifact_type = value.get("mediaType", ""), value.get("artifactType", "")
+    if not isinstance(media_type, str) or not isinstance(artifact_type, str):
+        raise ArtifactError("manifest_invalid", f"{where}: mediaType and artifactType are strings")
+    notes = value.get("annotations") or {}
+    if not isinstance(notes, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in notes.items()
+    ):
+        raise ArtifactError("manifest_invalid", f"{where}: annotations are not strings")
+    return Descriptor(digest, size, media_type, artifact_type, tuple(sorted(notes.items())))
 
 
 def parse_manifest(
-    raw: bytes, digest: str, allowed_types: tuple[str, ...], limits: Limits = DEFAULT_LIMITS
+    raw: bytes, digest: Digest, allowed_types: tuple[str, ...], limits: Limits = DEFAULT_LIMITS
 ) -> Manifest:
     """Check the manifest ``raw`` (fetched as ``digest``) and its layers, or refuse it."""
     if len(raw) > limits.max_manifest_bytes:
         raise ArtifactError("manifest_too_large", f"manifest {digest} is {len(raw)} bytes")
-    if sha256_digest(raw) != digest:
+    if not digest.matches(raw):
         raise ArtifactError(
             "digest_mismatch", f"the manifest does not hash to {digest}: it was altered"
         )
@@ -240,8 +295,8 @@ def parse_manifest(
         raise ArtifactError(
             "manifest_invalid", f"manifest {digest} has media type {document.get('mediaType')!r}"
         )
-    config = _descriptor(document.get("config"), "config")
-    artifact_type = document.get("artifactType") or config.get("mediaType")
+    config = parse_descriptor(document.get("config"), "config")
+    artifact_type = document.get("artifactType") or config.media_type
     if artifact_type not in allowed_types:
         raise ArtifactError(
             "wrong_artifact_type",
@@ -258,21 +313,26 @@ def parse_manifest(
     seen: set[str] = set()
     total = 0
     for index, value in enumerate(raw_layers):
-        layer = _descriptor(value, f"layer {index}")
-        notes = layer.get("annotations") or {}
-        title = check_title(notes.get(ANNOTATION_TITLE) if isinstance(notes, dict) else None)
+        layer = parse_descriptor(value, f"layer {index}")
+        title = check_title(layer.annotation(ANNOTATION_TITLE))
         if title in seen:
             raise ArtifactError("duplicate_title", f"two layers are titled {title!r}")
         seen.add(title)
-        if layer["size"] > limits.max_file_bytes:
+        if layer.size > limits.max_file_bytes:
             raise ArtifactError(
                 "file_too_large",
-                f"{title}: {layer['size']} bytes (at most {limits.max_file_bytes})",
+                f"{title}: {layer.size} bytes (at most {limits.max_file_bytes})",
             )
-        total += layer["size"]
+        total += layer.size
         if total > limits.max_total_bytes:
             raise ArtifactError("artifact_too_large", f"more than {limits.max_total_bytes} bytes")
-        layers.append(Layer(title, layer["digest"], layer["size"]))
+        layers.append(Layer(title, layer.digest, layer.size))
+    folders = {"/".join(t.split("/")[:n]) for t in seen for n in range(1, t.count("/") + 1)}
+    clash = sorted(seen & folders)
+    if clash:
+        raise ArtifactError(
+            "duplicate_title", f"{clash[0]!r} is both a file and the folder of another layer"
+        )
     annotations = document.get("annotations") or {}
     if not isinstance(annotations, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()

@@ -26,10 +26,10 @@ from gitops.artifacts.format import (
     EMPTY_CONFIG_DIGEST,
     MANIFEST_MEDIA_TYPE,
 )
-from gitops.artifacts.signing import SIMPLE_SIGNING, _update_fallback_index
+from gitops.artifacts.signing import SIMPLE_SIGNING, _update_fallback_index, manifest_layers
 from gitops.artifacts.store import Descriptor, Store
 from gitops.trust.sigstore import MAX_BUNDLE_BYTES
-from runner.digests import canonical_json, sha256_digest
+from runner.digests import Digest, canonical_json, sha256_digest
 
 __all__ = ["SIGSTORE_BUNDLE", "FoundBundle", "attach_bundle", "find_bundles"]
 
@@ -41,7 +41,7 @@ _MAX_PAYLOAD = 64 * 1024
 class FoundBundle:
     """One keyless signature found for a digest: the referrer, the payload and the bundle."""
 
-    referrer: str
+    referrer: Digest
     payload: bytes
     bundle: bytes
 
@@ -51,11 +51,11 @@ def _signed_digest(bundle: bytes) -> bytes | None:
         document = json.loads(bundle)
         encoded = document["messageSignature"]["messageDigest"]["digest"]
         return base64.b64decode(encoded, validate=True)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
 
 
-def attach_bundle(store: Store, digest: str, payload: bytes, bundle: bytes) -> str:
+def attach_bundle(store: Store, digest: Digest, payload: bytes, bundle: bytes) -> Digest:
     """Store ``bundle`` (over ``payload``) as a referrer of ``digest``; the referrer's digest.
 
     Refused (``invalid_reference``) when the bundle states a message digest other than the
@@ -93,28 +93,23 @@ def attach_bundle(store: Store, digest: str, payload: bytes, bundle: bytes) -> s
     return written
 
 
-def find_bundles(store: Store, digest: str) -> list[FoundBundle]:
+def find_bundles(store: Store, digest: Digest) -> list[FoundBundle]:
     """Every Sigstore bundle referrer of ``digest`` with its payload (malformed ones skipped)."""
     found: list[FoundBundle] = []
     for referrer in store.referrers(digest):
         if referrer.artifact_type != SIGSTORE_BUNDLE:
             continue
-        document = json.loads(store.manifest(referrer.digest, 4 * 1024 * 1024))
-        layers = [entry for entry in document.get("layers", []) if isinstance(entry, dict)]
-        by_type = {str(entry.get("mediaType")): entry for entry in layers}
+        by_type = {layer.media_type: layer for layer in manifest_layers(store, referrer.digest)}
         bundle, payload = by_type.get(SIGSTORE_BUNDLE), by_type.get(SIMPLE_SIGNING)
         if bundle is None or payload is None:
             continue
-        sizes = bundle.get("size"), payload.get("size")
-        if not all(isinstance(size, int) for size in sizes):
-            continue
-        if int(bundle["size"]) > MAX_BUNDLE_BYTES or int(payload["size"]) > _MAX_PAYLOAD:
+        if bundle.size > MAX_BUNDLE_BYTES or payload.size > _MAX_PAYLOAD:
             continue
         found.append(
             FoundBundle(
                 referrer.digest,
-                store.blob(str(payload["digest"]), int(payload["size"])),
-                store.blob(str(bundle["digest"]), int(bundle["size"])),
+                store.blob(payload.digest, payload.size),
+                store.blob(bundle.digest, bundle.size),
             )
         )
     return found

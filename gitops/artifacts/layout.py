@@ -15,13 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
-from gitops.artifacts.store import Descriptor
-from runner.digests import sha256_digest
+from gitops.artifacts.format import (
+    INDEX_MEDIA_TYPE,
+    MANIFEST_MEDIA_TYPE,
+    Descriptor,
+    parse_descriptor,
+    parse_digest,
+)
+from runner.digests import Digest, sha256_digest
 
 __all__ = ["LayoutStore"]
 
 REF_NAME = "org.opencontainers.image.ref.name"
+_MAX_INDEX = 4 * 1024 * 1024
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -38,6 +44,26 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def _read_regular(path: Path, limit: int, what: str) -> bytes:
+    """At most ``limit`` bytes of a regular file in the layout, never through a symlink,
+    a FIFO or a device (``O_NOFOLLOW`` and ``O_NONBLOCK``, then checked with ``fstat``)."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ArtifactError("not_found", f"{path.parent}: no {what}") from None
+    except OSError as error:
+        if stat.S_ISLNK(path.lstat().st_mode):
+            raise ArtifactError("symlink", f"{path} is a symbolic link") from None
+        raise ArtifactError("not_found", f"{path}: cannot be read ({error.strerror})") from None
+    with os.fdopen(handle, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise ArtifactError("unsafe_path", f"{path} is not a regular file")
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise ArtifactError("size_mismatch", f"{what} is larger than {limit} bytes")
+    return data
+
+
 class LayoutStore:
     """Read and write one OCI layout directory."""
 
@@ -46,53 +72,51 @@ class LayoutStore:
 
     # -- reading -------------------------------------------------------------------------
 
-    def _index(self) -> dict[str, Any]:
+    def _index_document(self) -> dict[str, Any]:
         path = self.root / "index.json"
-        if not path.is_file():
-            raise ArtifactError("not_found", f"{self.root}: not an OCI layout (no index.json)")
+        data = _read_regular(path, _MAX_INDEX, "index.json")
         try:
-            index = json.loads(path.read_bytes())
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ArtifactError("manifest_invalid", f"{path}: not JSON: {error}") from None
+            index = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+            detail = error if not isinstance(error, RecursionError) else "nested too deeply"
+            raise ArtifactError("manifest_invalid", f"{path}: not JSON: {detail}") from None
         if not isinstance(index, dict) or not isinstance(index.get("manifests", []), list):
             raise ArtifactError("manifest_invalid", f"{path}: not an OCI image index")
         return index
 
-    def _read(self, digest: str, limit: int) -> bytes:
-        algorithm, _, hexpart = digest.partition(":")
-        if algorithm != "sha256" or len(hexpart) != 64:
-            raise ArtifactError("manifest_invalid", f"unsupported digest {digest!r}")
-        path = self.root / "blobs" / "sha256" / hexpart
-        try:
-            mode = path.lstat().st_mode
-        except FileNotFoundError:
-            raise ArtifactError("not_found", f"{self.root}: no blob {digest}") from None
-        if stat.S_ISLNK(mode):
-            raise ArtifactError("symlink", f"{path} is a symbolic link")
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)
-        if len(data) > limit:
-            raise ArtifactError("size_mismatch", f"blob {digest} is larger than {limit} bytes")
-        if sha256_digest(data) != digest:
+    def _entries(self) -> list[Descriptor]:
+        """The index's manifests, each parsed (a malformed entry refuses the whole index)."""
+        return [
+            parse_descriptor(entry, f"index.json manifests[{number}]")
+            for number, entry in enumerate(self._index_document().get("manifests", []))
+        ]
+
+    def _blob_path(self, digest: Digest) -> Path:
+        digest = parse_digest(digest, "blob")
+        return self.root / "blobs" / digest.algorithm / digest.hex
+
+    def _read(self, digest: Digest, limit: int) -> bytes:
+        digest = parse_digest(digest, "blob")
+        data = _read_regular(self._blob_path(digest), limit, f"blob {digest}")
+        if not digest.matches(data):
             raise ArtifactError("digest_mismatch", f"blob {digest} in {self.root} was altered")
         return data
 
     def resolve(self, tag: str) -> Descriptor:
-        for entry in self._index().get("manifests", []):
-            notes = entry.get("annotations") or {}
-            if notes.get(REF_NAME) == tag:
+        for entry in self._entries():
+            if entry.annotation(REF_NAME) == tag:
                 return Descriptor(
-                    entry["digest"],
-                    int(entry["size"]),
-                    entry.get("mediaType", MANIFEST_MEDIA_TYPE),
-                    entry.get("artifactType", ""),
+                    entry.digest,
+                    entry.size,
+                    entry.media_type or MANIFEST_MEDIA_TYPE,
+                    entry.artifact_type,
                 )
         raise ArtifactError("not_found", f"{self.root}: no tag {tag!r}")
 
-    def manifest(self, digest: str, max_bytes: int) -> bytes:
+    def manifest(self, digest: Digest, max_bytes: int) -> bytes:
         return self._read(digest, max_bytes)
 
-    def blob(self, digest: str, size: int) -> bytes:
+    def blob(self, digest: Digest, size: int) -> bytes:
         data = self._read(digest, size)
         if len(data) != size:
             raise ArtifactError(
@@ -100,24 +124,35 @@ class LayoutStore:
             )
         return data
 
-    def referrers(self, digest: str) -> list[Descriptor]:
+    def referrers(self, digest: Digest) -> list[Descriptor]:
+        digest = parse_digest(digest, "subject")
         found: list[Descriptor] = []
-        for entry in self._index().get("manifests", []):
-            if entry.get("mediaType", MANIFEST_MEDIA_TYPE) != MANIFEST_MEDIA_TYPE:
+        for entry in self._entries():
+            if (entry.media_type or MANIFEST_MEDIA_TYPE) != MANIFEST_MEDIA_TYPE:
                 continue
             try:
-                document = json.loads(self._read(entry["digest"], 4 * 1024 * 1024))
-            except ArtifactError:
+                document = json.loads(self._read(entry.digest, 4 * 1024 * 1024))
+            except (ArtifactError, ValueError, RecursionError):
+                continue  # not a manifest Seshat can read: it refers to nothing
+            if not isinstance(document, dict):
                 continue
-            subject = document.get("subject") or {}
-            if subject.get("digest") == digest:
+            subject = document.get("subject")
+            artifact_type = document.get("artifactType", "")
+            notes = document.get("annotations") or {}
+            if (
+                isinstance(subject, dict)
+                and subject.get("digest") == digest
+                and isinstance(artifact_type, str)
+                and isinstance(notes, dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in notes.items())
+            ):
                 found.append(
                     Descriptor(
-                        entry["digest"],
-                        int(entry["size"]),
+                        entry.digest,
+                        entry.size,
                         MANIFEST_MEDIA_TYPE,
-                        document.get("artifactType", ""),
-                        tuple(sorted((document.get("annotations") or {}).items())),
+                        artifact_type,
+                        tuple(sorted(notes.items())),
                     )
                 )
         return sorted(found, key=lambda d: d.digest)
@@ -133,18 +168,20 @@ class LayoutStore:
             index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": []}
             _write_atomically(self.root / "index.json", json.dumps(index).encode())
 
-    def push_blob(self, digest: str, data: bytes) -> None:
-        if sha256_digest(data) != digest:
+    def push_blob(self, digest: Digest, data: bytes) -> None:
+        digest = parse_digest(digest, "blob")
+        if not digest.matches(data):
             raise ArtifactError("digest_mismatch", f"refusing to store a blob as {digest}")
         self._init()
-        path = self.root / "blobs" / "sha256" / digest.removeprefix("sha256:")
+        path = self._blob_path(digest)
         if not path.exists():
             _write_atomically(path, data)
 
-    def push_manifest(self, data: bytes, media_type: str, tag: str | None) -> str:
+    def push_manifest(self, data: bytes, media_type: str, tag: str | None) -> Digest:
         digest = sha256_digest(data)
         self.push_blob(digest, data)
-        index = self._index()
+        self._entries()  # refuse to rewrite an index that holds a malformed entry
+        index = self._index_document()
         entries = [
             e
             for e in index.get("manifests", [])

@@ -5,11 +5,12 @@ from __future__ import annotations
 from gitops.artifacts.format import MANIFEST_MEDIA_TYPE, Packaged
 from gitops.artifacts.reference import Reference
 from gitops.artifacts.store import Store
+from runner.digests import Digest
 
 __all__ = ["push"]
 
 
-def push(store: Store, reference: Reference, packaged: Packaged) -> str:
+def push(store: Store, reference: Reference, packaged: Packaged) -> Digest:
     """Upload ``packaged`` and tag it (``reference.tag``, default ``latest``); its digest."""
     for digest in sorted(packaged.blobs):
         store.push_blob(digest, packaged.blobs[digest])

@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass
 
 from gitops.artifacts.errors import ArtifactError
+from runner.digests import Digest, InvalidDigest
 
-__all__ = ["DIGEST", "Reference", "parse_reference"]
+__all__ = ["Reference", "parse_reference"]
 
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HOST = re.compile(
     r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.?)+(?::[0-9]{1,5})?$|^\[[0-9a-fA-F:]+\](?::[0-9]{1,5})?$"
 )
@@ -34,7 +34,7 @@ class Reference:
     repository: str = ""
     layout: str = ""  # a directory path
     tag: str | None = None
-    digest: str | None = None
+    digest: Digest | None = None
 
     def __str__(self) -> str:
         where = (
@@ -46,7 +46,7 @@ class Reference:
             return f"{where}@{self.digest}"
         return f"{where}:{self.tag}" if self.tag is not None else where
 
-    def pinned(self, digest: str) -> Reference:
+    def pinned(self, digest: Digest) -> Reference:
         """This reference with ``digest`` (and without its tag)."""
         return Reference(self.transport, self.registry, self.repository, self.layout, None, digest)
 
@@ -54,15 +54,15 @@ class Reference:
         return Reference(self.transport, self.registry, self.repository, self.layout, tag, None)
 
 
-def _split_version(rest: str, text: str) -> tuple[str, str | None, str | None]:
+def _split_version(rest: str, text: str) -> tuple[str, str | None, Digest | None]:
     """(location, tag, digest) from ``location[:tag][@digest]``."""
     digest = None
     if "@" in rest:
-        rest, digest = rest.rsplit("@", 1)
-        if not DIGEST.match(digest):
-            raise ArtifactError(
-                "invalid_reference", f"{text}: a digest is sha256: and 64 lowercase hex digits"
-            )
+        rest, written = rest.rsplit("@", 1)
+        try:
+            digest = Digest(written)
+        except InvalidDigest as error:
+            raise ArtifactError("invalid_reference", f"{text}: {error}") from None
     tag = None
     slash = rest.rfind("/")
     colon = rest.rfind(":")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -30,9 +31,14 @@ from urllib.parse import urljoin
 import requests
 
 from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
-from gitops.artifacts.store import Descriptor
-from runner.digests import sha256_digest
+from gitops.artifacts.format import (
+    INDEX_MEDIA_TYPE,
+    MANIFEST_MEDIA_TYPE,
+    Descriptor,
+    parse_descriptor,
+    parse_digest,
+)
+from runner.digests import Digest, InvalidDigest, sha256_digest
 
 __all__ = ["Credentials", "RegistryOptions", "RegistryStore", "credentials_for"]
 
@@ -44,6 +50,7 @@ _ACCEPT = ", ".join(
     ]
 )
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+_MAX_INDEX = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -243,32 +250,41 @@ class RegistryStore:
         data = self._bounded(response, 4 * 1024 * 1024, f"manifest {tag}")
         digest = sha256_digest(data)
         announced = response.headers.get("Docker-Content-Digest")
-        if announced and announced != digest:
-            raise ArtifactError(
-                "digest_mismatch",
-                f"{self.host}/{self.repository}:{tag}: the registry says {announced}, "
-                f"the bytes hash to {digest}",
-            )
+        if announced:
+            try:
+                stated = Digest(announced)
+            except InvalidDigest as error:
+                raise ArtifactError(
+                    "manifest_invalid", f"{self.host}/{self.repository}:{tag}: {error}"
+                ) from None
+            if not stated.matches(data):
+                raise ArtifactError(
+                    "digest_mismatch",
+                    f"{self.host}/{self.repository}:{tag}: the registry says {stated}, "
+                    f"the bytes hash to {digest}",
+                )
         media_type = response.headers.get("Content-Type", MANIFEST_MEDIA_TYPE).split(";")[0]
         artifact_type = ""
-        with contextlib.suppress(ValueError, AttributeError):
+        with contextlib.suppress(ValueError, AttributeError, RecursionError):
             artifact_type = str(json.loads(data).get("artifactType", ""))
         return Descriptor(digest, len(data), media_type, artifact_type)
 
-    def manifest(self, digest: str, max_bytes: int) -> bytes:
+    def manifest(self, digest: Digest, max_bytes: int) -> bytes:
+        digest = parse_digest(digest, "manifest")
         response = self._request(
             "GET", f"{self.base}/manifests/{digest}", headers={"Accept": _ACCEPT}, stream=True
         )
         if response.status_code == 404:
             raise ArtifactError("not_found", f"{self.host}/{self.repository}: no manifest {digest}")
         data = self._bounded(response, max_bytes, f"manifest {digest}")
-        if sha256_digest(data) != digest:
+        if not digest.matches(data):
             raise ArtifactError(
                 "digest_mismatch", f"the manifest served as {digest} hashes to something else"
             )
         return data
 
-    def blob(self, digest: str, size: int) -> bytes:
+    def blob(self, digest: Digest, size: int) -> bytes:
+        digest = parse_digest(digest, "blob")
         response = self._request("GET", f"{self.base}/blobs/{digest}", stream=True)
         if response.status_code == 404:
             raise ArtifactError("not_found", f"{self.host}/{self.repository}: no blob {digest}")
@@ -277,44 +293,53 @@ class RegistryStore:
             raise ArtifactError(
                 "size_mismatch", f"blob {digest} is {len(data)} bytes, its descriptor says {size}"
             )
-        if sha256_digest(data) != digest:
+        if not digest.matches(data):
             raise ArtifactError("digest_mismatch", f"blob {digest} hashes to something else")
         return data
 
-    def referrers(self, digest: str) -> list[Descriptor]:
+    def _index(self, response: requests.Response) -> Any:
+        try:
+            return json.loads(self._bounded(response, _MAX_INDEX, "referrers index"))
+        except (ValueError, RecursionError):
+            return None  # an unreadable list names no referrer
+
+    def referrers(self, digest: Digest) -> list[Descriptor]:
+        digest = parse_digest(digest, "subject")
         response = self._request(
-            "GET", f"{self.base}/referrers/{digest}", headers={"Accept": INDEX_MEDIA_TYPE}
+            "GET",
+            f"{self.base}/referrers/{digest}",
+            headers={"Accept": INDEX_MEDIA_TYPE},
+            stream=True,
         )
         index: Any = None
         if response.status_code == 200 and response.headers.get("Content-Type", "").startswith(
             INDEX_MEDIA_TYPE
         ):
-            index = response.json()
+            index = self._index(response)
         else:
+            response.close()
             # No referrers API: the fallback tag ``sha256-<hex>`` holds an index of them.
             fallback = self._request(
                 "GET",
                 f"{self.base}/manifests/{_fallback_tag(digest)}",
                 headers={"Accept": INDEX_MEDIA_TYPE},
+                stream=True,
             )
             if fallback.status_code == 200:
-                index = fallback.json()
-        if not isinstance(index, dict):
-            return []
-        found = [
-            Descriptor(
-                str(m["digest"]),
-                int(m["size"]),
-                str(m.get("mediaType", MANIFEST_MEDIA_TYPE)),
-                str(m.get("artifactType", "")),
-                tuple(sorted((m.get("annotations") or {}).items())),
-            )
-            for m in index.get("manifests", [])
-            if isinstance(m, dict) and "digest" in m and "size" in m
-        ]
+                index = self._index(fallback)
+        entries = index.get("manifests") if isinstance(index, dict) else None
+        found: list[Descriptor] = []
+        for number, entry in enumerate(entries if isinstance(entries, list) else []):
+            try:
+                found.append(parse_descriptor(entry, f"referrer {number}"))
+            except ArtifactError:
+                continue  # a malformed entry refers to nothing; it cannot vouch for anything
+            if not found[-1].media_type:
+                found[-1] = dataclasses.replace(found[-1], media_type=MANIFEST_MEDIA_TYPE)
         return sorted(found, key=lambda d: d.digest)
 
-    def has_referrers_api(self, digest: str) -> bool:
+    def has_referrers_api(self, digest: Digest) -> bool:
+        digest = parse_digest(digest, "subject")
         response = self._request(
             "GET", f"{self.base}/referrers/{digest}", headers={"Accept": INDEX_MEDIA_TYPE}
         )
@@ -324,7 +349,8 @@ class RegistryStore:
 
     # -- writing -------------------------------------------------------------------------
 
-    def push_blob(self, digest: str, data: bytes) -> None:
+    def push_blob(self, digest: Digest, data: bytes) -> None:
+        digest = parse_digest(digest, "blob")
         head = self._request("HEAD", f"{self.base}/blobs/{digest}")
         if head.status_code == 200:
             return
@@ -350,7 +376,7 @@ class RegistryStore:
                 retryable=True,
             )
 
-    def push_manifest(self, data: bytes, media_type: str, tag: str | None) -> str:
+    def push_manifest(self, data: bytes, media_type: str, tag: str | None) -> Digest:
         digest = sha256_digest(data)
         response = self._request(
             "PUT",
@@ -373,5 +399,6 @@ class RegistryStore:
         return digest
 
 
-def _fallback_tag(digest: str) -> str:
-    return digest.replace(":", "-")
+def _fallback_tag(digest: Digest) -> str:
+    """The referrers fallback tag of ``digest`` (OCI 1.1: ``<algorithm>-<hex>``)."""
+    return f"{digest.algorithm}-{digest.hex}"

@@ -36,10 +36,11 @@ from gitops.artifacts.format import (
     EMPTY_CONFIG_DIGEST,
     INDEX_MEDIA_TYPE,
     MANIFEST_MEDIA_TYPE,
+    parse_descriptor,
 )
 from gitops.artifacts.reference import Reference
 from gitops.artifacts.store import Descriptor, Store
-from runner.digests import canonical_json, sha256_digest
+from runner.digests import Digest, canonical_json, sha256_digest
 
 __all__ = [
     "SIGNATURE_ANNOTATION",
@@ -95,7 +96,7 @@ def load_public_key(data: bytes, where: str) -> PublicKey:
     )
 
 
-def payload_for(reference: Reference, digest: str) -> bytes:
+def payload_for(reference: Reference, digest: Digest) -> bytes:
     """cosign's simple-signing payload for ``digest`` in ``reference``'s repository."""
     identity = (
         f"{reference.registry}/{reference.repository}"
@@ -141,17 +142,17 @@ def _layer(payload: bytes, signature: bytes) -> dict[str, Any]:
     }
 
 
-def _cosign_tag(digest: str) -> str:
-    return digest.replace(":", "-") + ".sig"
+def _cosign_tag(digest: Digest) -> str:
+    return f"{digest.algorithm}-{digest.hex}.sig"
 
 
-def sign(store: Store, reference: Reference, digest: str, key: PrivateKey) -> list[str]:
+def sign(store: Store, reference: Reference, digest: Digest, key: PrivateKey) -> list[Digest]:
     """Sign ``digest`` with ``key`` in both layouts; the digests of the manifests written."""
     payload = payload_for(reference, digest)
     layer = _layer(payload, _sign_bytes(key, payload))
-    store.push_blob(layer["digest"], payload)
+    store.push_blob(sha256_digest(payload), payload)
     store.push_blob(EMPTY_CONFIG_DIGEST, EMPTY_CONFIG_BYTES)
-    written: list[str] = []
+    written: list[Digest] = []
     # 1. The cosign tag layout: append to the existing .sig manifest, if any.
     layers: list[dict[str, Any]] = []
     try:
@@ -194,13 +195,13 @@ def sign(store: Store, reference: Reference, digest: str, key: PrivateKey) -> li
     return written
 
 
-def _update_fallback_index(store: Store, digest: str, entry: Descriptor) -> None:
+def _update_fallback_index(store: Store, digest: Digest, entry: Descriptor) -> None:
     """Keep the ``sha256-<hex>`` referrers index current where the registry has no API."""
     from gitops.artifacts.registry import RegistryStore
 
     if not isinstance(store, RegistryStore) or store.has_referrers_api(digest):
         return  # a layout lists referrers from its index.json; the API lists them itself
-    tag = digest.replace(":", "-")
+    tag = f"{digest.algorithm}-{digest.hex}"
     manifests: list[dict[str, Any]] = []
     try:
         current = store.resolve(tag)
@@ -226,26 +227,41 @@ class FoundSignature:
     signature: bytes
 
 
-def _signatures_in(store: Store, manifest_digest: str, source: str) -> list[FoundSignature]:
-    document = json.loads(store.manifest(manifest_digest, 4 * 1024 * 1024))
-    found: list[FoundSignature] = []
-    for entry in document.get("layers", []):
-        if not isinstance(entry, dict) or entry.get("mediaType") != SIMPLE_SIGNING:
+def manifest_layers(store: Store, manifest_digest: Digest) -> list[Descriptor]:
+    """The well-formed layer descriptors of a signature manifest; malformed ones (and a
+    manifest that is not JSON) are left out, since they cannot vouch for anything."""
+    try:
+        document = json.loads(store.manifest(manifest_digest, 4 * 1024 * 1024))
+    except (ValueError, RecursionError):
+        return []
+    layers = document.get("layers") if isinstance(document, dict) else None
+    found: list[Descriptor] = []
+    for number, entry in enumerate(layers if isinstance(layers, list) else []):
+        try:
+            found.append(parse_descriptor(entry, f"layer {number}"))
+        except ArtifactError:
             continue
-        encoded = (entry.get("annotations") or {}).get(SIGNATURE_ANNOTATION)
-        size = entry.get("size")
-        if not isinstance(encoded, str) or not isinstance(size, int) or size > _MAX_PAYLOAD:
+    return found
+
+
+def _signatures_in(store: Store, manifest_digest: Digest, source: str) -> list[FoundSignature]:
+    found: list[FoundSignature] = []
+    for layer in manifest_layers(store, manifest_digest):
+        if layer.media_type != SIMPLE_SIGNING or layer.size > _MAX_PAYLOAD:
+            continue
+        encoded = layer.annotation(SIGNATURE_ANNOTATION)
+        if encoded is None:
             continue
         try:
             signature = base64.b64decode(encoded, validate=True)
         except ValueError:
             continue
-        payload = store.blob(str(entry["digest"]), size)
+        payload = store.blob(layer.digest, layer.size)
         found.append(FoundSignature(source, payload, signature))
     return found
 
 
-def find_signatures(store: Store, digest: str) -> list[FoundSignature]:
+def find_signatures(store: Store, digest: Digest) -> list[FoundSignature]:
     """Every simple-signing signature of ``digest``: cosign tag layout and referrers."""
     found: list[FoundSignature] = []
     try:

@@ -7,35 +7,13 @@ returns bytes, never trusts them. Tags are resolved to digests exactly once, by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gitops.artifacts.format import Descriptor
 from gitops.artifacts.reference import Reference
+from runner.digests import Digest
 
 __all__ = ["Descriptor", "Store", "open_store"]
-
-
-@dataclass(frozen=True, slots=True)
-class Descriptor:
-    """What a tag resolves to, or one referrer: digest, size, media and artifact type."""
-
-    digest: str
-    size: int
-    media_type: str
-    artifact_type: str = ""
-    annotations: tuple[tuple[str, str], ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "mediaType": self.media_type,
-            "digest": self.digest,
-            "size": self.size,
-        }
-        if self.artifact_type:
-            data["artifactType"] = self.artifact_type
-        if self.annotations:
-            data["annotations"] = dict(self.annotations)
-        return data
 
 
 class Store(Protocol):
@@ -45,21 +23,21 @@ class Store(Protocol):
         """The manifest a tag names now (not_found if none)."""
         ...
 
-    def manifest(self, digest: str, max_bytes: int) -> bytes:
+    def manifest(self, digest: Digest, max_bytes: int) -> bytes:
         """A manifest's bytes, verified against ``digest``."""
         ...
 
-    def blob(self, digest: str, size: int) -> bytes:
+    def blob(self, digest: Digest, size: int) -> bytes:
         """A blob's bytes, verified against ``digest`` and ``size``."""
         ...
 
-    def push_blob(self, digest: str, data: bytes) -> None: ...
+    def push_blob(self, digest: Digest, data: bytes) -> None: ...
 
-    def push_manifest(self, data: bytes, media_type: str, tag: str | None) -> str:
+    def push_manifest(self, data: bytes, media_type: str, tag: str | None) -> Digest:
         """Store a manifest (and point ``tag`` at it); returns its digest."""
         ...
 
-    def referrers(self, digest: str) -> list[Descriptor]:
+    def referrers(self, digest: Digest) -> list[Descriptor]:
         """OCI 1.1 referrers of ``digest`` (the API, or the tag-schema fallback)."""
         ...
 

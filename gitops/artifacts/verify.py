@@ -36,6 +36,7 @@ from gitops.artifacts.signing import (
 from gitops.artifacts.store import Store
 from gitops.resources.policies import Authority, SignatureMode, VerificationPolicySpec
 from gitops.trust.sigstore import BAD_SIGNATURE, verify_bundle
+from runner.digests import Digest
 from runner.digests import digest as contract_digest
 
 __all__ = ["Check", "Verdict", "policy_digest", "verify_artifact"]
@@ -54,7 +55,7 @@ class Verdict:
 
     accepted: bool
     reason: str | None
-    digest: str | None
+    digest: Digest | None
     checks: tuple[Check, ...]
     manifest: Manifest | None = None
 

@@ -312,7 +312,7 @@ class ResourcePass(Generic[StatusT]):
                 f"reads only {wanted}",
             )
         pinned = reference.pinned(verdict.digest)
-        folder = self.ctx.work_dir / "artifacts" / verdict.digest.removeprefix("sha256:")
+        folder = self.ctx.work_dir / "artifacts" / verdict.digest.hex
         if not folder.is_dir():
             try:
                 fetched = fetch(

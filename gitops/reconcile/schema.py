@@ -34,7 +34,7 @@ from gitops.resources.status import (
     SchemaPhase,
 )
 from gitops.writeback.status_files import plan_paths
-from runner.digests import digest, sha256_digest
+from runner.digests import digest, digest_hex, sha256_digest
 from runner.engines.plan import PlanDocument, plan_bytes, plan_sql
 from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import PlanSettings
@@ -205,7 +205,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         self, current: str, document: PlanDocument, data: bytes, approval: str | None, desired: Path
     ) -> None:
         op_id = self.op_id("apply")
-        plan_file = self.ctx.work_dir / "plans" / f"{current.removeprefix('sha256:')}.json"
+        plan_file = self.ctx.work_dir / "plans" / f"{digest_hex(current)}.json"
         plan_file.parent.mkdir(parents=True, exist_ok=True)
         plan_file.write_bytes(data)
         outcome = self.dispatch(

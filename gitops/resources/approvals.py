@@ -13,11 +13,12 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from gitops.resources.base import API_VERSION, DNS_LABEL, Model, ObjectMeta
+from runner.digests import Sha256
 
 __all__ = ["Approval", "ApprovalSpec", "PlanRef", "ResourceRef", "RunAcknowledgment"]
 
 UID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
-Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+Digest = Sha256
 
 
 class ResourceRef(Model):

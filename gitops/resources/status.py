@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from gitops.resources.base import Model
+from runner.digests import Sha256
 
 __all__ = [
     "Condition",
@@ -123,7 +124,7 @@ class Condition(Model):
     observed_revision: Annotated[str, Field(pattern=r"^([0-9a-f]{40}|[0-9a-f]{64})?$")] = ""
 
 
-Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+Digest = Sha256
 
 
 class SourceStatus(Model):

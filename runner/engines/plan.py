@@ -9,11 +9,11 @@ Git is exactly what the apply path executes. Nothing host- or time-specific is i
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from runner.digests import CONTRACT_VERSION, canonical_json, sha256_digest
+from runner.digests import CONTRACT_VERSION, Sha256, canonical_json, sha256_digest
 
 __all__ = [
     "FORMAT_VERSION",
@@ -30,7 +30,7 @@ __all__ = [
 
 FORMAT_VERSION = 1
 MAX_PLAN_BYTES = 8 * 1024 * 1024
-Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+Digest = Sha256
 
 
 class _Frozen(BaseModel):

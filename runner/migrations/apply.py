@@ -17,6 +17,7 @@ A runner killed midway leaves no report at all; the control plane records that r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 
@@ -83,7 +84,7 @@ def apply_pending(
     files: list[MigrationFile],
     *,
     operation_id: str,
-    expected: list[tuple[str, str]] | None = None,
+    expected: Sequence[tuple[str, str]] | None = None,
     allow_out_of_order: bool = False,
 ) -> tuple[Verdict, MigrationReport]:
     with store.lock():
@@ -91,7 +92,7 @@ def apply_pending(
         if verdict.blocking:
             raise MigrationRefused(verdict.kind, verdict.detail)
         pending = [(f.version, f.checksum) for f in verdict.pending_files]
-        if expected is not None and pending != expected:
+        if expected is not None and pending != list(expected):
             raise MigrationRefused(
                 "history_moved",
                 f"pending is now {[v for v, _ in pending]}, the approved sequence was "

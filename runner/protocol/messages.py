@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from runner.digests import Sha256
 from runner.protocol.frame import PROTOCOL_VERSION
 
 __all__ = [
@@ -71,10 +72,7 @@ class PlanSettings(_Frozen):
     out_of_order: bool = False  # migrations: accept pending versions below an applied one
 
 
-Pending = tuple[
-    Annotated[str, Field(pattern=r"^[0-9]{1,20}$")],
-    Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")],
-]
+Pending = tuple[Annotated[str, Field(pattern=r"^[0-9]{1,20}$")], Sha256]
 
 
 class OperationInput(_Frozen):
@@ -87,7 +85,7 @@ class OperationInput(_Frozen):
     dev_url: UrlReference | None = None
     desired: str | None = None  # a folder of .sql files (the verified artifact's content)
     plan: str | None = None  # a plan file, for apply
-    expect_digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    expect_digest: Sha256 | None = None
     journal: str | None = None  # apply, MySQL: the per-statement journal file (see docs)
     migrations: str | None = None  # history, migrate: the migration directory
     expect_pending: list[Pending] | None = None  # migrate: the approved (version, checksum)s
@@ -131,7 +129,7 @@ class HistoryReport(BaseModel):
     verdict: Literal[
         "dirty", "checksum_modified", "database_ahead", "out_of_order", "nothing_pending", "ready"
     ]
-    fingerprint: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+    fingerprint: Sha256
     versions: list[str] = Field(default_factory=list)  # the versions involved
     pending: list[str] = Field(default_factory=list)
     pending_checksums: list[Pending] = Field(default_factory=list)

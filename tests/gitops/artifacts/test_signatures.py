@@ -23,7 +23,7 @@ from gitops.artifacts.registry import RegistryOptions, RegistryStore
 from gitops.artifacts.signing import SIGNATURE_ANNOTATION, find_signatures
 from gitops.artifacts.verify import policy_digest, verify_artifact
 from gitops.resources.policies import VerificationPolicySpec
-from runner.digests import canonical_json, sha256_digest
+from runner.digests import Digest, canonical_json, sha256_digest
 
 
 def _key_pair(directory: Path, name: str, kind: str = "ecdsa") -> tuple[Path, Path]:
@@ -123,7 +123,7 @@ def test_both_discovery_paths_on_a_registry(
     plain = ("--plain-http", oci_registry.address)
     ref = f"oci://{oci_registry.address}/signed/schema:v1"
     digest = seshat("artifact", *plain, "push", schema_folder, ref, "--type", "schema").stdout
-    digest = digest.strip()
+    digest = Digest(digest.strip())
     private, _ = _key_pair(tmp_path, "ci")
     assert seshat("artifact", *plain, "sign", ref, "--key", private).returncode == 0
     store = RegistryStore(
@@ -184,7 +184,7 @@ def test_tampered_and_misplaced_signatures(
     store = LayoutStore(str(root))
     private, _ = _key_pair(tmp_path, "ci")
     _key_pair(tmp_path, "other")
-    digest = seshat("artifact", "resolve", layout_ref).stdout.strip()
+    digest = Digest(seshat("artifact", "resolve", layout_ref).stdout.strip())
     assert seshat("artifact", "sign", layout_ref, "--key", private).returncode == 0
     _drop_referrers(store, root)  # judge the cosign layout alone
     assert _verdict_reason(store, layout_ref, tmp_path, keys={"ci": "ci.pub"}) is None
@@ -196,7 +196,7 @@ def test_tampered_and_misplaced_signatures(
 
     # The payload modified (its descriptor recomputed), the signature kept.
     def modify(layers: list[dict[str, object]]) -> list[dict[str, object]]:
-        original = store.blob(str(layers[0]["digest"]), int(str(layers[0]["size"])))
+        original = store.blob(Digest(layers[0]["digest"]), int(str(layers[0]["size"])))
         changed = original.replace(b"cosign container image signature", b"something else")
         store.push_blob(sha256_digest(changed), changed)
         return [layers[0] | {"digest": sha256_digest(changed), "size": len(changed)}]

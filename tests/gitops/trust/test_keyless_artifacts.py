@@ -23,7 +23,7 @@ from gitops.artifacts.signing import SIMPLE_SIGNING, payload_for
 from gitops.artifacts.store import Store
 from gitops.artifacts.verify import Verdict, verify_artifact
 from gitops.resources.policies import VerificationPolicySpec
-from runner.digests import canonical_json, sha256_digest
+from runner.digests import Digest, canonical_json, sha256_digest
 
 ISSUER = "https://token.actions.githubusercontent.com"
 RELEASE = "https://github.com/acme/db/.github/workflows/release.yml@refs/tags/v1"
@@ -60,25 +60,25 @@ def repo(tmp_path: Path, sigstore_instance: PrivateSigstore) -> Path:
 
 
 @pytest.fixture
-def layout(seshat: SeshatRunner, schema_folder: Path, tmp_path: Path) -> tuple[str, str]:
+def layout(seshat: SeshatRunner, schema_folder: Path, tmp_path: Path) -> tuple[str, Digest]:
     """A pushed schema artifact in an OCI layout: its reference and manifest digest."""
     ref = f"oci-layout://{tmp_path / 'layout'}:v1"
     pushed = seshat("artifact", "push", schema_folder, ref, "--type", "schema")
     assert pushed.returncode == 0, pushed.stderr
-    return ref, pushed.stdout.strip()
+    return ref, Digest(pushed.stdout.strip())
 
 
 def _store(ref: str) -> LayoutStore:
     return LayoutStore(parse_reference(ref).layout)
 
 
-def _payload(ref: str, digest: str) -> bytes:
+def _payload(ref: str, digest: Digest) -> bytes:
     return payload_for(parse_reference(ref), digest)
 
 
 def test_attach_bundle_and_verify_with_the_cli(
     seshat: SeshatRunner,
-    layout: tuple[str, str],
+    layout: tuple[str, Digest],
     repo: Path,
     sigstore_instance: PrivateSigstore,
     tmp_path: Path,
@@ -144,7 +144,7 @@ def test_found_on_a_registry_through_the_fallback_index(
     ref = f"oci://{oci_registry.address}/keyless/schema:v1"
     pushed = seshat("artifact", *plain, "push", schema_folder, ref, "--type", "schema")
     assert pushed.returncode == 0, pushed.stderr
-    digest = pushed.stdout.strip()
+    digest = Digest(pushed.stdout.strip())
     store = RegistryStore(
         oci_registry.address,
         "keyless/schema",
@@ -160,7 +160,7 @@ def test_found_on_a_registry_through_the_fallback_index(
     assert verdict.accepted, verdict.checks
 
 
-def _swap_payload(ref: str, digest: str, payload: bytes) -> None:
+def _swap_payload(ref: str, digest: Digest, payload: bytes) -> None:
     """Replace the payload layer of the one bundle referrer (its descriptor recomputed)."""
     store = _store(ref)
     (old,) = store.referrers(digest)
@@ -177,7 +177,7 @@ def _swap_payload(ref: str, digest: str, payload: bytes) -> None:
 
 
 def test_tampered_payload_is_a_bad_signature(
-    layout: tuple[str, str], repo: Path, sigstore_instance: PrivateSigstore
+    layout: tuple[str, Digest], repo: Path, sigstore_instance: PrivateSigstore
 ) -> None:
     ref, digest = layout
     payload = _payload(ref, digest)
@@ -193,10 +193,10 @@ def test_tampered_payload_is_a_bad_signature(
 
 
 def test_bundle_for_another_digest(
-    layout: tuple[str, str], repo: Path, sigstore_instance: PrivateSigstore
+    layout: tuple[str, Digest], repo: Path, sigstore_instance: PrivateSigstore
 ) -> None:
     ref, digest = layout
-    other = _payload(ref, "sha256:" + "0" * 64)
+    other = _payload(ref, Digest("sha256:" + "0" * 64))
     attach_bundle(_store(ref), digest, other, sigstore_instance.mint_bundle(other, RELEASE, ISSUER))
     verdict = _verify(_store(ref), ref, repo, _spec({"release": ACME}))
     assert verdict.reason == "signature_for_other_digest", verdict.checks
@@ -212,7 +212,7 @@ def test_bundle_for_another_digest(
     ],
 )
 def test_identity_not_allowed(
-    layout: tuple[str, str],
+    layout: tuple[str, Digest],
     repo: Path,
     sigstore_instance: PrivateSigstore,
     subject: str,
@@ -228,7 +228,7 @@ def test_identity_not_allowed(
 
 
 def test_a_pattern_without_anchors_is_still_anchored(
-    layout: tuple[str, str], repo: Path, sigstore_instance: PrivateSigstore
+    layout: tuple[str, Digest], repo: Path, sigstore_instance: PrivateSigstore
 ) -> None:
     ref, digest = layout
     payload = _payload(ref, digest)
@@ -241,7 +241,7 @@ def test_a_pattern_without_anchors_is_still_anchored(
 
 
 def test_one_identity_signing_twice_satisfies_one_authority(
-    layout: tuple[str, str], repo: Path, sigstore_instance: PrivateSigstore
+    layout: tuple[str, Digest], repo: Path, sigstore_instance: PrivateSigstore
 ) -> None:
     ref, digest = layout
     payload = _payload(ref, digest)
@@ -262,7 +262,7 @@ def test_one_identity_signing_twice_satisfies_one_authority(
 
 
 def test_bundle_from_a_ca_outside_the_trusted_root(
-    layout: tuple[str, str], repo: Path, untrusted_sigstore: PrivateSigstore
+    layout: tuple[str, Digest], repo: Path, untrusted_sigstore: PrivateSigstore
 ) -> None:
     ref, digest = layout
     payload = _payload(ref, digest)
@@ -274,7 +274,7 @@ def test_bundle_from_a_ca_outside_the_trusted_root(
 
 
 def test_an_identity_without_a_trusted_root_is_never_satisfied(
-    layout: tuple[str, str], repo: Path, sigstore_instance: PrivateSigstore
+    layout: tuple[str, Digest], repo: Path, sigstore_instance: PrivateSigstore
 ) -> None:
     ref, digest = layout
     payload = _payload(ref, digest)
@@ -288,7 +288,7 @@ def test_an_identity_without_a_trusted_root_is_never_satisfied(
 
 
 def test_attach_refuses_a_bundle_over_other_bytes(
-    layout: tuple[str, str], sigstore_instance: PrivateSigstore
+    layout: tuple[str, Digest], sigstore_instance: PrivateSigstore
 ) -> None:
     ref, digest = layout
     with pytest.raises(ArtifactError) as refused:
@@ -303,7 +303,7 @@ def test_attach_refuses_a_bundle_over_other_bytes(
 
 
 def test_verification_never_touches_the_network(
-    layout: tuple[str, str],
+    layout: tuple[str, Digest],
     repo: Path,
     sigstore_instance: PrivateSigstore,
     monkeypatch: pytest.MonkeyPatch,
