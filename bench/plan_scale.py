@@ -73,6 +73,7 @@ from runner.engines.postgresql import introspect as introspect_module  # noqa: E
 from runner.engines.postgresql.engine import PostgresEngine  # noqa: E402
 from runner.engines.postgresql.introspect import introspect  # noqa: E402
 from runner.engines.postgresql.render import render  # noqa: E402
+from runner.url import parse_url  # noqa: E402
 
 SESHAT_RUNNER = ROOT / ".venv" / "bin" / "seshat-runner"
 MIGRA = ROOT / ".venv-bench" / "bin" / "migra"
@@ -542,7 +543,7 @@ def measure_size(
     )
     say(f"  engine CPU work on the live model: {result.cpu_stages}")
 
-    engine = PostgresEngine(live_url)
+    engine = PostgresEngine(parse_url(live_url))
     if tables <= args.stages_up_to and plan_error is None:
         with peak_rss_growth() as memory, StageTimer() as timer:
             cpu, start = time.process_time(), time.perf_counter()

@@ -19,7 +19,8 @@ import click
 
 from runner.digests import canonical_json
 from runner.errors import SeshatError
-from runner.redact import Redactor, secrets_in_url
+from runner.redact import Redactor
+from runner.url import DatabaseURL, InvalidURL, parse_url, secrets_of_unreadable
 
 __all__ = ["main"]
 
@@ -57,28 +58,38 @@ def _secrets_from_environment() -> list[str]:
     return [v for k, v in os.environ.items() if k in ("PGPASSWORD", "MYSQL_PWD") and v]
 
 
-def _resolve_url(url: str | None, url_env: str | None) -> str:
+def _parse(text: str) -> DatabaseURL:
+    """``text`` parsed once; its secrets learned; a malformed URL is exit status 2."""
+    try:
+        url = parse_url(text)
+    except InvalidURL as error:
+        _output().learn(*secrets_of_unreadable(text))
+        _output().fail(str(error))
+    _output().learn(*url.secrets())
+    return url
+
+
+def _resolve_url(url: str | None, url_env: str | None) -> DatabaseURL:
     """The target URL, refusing a password written on the command line."""
     _output().learn(*_secrets_from_environment())
     if url_env:
         value = os.environ.get(url_env)
         if not value:
             _output().fail(f"environment variable {url_env} is not set")
-        _output().learn(*secrets_in_url(value))
-        return value
+        return _parse(value.strip())
     if not url:
         _output().fail("give the database with --url URL or --url-env NAME")
-    if secrets_in_url(url):
-        _output().learn(*secrets_in_url(url))
+    parsed = _parse(url)
+    if parsed.secrets():
         _output().fail(
             "refusing a credential in the command line (every user of this machine can read "
             "it); put the password in PGPASSWORD or ~/.pgpass, or pass the URL in an "
             "environment variable with --url-env NAME"
         )
-    return url
+    return parsed
 
 
-def _engine(url: str, dev_url: str | None) -> Any:
+def _engine(url: DatabaseURL, dev_url: DatabaseURL | None) -> Any:
     from runner.engines.base import engine_for
     from runner.errors import ConfigurationError
 
@@ -361,7 +372,7 @@ out_of_order_option = click.option(
 )
 
 
-def _history_store(target: str) -> Any:
+def _history_store(target: DatabaseURL) -> Any:
     from runner.migrations.stores import open_store
 
     return _run(lambda: open_store(target))

@@ -1,60 +1,39 @@
 """The target identity digest: which database an operation actually reached.
 
-Computed by the runner from the URL it connected with — engine, host, port, database and
-user, never the password — so the control plane can tell two targets apart (and bind a plan
-to one) without ever seeing a credential. Engine spellings are canonical (``postgres`` and
-``postgresql`` are one engine; so are ``mysql`` and ``mariadb``) and default ports are
-filled in, so equal targets written differently get one digest.
+Computed by the runner from the parsed URL it connected with — engine, host, port, database
+and user, never the password — so the control plane can tell two targets apart (and bind a
+plan to one) without ever seeing a credential. Engine spellings are canonical (``postgres``
+and ``postgresql`` are one engine; so are ``mysql`` and ``mariadb``) and default ports are
+filled in, so equal targets written differently get one digest. A PostgreSQL URL without a
+host but with a ``host`` parameter (a Unix socket directory) is identified by that directory.
 """
 
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Final
-from urllib.parse import unquote, urlsplit
 
-from runner.digests import digest
+from runner.digests import Digest, digest
+from runner.url import DEFAULT_PORTS, DatabaseURL
 
-__all__ = ["ENGINES", "canonical_engine", "target_identity"]
-
-ENGINES: Final = {
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-    "sqlite": "sqlite",
-}
-_DEFAULT_PORTS: Final = {"postgresql": 5432, "mysql": 3306}
+__all__ = ["target_identity"]
 
 
-def canonical_engine(url: str) -> str:
-    """The canonical engine name of a database URL's scheme."""
-    scheme = urlsplit(url).scheme.lower()
-    if scheme not in ENGINES:
-        raise ValueError(f"unsupported database URL scheme {scheme!r}")
-    return ENGINES[scheme]
-
-
-def target_identity(url: str) -> str:
+def target_identity(url: DatabaseURL) -> Digest:
     """``sha256:<hex>`` over (engine, host, port, database, user) of ``url``."""
-    engine = canonical_engine(url)
-    parts = urlsplit(url)
-    if engine == "sqlite":
-        # sqlite:///relative.db and sqlite:////absolute/path.db
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        document = {
-            "engine": engine,
+    if url.engine == "sqlite":
+        document: dict[str, object] = {
+            "engine": url.engine,
             "host": "",
             "port": 0,
-            "database": str(PurePosixPath(path)),
+            "database": str(PurePosixPath(url.database)),
             "user": "",
         }
     else:
         document = {
-            "engine": engine,
-            "host": (parts.hostname or "").lower(),
-            "port": parts.port or _DEFAULT_PORTS[engine],
-            "database": unquote(parts.path.lstrip("/")),
-            "user": unquote(parts.username or ""),
+            "engine": url.engine,
+            "host": url.server_host.lower(),
+            "port": url.port or DEFAULT_PORTS[url.engine],
+            "database": url.database,
+            "user": url.user,
         }
     return digest("target-identity", document)

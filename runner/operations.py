@@ -19,14 +19,18 @@ from runner.errors import CanNotRunError, SeshatError
 from runner.identity import target_identity
 from runner.protocol.frame import encode_frame
 from runner.protocol.messages import OperationError, OperationInput, OperationResult, UrlReference
-from runner.redact import Redactor, secrets_in_url
+from runner.redact import Redactor
+from runner.url import DatabaseURL, InvalidURL, UnsupportedScheme, parse_url, secrets_of_unreadable
 
 __all__ = ["MAX_MESSAGE", "run_operation"]
 
 MAX_MESSAGE = 2048
 
 
-def _resolve(reference: UrlReference) -> str:
+MAX_URL_FILE = 64 * 1024
+
+
+def _read_reference(reference: UrlReference) -> str:
     if reference.from_env is not None:
         value = os.environ.get(reference.from_env)
         if not value:
@@ -36,11 +40,32 @@ def _resolve(reference: UrlReference) -> str:
         return value.strip()
     assert reference.from_file is not None
     try:
-        return Path(reference.from_file).read_text(encoding="utf-8").strip()
+        with open(reference.from_file, "rb") as stream:
+            data = stream.read(MAX_URL_FILE + 1)
     except OSError as error:
         raise _Failure(
             "credential_unavailable", f"cannot read {reference.from_file}: {error.strerror}"
         ) from None
+    if len(data) > MAX_URL_FILE:
+        raise _Failure("invalid_url", f"{reference.from_file} is too large to hold a URL")
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise _Failure("invalid_url", f"{reference.from_file} is not UTF-8") from None
+
+
+def _resolve(reference: UrlReference, secrets: list[str]) -> DatabaseURL:
+    """The URL ``reference`` names, parsed once; every secret it holds goes to ``secrets``."""
+    text = _read_reference(reference)
+    try:
+        url = parse_url(text)
+    except UnsupportedScheme as error:
+        raise _Failure("unsupported_engine", str(error)) from None
+    except InvalidURL as error:
+        secrets += secrets_of_unreadable(text)
+        raise _Failure("invalid_url", str(error)) from None
+    secrets += url.secrets()
+    return url
 
 
 class _Failure(Exception):
@@ -50,7 +75,7 @@ class _Failure(Exception):
         self.message = message
 
 
-def _migrations(request: OperationInput, url: str) -> dict[str, Any]:
+def _migrations(request: OperationInput, url: DatabaseURL) -> dict[str, Any]:
     """``history`` (read-only) and ``migrate`` (the migration family's Apply)."""
     from runner.errors import ConfigurationError
     from runner.migrations.apply import MigrationRefused, apply_pending
@@ -91,7 +116,7 @@ def _migrations(request: OperationInput, url: str) -> dict[str, Any]:
 
 
 def _execute(
-    request: OperationInput, url: str, dev_url: str | None, secrets: list[str]
+    request: OperationInput, url: DatabaseURL, dev_url: DatabaseURL | None, secrets: list[str]
 ) -> dict[str, Any]:
     if request.operation in ("history", "migrate"):
         return _migrations(request, url)
@@ -158,15 +183,9 @@ def run_operation(input_path: Path) -> tuple[str, int]:
             )
             raise _Failure("invalid_input", f"invalid operation input: {detail}") from None
         operation, operation_id = request.operation, request.id
-        url = _resolve(request.url)
-        secrets += secrets_in_url(url)
-        dev_url = _resolve(request.dev_url) if request.dev_url else None
-        if dev_url:
-            secrets += secrets_in_url(dev_url)
-        try:
-            identity = target_identity(url)
-        except ValueError as error:
-            raise _Failure("unsupported_engine", str(error)) from None
+        url = _resolve(request.url, secrets)
+        dev_url = _resolve(request.dev_url, secrets) if request.dev_url else None
+        identity = target_identity(url)
         result = _execute(request, url, dev_url, secrets)
         payload = OperationResult(
             operation=operation, id=operation_id, target_identity=identity, result=result

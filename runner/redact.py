@@ -3,21 +3,21 @@
 A secret can leak in more than one spelling: raw, JSON-escaped (inside an error payload),
 or percent-encoded (inside a URL a driver echoes). :class:`Redactor` replaces all of them,
 longest first so a secret that contains another is removed whole. Short secrets are
-redacted too: a short password is no less secret.
+redacted too: a short password is no less secret. What a database URL holds (its password,
+secret parameters and their fragments) is listed by :meth:`runner.url.DatabaseURL.secrets`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Final
-from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
+from urllib.parse import quote, quote_plus
 
-__all__ = ["MASK", "Redactor", "secrets_in_url"]
+__all__ = ["MASK", "Redactor"]
 
 MASK: Final = "[REDACTED]"
-SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword", "passfile", "token", "secret"})
-"""Query parameters of a database URL whose values are credentials."""
 
 
 def _spellings(secret: str) -> set[str]:
@@ -39,26 +39,12 @@ class Redactor:
         for secret in secrets:
             if secret:
                 spellings |= _spellings(secret)
-        self._spellings = sorted(spellings, key=lambda s: (-len(s), s))
+        # One pass, longest spelling first at each position: a mask is never re-read, so a
+        # fragment cannot match inside an earlier mask or inside a longer secret's spelling.
+        ordered = sorted(spellings, key=lambda s: (-len(s), s))
+        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
     def __call__(self, text: str) -> str:
-        for spelling in self._spellings:
-            text = text.replace(spelling, MASK)
-        return text
-
-
-def secrets_in_url(url: str) -> list[str]:
-    """The credentials a database URL carries: its password and secret query parameters.
-
-    The password is returned both as written and percent-decoded, since either may be
-    echoed by a driver.
-    """
-    parts = urlsplit(url)
-    found: list[str] = []
-    if parts.password:
-        decoded = unquote(parts.password)
-        found += [decoded] if decoded == parts.password else [decoded, parts.password]
-    for name, value in parse_qsl(parts.query, keep_blank_values=False):
-        if name.lower() in SECRET_PARAMETERS and value:
-            found.append(value)
-    return found
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(MASK, text)

@@ -11,24 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from runner.engines.model import Database
 from runner.engines.plan import PlanDocument
 from runner.engines.planner import PlanOptions
 from runner.engines.report import ApplyReport
 from runner.errors import ConfigurationError
+from runner.url import DatabaseURL
 
-__all__ = ["SCHEMES", "SchemaEngine", "engine_for"]
-
-SCHEMES = {
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-    "sqlite": "sqlite",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
-"""URL scheme -> dialect package."""
+__all__ = ["SchemaEngine", "engine_for"]
 
 
 class SchemaEngine(Protocol):
@@ -47,10 +38,13 @@ class SchemaEngine(Protocol):
     def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]: ...
 
 
-def engine_for(url: str, dev_url: str | None = None) -> SchemaEngine:
-    """The engine for ``url``'s scheme; :class:`ConfigurationError` for any other scheme."""
-    scheme = urlsplit(url).scheme.lower()
-    dialect = SCHEMES.get(scheme)
+def engine_for(url: DatabaseURL, dev_url: DatabaseURL | None = None) -> SchemaEngine:
+    """The engine for ``url``'s engine (a parsed URL names only engines Seshat has)."""
+    if dev_url is not None and dev_url.engine != url.engine:
+        raise ConfigurationError(
+            f"the dev database is {dev_url.engine}, the target is {url.engine}: they must match"
+        )
+    dialect = url.engine
     if dialect == "postgresql":
         from runner.engines.postgresql.engine import PostgresEngine
 
@@ -59,9 +53,7 @@ def engine_for(url: str, dev_url: str | None = None) -> SchemaEngine:
         from runner.engines.sqlite.engine import SqliteEngine
 
         return SqliteEngine(url, dev_url)
-    if dialect == "mysql":
-        from runner.engines.mysql.engine import MysqlEngine
+    assert dialect == "mysql", dialect
+    from runner.engines.mysql.engine import MysqlEngine
 
-        return MysqlEngine(url, dev_url)
-    supported = ", ".join(sorted({f"{s}://" for s in SCHEMES}))
-    raise ConfigurationError(f"unsupported database URL scheme {scheme!r} (supported: {supported})")
+    return MysqlEngine(url, dev_url)

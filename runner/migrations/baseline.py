@@ -23,6 +23,7 @@ from runner.migrations.apply import MigrationRefused, apply_pending, runner_vers
 from runner.migrations.files import CHECKSUM_ALGORITHM, MigrationFile
 from runner.migrations.history import HistoryRow
 from runner.migrations.stores import TABLE, HistoryStore, now_text
+from runner.url import DatabaseURL
 
 __all__ = ["BaselineResult", "baseline"]
 
@@ -62,9 +63,9 @@ def _differ(dialect: str) -> Callable[[Database, Database], list[Change]]:
 
 
 def baseline(
-    live_url: str,
+    live_url: DatabaseURL,
     live: HistoryStore,
-    shadow_url: str,
+    shadow_url: DatabaseURL,
     shadow: HistoryStore,
     files: list[MigrationFile],
     *,

@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 from runner.errors import CanNotRunError
 from runner.migrations.history import HistoryRow
+from runner.url import DatabaseURL
 
 __all__ = ["TABLE", "HistoryStore", "StatementFailed", "open_store"]
 
@@ -147,7 +148,7 @@ class SqliteStore(_Records):
     transactional_ddl = True
     marker = "?"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: DatabaseURL) -> None:
         from runner.engines.sqlite.engine import database_path
 
         path: Path = database_path(url)
@@ -216,7 +217,7 @@ class PostgresStore(_Records):
     dialect = "postgresql"
     transactional_ddl = True
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: DatabaseURL) -> None:
         from runner.engines.postgresql.connection import connect
 
         self.conn = connect(url, autocommit=True)
@@ -290,10 +291,10 @@ class MysqlStore(_Records):
     dialect = "mysql"
     transactional_ddl = False
 
-    def __init__(self, url: str, lock_timeout_s: int = 30) -> None:
-        from runner.engines.mysql.connection import connect, parse_url
+    def __init__(self, url: DatabaseURL, lock_timeout_s: int = 30) -> None:
+        from runner.engines.mysql.connection import connect, database_name
 
-        self.database = parse_url(url).database
+        self.database = database_name(url)
         self.lock_timeout_s = lock_timeout_s
         self.conn = connect(url)
 
@@ -363,12 +364,11 @@ class MysqlStore(_Records):
         )
 
 
-def open_store(url: str, lock_timeout_s: int = 30) -> HistoryStore:
-    scheme = url.split(":", 1)[0].lower()
-    if scheme == "sqlite":
+def open_store(url: DatabaseURL, lock_timeout_s: int = 30) -> HistoryStore:
+    if url.engine == "sqlite":
         return SqliteStore(url)
-    if scheme in ("postgresql", "postgres"):
+    if url.engine == "postgresql":
         return PostgresStore(url)
-    if scheme in ("mysql", "mariadb"):
+    if url.engine == "mysql":
         return MysqlStore(url, lock_timeout_s)
-    raise CanNotRunError(f"migrations are not supported for {scheme}:// targets")
+    raise CanNotRunError(f"migrations are not supported for {url.scheme}:// targets")

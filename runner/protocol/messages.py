@@ -28,6 +28,7 @@ __all__ = [
 ERROR_CODES = (
     "invalid_input",
     "credential_unavailable",
+    "invalid_url",
     "cannot_connect",
     "desired_schema_invalid",
     "migrations_invalid",

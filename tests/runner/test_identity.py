@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from runner.digests import digest
-from runner.identity import canonical_engine, target_identity
+from runner.digests import Digest, digest
+from runner.identity import target_identity as identity_of
+from runner.url import UnsupportedScheme, parse_url
+
+
+def target_identity(text: str) -> Digest:
+    return identity_of(parse_url(text))
 
 
 def test_the_password_does_not_change_the_identity() -> None:
@@ -44,5 +49,11 @@ def test_identity_is_pinned() -> None:
 
 
 def test_unknown_schemes_are_refused() -> None:
-    with pytest.raises(ValueError, match="cockroach"):
-        canonical_engine("cockroach://x")
+    with pytest.raises(UnsupportedScheme, match="cockroach"):
+        parse_url("cockroach://x")
+
+
+def test_a_raw_at_sign_in_the_password_does_not_move_the_host() -> None:
+    assert target_identity("postgresql://u:S3c@ret@host/db") == target_identity(
+        "postgresql://u@host/db"
+    )

@@ -13,6 +13,7 @@ from harness.runner_cli import RunnerCLI, write
 
 from runner.identity import target_identity
 from runner.protocol.frame import Found, find_last_frame
+from runner.url import parse_url
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def test_plan_and_apply_through_operations(
     )
     assert status == 0
     assert (payload["protocol"], payload["operation"], payload["id"]) == (1, "plan", "op-plan-1")
-    assert payload["target_identity"] == target_identity(db.url_with_password)
+    assert payload["target_identity"] == target_identity(parse_url(db.url_with_password))
     plan = payload["result"]["plan"]
     assert [s["sql"] for s in plan["statements"]] == [
         "ALTER TABLE public.items ADD COLUMN price numeric"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from urllib.parse import quote, quote_plus
 
-from runner.redact import MASK, Redactor, secrets_in_url
+from runner.redact import MASK, Redactor
+from runner.url import parse_url
 
 SECRET = 'p@ss w/rd"é&'
 
@@ -26,9 +27,14 @@ def test_a_secret_containing_another_is_removed_whole() -> None:
 
 def test_secrets_in_a_url_are_its_password_and_secret_parameters() -> None:
     url = "postgresql://app:s%40cret@db:5432/shop?sslmode=require&sslpassword=keypass"
-    assert secrets_in_url(url) == ["s@cret", "s%40cret", "keypass"]
-    assert secrets_in_url("postgresql://app@db/shop") == []
-    redact = Redactor(secrets_in_url(url))
+    assert set(parse_url(url).secrets()) == {"s@cret", "s%40cret", "keypass", "cret"}
+    assert parse_url("postgresql://app@db/shop").secrets() == []
+    redact = Redactor(parse_url(url).secrets())
     assert redact(f"connecting to {url}") == (
         f"connecting to postgresql://app:{MASK}@db:5432/shop?sslmode=require&sslpassword={MASK}"
     )
+
+
+def test_a_mask_is_never_matched_again() -> None:
+    # "RED" is in the mask; a single pass never turns "[REDACTED]" into "[[REDACTED]ACTED]".
+    assert Redactor(["p@RED", "RED"])("a p@RED b RED") == f"a {MASK} b {MASK}"

@@ -10,54 +10,33 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pymysql
 
 from runner.errors import CanNotRunError, ConfigurationError
+from runner.url import DatabaseURL
 
-__all__ = ["Target", "connect", "connection", "error_text", "parse_url", "rows"]
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a MySQL URL points."""
-
-    host: str
-    port: int
-    user: str
-    password: str
-    database: str
+__all__ = ["connect", "connection", "database_name", "error_text", "rows"]
 
 
-def parse_url(url: str) -> Target:
-    """The parts of ``mysql://user[:password]@host[:port]/db``."""
-    parts = urlsplit(url)
-    database = unquote(parts.path.lstrip("/"))
-    if not database or "/" in database:
+def database_name(url: DatabaseURL) -> str:
+    """The one database a MySQL URL names, or :class:`ConfigurationError`."""
+    if not url.database or "/" in url.database:
         raise ConfigurationError("a MySQL URL must name one database: mysql://user@host:port/db")
-    password = unquote(parts.password) if parts.password else os.environ.get("MYSQL_PWD", "")
-    return Target(
-        host=parts.hostname or "localhost",
-        port=parts.port or 3306,
-        user=unquote(parts.username or "root"),
-        password=password,
-        database=database,
-    )
+    return url.database
 
 
-def connect(url: str, database: str | None = None) -> Any:
-    """A session on ``url``'s server, using ``database`` (default: the URL's)."""
-    target = parse_url(url)
+def connect(url: DatabaseURL, database: str | None = None) -> Any:
+    """A session on ``url``'s server, using ``database`` (default: the URL's), connected
+    from the parsed parts; the password comes from the URL or ``MYSQL_PWD``."""
     try:
         return pymysql.connect(
-            host=target.host,
-            port=target.port,
-            user=target.user,
-            password=target.password,
-            database=target.database if database is None else database,
+            host=url.host or "localhost",
+            port=url.port or 3306,
+            user=url.user or "root",
+            password=url.password or os.environ.get("MYSQL_PWD", ""),
+            database=database_name(url) if database is None else database,
             charset="utf8mb4",
             autocommit=True,
             connect_timeout=10,
@@ -67,7 +46,7 @@ def connect(url: str, database: str | None = None) -> Any:
 
 
 @contextlib.contextmanager
-def connection(url: str, database: str | None = None) -> Iterator[Any]:
+def connection(url: DatabaseURL, database: str | None = None) -> Iterator[Any]:
     conn = connect(url, database)
     try:
         yield conn

@@ -22,7 +22,7 @@ import pymysql
 from runner.engines.desired import DesiredSchemaError, desired_files
 from runner.engines.drift import drift_report
 from runner.engines.model import Database
-from runner.engines.mysql.connection import connection, error_text, parse_url, rows
+from runner.engines.mysql.connection import connection, database_name, error_text, rows
 from runner.engines.mysql.diff import diff
 from runner.engines.mysql.introspect import introspect
 from runner.engines.mysql.journal import Journal, interrupted
@@ -42,6 +42,7 @@ from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
 from runner.errors import CanNotRunError
 from runner.sql.split_mysql import split_mysql
+from runner.url import DatabaseURL
 
 __all__ = ["ALGORITHMS", "MysqlEngine", "lock_name"]
 
@@ -85,10 +86,10 @@ class MysqlEngine:
     transactional_ddl = False
     journals = True  # apply takes ``journal=``: the CLI passes --journal
 
-    def __init__(self, url: str, dev_url: str | None = None) -> None:
+    def __init__(self, url: DatabaseURL, dev_url: DatabaseURL | None = None) -> None:
         self.url = url
         self.dev_url = dev_url
-        self.database = parse_url(url).database
+        self.database = database_name(url)
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
 
     # -- reading ---------------------------------------------------------------------------
@@ -130,7 +131,7 @@ class MysqlEngine:
                 _execute(conn, "SET SESSION foreign_key_checks = 1")
                 yield conn, name
             return
-        dev = parse_url(self.dev_url).database
+        dev = database_name(self.dev_url)
         with connection(self.dev_url) as conn:
             if _objects(conn, dev):
                 raise CanNotRunError(

@@ -1,41 +1,55 @@
-"""Connecting to PostgreSQL, and the one place psycopg errors become Seshat errors."""
+"""Connecting to PostgreSQL, and the one place psycopg errors become Seshat errors.
+
+The driver is given the parsed URL's parts as separate keywords, never the URL text, so it
+cannot split a password differently than Seshat did (libpq would end the user information at
+the first ``@``).
+"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 from runner.errors import CanNotRunError
+from runner.url import DatabaseURL
 
-__all__ = ["connect", "connection", "with_database"]
+__all__ = ["connect", "connection", "libpq_keywords"]
 
 APPLICATION_NAME = "seshat-runner"
 
 
-def connect(url: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+def libpq_keywords(url: DatabaseURL) -> dict[str, str]:
+    """``url`` as libpq connection keywords (only the parts it names)."""
+    keywords = dict(url.params)
+    for name, value in (
+        ("host", url.host),
+        ("port", str(url.port) if url.port is not None else ""),
+        ("user", url.user),
+        ("password", url.password),
+        ("dbname", url.database),
+    ):
+        if value:
+            keywords[name] = value
+    return keywords
+
+
+def connect(url: DatabaseURL, *, autocommit: bool = True) -> psycopg.Connection[Any]:
     """A connection to ``url``; failures become :class:`CanNotRunError` without the URL."""
+    keywords: dict[str, Any] = {"connect_timeout": 10, "application_name": APPLICATION_NAME}
+    keywords |= libpq_keywords(url)
     try:
-        return psycopg.connect(
-            url, autocommit=autocommit, connect_timeout=10, application_name=APPLICATION_NAME
-        )
+        return psycopg.connect(autocommit=autocommit, **keywords)
     except psycopg.OperationalError as error:
         # The message names host and user but, from libpq, never the password; the caller's
         # redactor still scrubs it.
         raise CanNotRunError(f"cannot connect to the database: {str(error).strip()}") from None
 
 
-def with_database(url: str, database: str) -> str:
-    """``url`` pointing at another database on the same server, with the same credentials."""
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + database, parts.query, parts.fragment))
-
-
 @contextlib.contextmanager
-def connection(url: str, *, autocommit: bool = True) -> Iterator[psycopg.Connection[Any]]:
+def connection(url: DatabaseURL, *, autocommit: bool = True) -> Iterator[psycopg.Connection[Any]]:
     conn = connect(url, autocommit=autocommit)
     try:
         yield conn

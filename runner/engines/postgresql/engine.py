@@ -25,6 +25,7 @@ from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
 from runner.errors import CanNotRunError
 from runner.sql.split import split_postgresql
+from runner.url import DatabaseURL
 
 __all__ = ["ADVISORY_LOCK_KEY", "PostgresEngine"]
 
@@ -93,7 +94,7 @@ class PostgresEngine:
     dialect = "postgresql"
     transactional_ddl = True
 
-    def __init__(self, url: str, dev_url: str | None = None) -> None:
+    def __init__(self, url: DatabaseURL, dev_url: DatabaseURL | None = None) -> None:
         self.url = url
         self.dev_url = dev_url
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
@@ -105,7 +106,7 @@ class PostgresEngine:
             return apply_exclude(introspect(conn), exclude)
 
     @contextlib.contextmanager
-    def _scratch(self) -> Iterator[str]:
+    def _scratch(self) -> Iterator[DatabaseURL]:
         """A database to work in: the dev database if one was given, else a scratch one.
 
         A dev database must be empty when Seshat starts (so a real database given by mistake

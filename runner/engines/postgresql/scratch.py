@@ -19,8 +19,9 @@ from typing import Final
 
 import psycopg
 
-from runner.engines.postgresql.connection import connection, with_database
+from runner.engines.postgresql.connection import connection
 from runner.errors import CanNotRunError
+from runner.url import DatabaseURL
 
 __all__ = ["LEFTOVER_AGE", "PREFIX", "drop_leftovers", "scratch_database"]
 
@@ -29,7 +30,7 @@ LEFTOVER_AGE: Final = 600
 _LABEL = "seshat scratch database created at "
 
 
-def drop_leftovers(admin_url: str, now: float | None = None) -> list[str]:
+def drop_leftovers(admin_url: DatabaseURL, now: float | None = None) -> list[str]:
     """Drop scratch databases a killed runner left behind; returns their names."""
     now = time.time() if now is None else now
     dropped: list[str] = []
@@ -55,7 +56,7 @@ def drop_leftovers(admin_url: str, now: float | None = None) -> list[str]:
 
 
 @contextlib.contextmanager
-def scratch_database(admin_url: str) -> Iterator[tuple[str, str]]:
+def scratch_database(admin_url: DatabaseURL) -> Iterator[tuple[DatabaseURL, str]]:
     """Create a scratch database; yields (its URL, its name) and always drops it."""
     drop_leftovers(admin_url)
     name = PREFIX + secrets.token_hex(8)
@@ -69,7 +70,7 @@ def scratch_database(admin_url: str) -> Iterator[tuple[str, str]]:
             ) from None
         try:
             conn.execute(f"COMMENT ON DATABASE \"{name}\" IS '{_LABEL}{int(time.time())}'")
-            yield with_database(admin_url, name), name
+            yield admin_url.with_database(name), name
         finally:
             with contextlib.suppress(psycopg.Error):
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -18,7 +18,7 @@ import contextlib
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from runner.engines.changes import UnsupportedChange
 from runner.engines.desired import DesiredSchemaError, desired_files
@@ -33,18 +33,14 @@ from runner.engines.sqlite.rebuild import sqlite_diff
 from runner.engines.sqlite.render import render
 from runner.engines.sqlite.sqltext import SqlTextError, split_script
 from runner.errors import CanNotRunError, ConfigurationError
+from runner.url import DatabaseURL
 
 __all__ = ["SqliteEngine", "database_path"]
 
 
-def database_path(url: str) -> Path:
+def database_path(url: DatabaseURL) -> Path:
     """The file a ``sqlite://`` URL names (three slashes: relative; four: absolute)."""
-    parts = urlsplit(url)
-    if parts.netloc:
-        raise ConfigurationError(
-            "a sqlite URL has no host: sqlite:///relative.db or sqlite:////absolute/path.db"
-        )
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    path = url.database
     if not path or path == ":memory:":
         raise ConfigurationError("the sqlite URL names no database file")
     return Path(path)
@@ -115,7 +111,7 @@ class SqliteEngine:
     dialect = "sqlite"
     transactional_ddl = True
 
-    def __init__(self, url: str, dev_url: str | None = None) -> None:
+    def __init__(self, url: DatabaseURL, dev_url: DatabaseURL | None = None) -> None:
         self.url = url
         self.path = database_path(url)
         self.dev_url = dev_url  # unused: SQLite normalizes and dry-runs in memory

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+import secrets
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -213,6 +214,35 @@ def test_the_database_password_never_reaches_git_or_output(
             assert password not in path.read_text(errors="replace"), path
     with server.connect() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{dev}" WITH (FORCE)')
+
+
+def test_no_piece_of_a_password_with_a_raw_at_sign_reaches_git(
+    world: World, postgres_database: PostgresDatabase
+) -> None:
+    """The hardening issue's finding 5: libpq reads ``u:S3c@ret@host`` with the user
+    information ending at the first ``@``, and its error named ``ret@host``; the fragment
+    landed in the status file, the commit and the review text."""
+    layout = world.artifact("pg", "CREATE TABLE accounts (id bigint PRIMARY KEY);\n")
+    server = postgres_database.server
+    first, second = "Lq" + secrets.token_hex(6), secrets.token_hex(6) + "Wv"
+    url = (
+        f"postgresql://{server.app_user}:{first}@{second}@{server.host}:{server.port}/"
+        f"{postgres_database.name}"
+    )
+    world.monkeypatch.setenv("ORDERS_URL", url)
+    world.remote.write_file(
+        "databases/pg.yaml", schema_yaml("orders", layout, apply="Always", engine="postgresql")
+    )
+    world.remote.commit_all("declare")
+    assert world.reconcile() == {"shop/orders": "Failed/OperationFailed"}
+    ready = world.status("orders")["status"]["conditions"][0]  # type: ignore[index]
+    assert "password authentication failed" in ready["message"]
+    history = world.git("log", "-p", "--all")
+    for piece in (first, second):
+        assert piece not in history
+        for path in world.work.rglob("*"):
+            if path.is_file():
+                assert piece not in path.read_text(errors="replace"), path
 
 
 def test_a_keyless_sigstore_approval_is_accepted_by_the_reconciler(

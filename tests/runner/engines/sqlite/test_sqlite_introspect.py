@@ -9,6 +9,7 @@ import pytest
 
 from runner.engines.sqlite.engine import SqliteEngine, database_path
 from runner.errors import CanNotRunError, ConfigurationError
+from runner.url import parse_url
 
 SCHEMA = """
 CREATE TABLE artist (
@@ -47,7 +48,7 @@ def make(path: Path, sql: str) -> Path:
 
 def test_every_object_kind_is_read(tmp_path: Path) -> None:
     db = make(tmp_path / "app.db", SCHEMA)
-    model = SqliteEngine(f"sqlite:///{db}").inspect()
+    model = SqliteEngine(parse_url(f"sqlite:///{db}")).inspect()
     assert model.dialect == "sqlite" and model.server_major == 3
     assert sorted(model.tables) == ["table:main.artist", "table:main.kv", "table:main.track"]
     artist = model.tables["table:main.artist"]
@@ -93,19 +94,22 @@ def test_the_same_schema_written_differently_is_the_same_model(tmp_path: Path) -
         'CREATE INDEX "track_long" ON "track"(  seconds  )',
     ).replace("CHECK (born > 1000)", "CHECK (born>1000) /* comment */")
     two = make(tmp_path / "two.db", rewritten)
-    a, b = SqliteEngine(f"sqlite:///{one}").inspect(), SqliteEngine(f"sqlite:///{two}").inspect()
+    a, b = (
+        SqliteEngine(parse_url(f"sqlite:///{one}")).inspect(),
+        SqliteEngine(parse_url(f"sqlite:///{two}")).inspect(),
+    )
     assert a.indexes == b.indexes and a.constraints == b.constraints
 
 
 def test_urls_name_relative_and_absolute_files(tmp_path: Path) -> None:
-    assert database_path("sqlite:///data/app.db") == Path("data/app.db")
-    assert database_path("sqlite:////var/lib/app.db") == Path("/var/lib/app.db")
+    assert database_path(parse_url("sqlite:///data/app.db")) == Path("data/app.db")
+    assert database_path(parse_url("sqlite:////var/lib/app.db")) == Path("/var/lib/app.db")
     with pytest.raises(ConfigurationError):
-        database_path("sqlite://host/app.db")
+        database_path(parse_url("sqlite://host/app.db"))
 
 
 def test_a_missing_file_is_not_created_by_inspect(tmp_path: Path) -> None:
     missing = tmp_path / "missing.db"
     with pytest.raises(CanNotRunError, match="no such SQLite database file"):
-        SqliteEngine(f"sqlite:///{missing}").inspect()
+        SqliteEngine(parse_url(f"sqlite:///{missing}")).inspect()
     assert not missing.exists()
