@@ -170,6 +170,8 @@ class ResourcePass(Generic[StatusT]):
             raise Stop(FAILED, Reason.OPERATION_FAILED, f"{what}: {outcome.detail}")
         if error is not None and error.code == "unsupported_engine":
             raise Stop(BLOCKED, Reason.UNSUPPORTED_ENGINE, outcome.detail)
+        if error is not None and error.code == "invalid_url":
+            raise Stop(BLOCKED, Reason.CONFIGURATION_ERROR, f"{what}: {outcome.detail}")
         if error is not None and error.code in ("desired_schema_invalid", "migrations_invalid"):
             raise Stop(BLOCKED, Reason.ARTIFACT_REFUSED, f"{what}: {outcome.detail}")
         reason = Reason.DISPATCH_FAILED if outcome.kind == "lost" else Reason.OPERATION_FAILED

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import secrets
 import socket
 import sqlite3
-import secrets
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -243,6 +243,10 @@ def test_no_piece_of_a_password_with_a_raw_at_sign_reaches_git(
         for path in world.work.rglob("*"):
             if path.is_file():
                 assert piece not in path.read_text(errors="replace"), path
+    # A URL that cannot be read is a configuration fault: Blocked until someone fixes it.
+    world.monkeypatch.setenv("ORDERS_URL", f"postgresql://u:{first}@[::1/db")
+    assert world.reconcile() == {"shop/orders": "Blocked/ConfigurationError"}
+    assert first not in world.git("log", "-p", "--all")
 
 
 def test_a_keyless_sigstore_approval_is_accepted_by_the_reconciler(
