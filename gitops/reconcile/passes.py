@@ -154,9 +154,9 @@ def run_pass(
         checkout, revision = _checkout(source, work, repository.config.spec.branch)
         repository = load_repository(checkout)
     config = repository.config.spec
-    status_branch = StatusBranch(work / "status", source, config.status_branch, config.commit)
+    status_branch = StatusBranch(work / "status.git", source, config.status_branch, config.commit)
     state = StateFile(work / "state.sqlite")
-    reviews = Reviews(work / "reviews", source, config)
+    reviews = Reviews(work / "reviews.git", source, config)
     report = PassReport(revision, repository=repository)
     try:
         status_branch.sync()
@@ -201,6 +201,7 @@ def run_pass(
     finally:
         state.close()
         status_branch.close()
+        reviews.close()
     return report
 
 
@@ -220,7 +221,7 @@ def _review(
         sql = data.decode("utf-8") if data is not None else None
     try:
         outcome = reviews.after_verdict(kind, namespace, name, status, sql)
-    except (SeshatError, git.GitCommandError) as error:
+    except (SeshatError, git.GitCommandError, ValueError) as error:
         log(f"{namespace}/{name}: review not published: {error}")
         return
     if outcome is not None and outcome.pull_request is not None:

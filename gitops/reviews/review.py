@@ -17,12 +17,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
-
 from gitops.resources.config import ConfigSpec, Forge
 from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
 from gitops.reviews.github import GitHub, PullRequest
+from gitops.writeback.bare import BareClone, Identity
 from gitops.writeback.commits import Trailers, message
+from runner.errors import CanNotRunError
 
 __all__ = ["ReviewOutcome", "Reviews", "review_body", "review_branch"]
 
@@ -112,7 +112,7 @@ class Reviews:
         environment: dict[str, str] | None = None,
     ) -> None:
         self.workdir, self.remote_url, self.config = workdir, remote_url, config
-        self.environment = {"GIT_TERMINAL_PROMPT": "0", **(environment or {})}
+        self.clone = BareClone(workdir, remote_url, environment)
         self.forge: GitHub | None = None
         reviews = config.reviews
         if reviews.forge is Forge.GITHUB and reviews.repository and reviews.token_from_env:
@@ -120,18 +120,8 @@ class Reviews:
             if token:
                 self.forge = GitHub(reviews.repository, token, reviews.api_url)
 
-    def _repo(self) -> git.Repo:
-        if (self.workdir / ".git").is_dir():
-            repo = git.Repo(self.workdir)
-        else:
-            repo = git.Repo.clone_from(self.remote_url, self.workdir, no_checkout=True)
-        repo.git.update_environment(**self.environment)
-        with repo.config_writer() as config:
-            config.set_value("user", "name", self.config.commit.author.name)
-            config.set_value("user", "email", self.config.commit.author.email)
-            config.set_value("commit", "gpgsign", "false")
-        repo.git.fetch("--quiet", "--prune", "origin")
-        return repo
+    def close(self) -> None:
+        self.clone.close()
 
     def after_verdict(
         self, kind: str, namespace: str, name: str, status: Status, sql: str | None
@@ -144,28 +134,21 @@ class Reviews:
         if status.phase.value not in _REVIEWED:
             return None
         body = review_body(key, status, sql)
-        repo = self._repo()
-        try:
-            remote = f"refs/remotes/origin/{branch}"
-            start = remote if any(r.path == remote for r in repo.refs) else status.observed_revision
-            repo.git.checkout("--quiet", "--force", "-B", "seshat-review", start)
-            path = Path(".seshat") / "reviews" / namespace / f"{name}.md"
-            (self.workdir / path).parent.mkdir(parents=True, exist_ok=True)
-            (self.workdir / path).write_text(body, encoding="utf-8")
-            repo.git.add("--", str(path))
-            commit = None
-            if repo.git.status("--porcelain"):
-                plan = status.plan.id if status.plan else None
-                text = message(
-                    f"Review {key}: {status.phase.value}",
-                    "",
-                    Trailers(f"{kind} {key}", status.phase.value, plan, status.observed_revision),
-                )
-                repo.git.commit("--quiet", "--no-verify", "-m", text)
-                repo.git.push("--quiet", "origin", f"HEAD:refs/heads/{branch}")
-                commit = repo.head.commit.hexsha
-        finally:
-            repo.close()
+        self.clone.fetch(branch, self.config.branch)
+        start = self.clone.tip(branch) or status.observed_revision
+        plan = status.plan.id if status.plan else None
+        text = message(
+            f"Review {key}: {status.phase.value}",
+            "",
+            Trailers(f"{kind} {key}", status.phase.value, plan, status.observed_revision),
+        )
+        author = self.config.commit.author
+        path = f".seshat/reviews/{namespace}/{name}.md"
+        commit = self.clone.commit(
+            start, {path: body.encode("utf-8")}, text, Identity(author.name, author.email)
+        )
+        if commit is not None and not self.clone.push(commit, branch):
+            raise CanNotRunError(f"the review branch {branch} moved during the pass; next pass")
         pull = None
         if self.forge is not None:
             title = f"Seshat: {key} {status.phase.value}"

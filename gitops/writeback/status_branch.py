@@ -1,11 +1,13 @@
-"""The status branch: a local clone Seshat commits its verdicts to, and pushes.
+"""The status branch: Seshat's verdicts, committed from memory and pushed.
 
-* A commit is made only when the files differ from the branch's tip (something material
+* Commits are built in a bare clone (:mod:`gitops.writeback.bare`), never through a
+  checkout, so nothing on the branch (a symlink in place of a status file, a folder in place
+  of a plan) can make Seshat write anywhere but Git's object database.
+* A commit is made only when the tree differs from the branch's tip (something material
   changed); the same status written twice makes no commit.
 * Pushes are never forced. When a push is rejected because someone else pushed first, the
-  branch is fetched, Seshat's change is replayed on the new tip (the status files are
-  written again and committed if they still differ: a rebase of its single commit) and the
-  push is retried, a bounded number of times.
+  branch is fetched, Seshat's change is rebuilt on the new tip (a rebase of its single
+  commit) and the push is retried, a bounded number of times.
 * Commits use the bot identity from ``seshat.yaml`` and, when configured, are signed with
   an SSH key (``gpg.format=ssh``) or a GPG key.
 * The branch is created on first use as an orphan branch holding only Seshat's files.
@@ -13,22 +15,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import git
 
 from gitops.resources.config import CommitSettings
+from gitops.writeback.bare import BareClone, Identity, Signer, safe_path
 from gitops.writeback.commits import Trailers, message
 from runner.errors import CanNotRunError, SeshatError
 
 __all__ = ["PushRejected", "StatusBranch", "Written"]
-
-_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 class PushRejected(SeshatError):
@@ -45,15 +47,8 @@ class Written:
     attempts: int
 
 
-def _safe(path: str) -> str:
-    pure = PurePosixPath(path)
-    if pure.is_absolute() or any(p in ("", ".", "..", ".git") for p in path.split("/")):
-        raise ValueError(f"refusing to write {path!r} on the status branch")
-    return path
-
-
 class StatusBranch:
-    """A clone of ``remote_url`` in ``workdir`` with ``branch`` checked out."""
+    """The status branch ``branch`` of ``remote_url``, through a bare clone in ``workdir``."""
 
     def __init__(
         self,
@@ -67,112 +62,50 @@ class StatusBranch:
         self.remote_url = remote_url
         self.branch = branch
         self.settings = settings
-        self.environment = {**_GIT_ENV, **(environment or {})}
-        self._repo: git.Repo | None = None
-
-    # -- the clone -----------------------------------------------------------------------
-
-    @property
-    def repo(self) -> git.Repo:
-        if self._repo is None:
-            if (self.workdir / ".git").is_dir():
-                self._repo = git.Repo(self.workdir)
-            else:
-                self.workdir.mkdir(parents=True, exist_ok=True)
-                self._repo = git.Repo.init(self.workdir)
-                self._repo.create_remote("origin", self.remote_url)
-            self._repo.git.update_environment(**self.environment)
-            with self._repo.config_writer() as config:
-                config.set_value("user", "name", self.settings.author.name)
-                config.set_value("user", "email", self.settings.author.email)
-                config.set_value("commit", "gpgsign", "false")
-        return self._repo
+        self.clone = BareClone(workdir, remote_url, environment)
+        self.tip: str | None = None
 
     def close(self) -> None:
-        if self._repo is not None:
-            self._repo.close()
-            self._repo = None
+        self.clone.close()
 
     def sync(self) -> None:
-        """Fetch and put the work tree exactly at the remote branch's tip (or an empty one)."""
-        repo = self.repo
-        try:
-            repo.git.fetch("--quiet", "--prune", "origin")
-        except git.GitCommandError as error:
-            raise CanNotRunError(f"cannot fetch the status branch: {_git_error(error)}") from None
-        remote_ref = f"refs/remotes/origin/{self.branch}"
-        if any(ref.path == remote_ref for ref in repo.refs):
-            repo.git.checkout("--quiet", "-B", self.branch, remote_ref)
-            repo.git.reset("--quiet", "--hard", remote_ref)
-        else:
-            repo.git.checkout("--quiet", "--orphan", self.branch)
-            repo.git.rm("-rf", "--quiet", "--ignore-unmatch", ".")
-        repo.git.clean("-fdq")
+        """Fetch the branch; :attr:`tip` is its commit (None: the branch does not exist)."""
+        self.clone.fetch(self.branch)
+        self.tip = self.clone.tip(self.branch)
 
     def read(self, path: str) -> bytes | None:
-        """A file as it is on the branch's (synced) tip."""
-        full = self.workdir / _safe(path)
-        return full.read_bytes() if full.is_file() else None
+        """A regular file as it is on the branch's (synced) tip; None for anything else."""
+        if self.tip is None:
+            return None
+        return self.clone.read(self.tip, path)
 
     # -- committing ----------------------------------------------------------------------
 
-    def _write(self, files: Mapping[str, bytes | None]) -> None:
-        for path in sorted(files):
-            full = self.workdir / _safe(path)
-            content = files[path]
-            if content is None:
-                if full.exists():
-                    self.repo.git.rm("--quiet", "--", path)
-                continue
-            full.parent.mkdir(parents=True, exist_ok=True)
-            full.write_bytes(content)
-            self.repo.git.add("--", path)
-
-    def _commit(self, text: str) -> str | None:
-        repo = self.repo
-        if not repo.git.status("--porcelain"):
-            return None
+    @contextlib.contextmanager
+    def _signer(self) -> Iterator[Signer | None]:
         signing = self.settings.signing
-        key_path: Path | None = None
-        with tempfile.TemporaryDirectory(prefix="seshat-commit-") as folder:
-            message_file = Path(folder) / "message"
-            message_file.write_text(text, encoding="utf-8")
-            args = ["--quiet", "--no-verify", "--file", str(message_file)]
-            try:
-                if signing is not None:
-                    key_path = self._signing_key()
-                    with repo.config_writer() as config:
-                        config.set_value(
-                            "gpg", "format", "ssh" if signing.format == "ssh" else "openpgp"
-                        )
-                        config.set_value("user", "signingkey", str(key_path))
-                    args.insert(0, "--gpg-sign")
-                repo.git.commit(*args)
-            except git.GitCommandError as error:
-                raise CanNotRunError(
-                    f"cannot commit to the status branch: {_git_error(error)}"
-                ) from None
-            finally:
-                if key_path is not None and signing is not None and signing.key_from_env:
-                    key_path.unlink(missing_ok=True)
-        return repo.head.commit.hexsha
-
-    def _signing_key(self) -> Path:
-        signing = self.settings.signing
-        assert signing is not None
+        if signing is None:
+            yield None
+            return
+        kind = "ssh" if signing.format == "ssh" else "openpgp"
         if signing.key_file is not None:
-            return Path(signing.key_file)
+            yield Signer(kind, signing.key_file)
+            return
         assert signing.key_from_env is not None
         value = os.environ.get(signing.key_from_env)
         if not value:
             raise CanNotRunError(f"environment variable {signing.key_from_env} is not set")
         if signing.format == "gpg":
-            return Path(value.strip())  # a key id for gpg, not key material
+            yield Signer(kind, value.strip())  # a key id for gpg, not key material
+            return
         handle, name = tempfile.mkstemp(prefix="seshat-signing-")
-        with os.fdopen(handle, "w") as out:
-            out.write(value if value.endswith("\n") else value + "\n")
-        os.chmod(name, stat.S_IRUSR | stat.S_IWUSR)
-        return Path(name)
+        try:
+            with os.fdopen(handle, "w") as out:
+                out.write(value if value.endswith("\n") else value + "\n")
+            os.chmod(name, stat.S_IRUSR | stat.S_IWUSR)
+            yield Signer(kind, name)
+        finally:
+            Path(name).unlink(missing_ok=True)
 
     def publish(
         self,
@@ -185,34 +118,20 @@ class StatusBranch:
     ) -> Written:
         """Write ``files`` (None deletes), commit if anything changed, push; replay on races."""
         text = message(subject, body, trailers)
+        author = Identity(self.settings.author.name, self.settings.author.email)
+        for path in files:
+            safe_path(path)
         for attempt in range(1, attempts + 1):
             self.sync()
-            self._write(files)
-            commit = self._commit(text)
+            with self._signer() as signer:
+                commit = self.clone.commit(self.tip, files, text, author, signer)
             if commit is None:
                 return Written(None, attempt)
-            try:
-                self.repo.git.push("--quiet", "origin", f"HEAD:refs/heads/{self.branch}")
-            except git.GitCommandError as error:
-                if _rejected(error):
-                    continue  # someone pushed first: fetch, replay, retry
-                raise CanNotRunError(
-                    f"cannot push the status branch: {_git_error(error)}"
-                ) from None
+            if not self.clone.push(commit, self.branch):
+                continue  # someone pushed first: fetch, rebuild, retry
+            self.tip = commit
             return Written(commit, attempt)
         raise PushRejected(f"the push to {self.branch} was rejected {attempts} times")
 
     def log(self, limit: int = 20) -> Sequence[git.Commit]:
-        return list(self.repo.iter_commits(self.branch, max_count=limit))
-
-
-def _rejected(error: git.GitCommandError) -> bool:
-    detail = str(error.stderr or "") + str(error.stdout or "")
-    return any(
-        word in detail for word in ("[rejected]", "non-fast-forward", "fetch first", "stale info")
-    )
-
-
-def _git_error(error: git.GitCommandError) -> str:
-    lines = [line.strip() for line in str(error.stderr or "").splitlines() if line.strip()]
-    return lines[-1][:300] if lines else f"git exited with {error.status}"
+        return self.clone.log(self.tip or f"refs/remotes/origin/{self.branch}", limit)

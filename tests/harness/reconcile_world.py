@@ -3,10 +3,13 @@ databases and an approver, with helpers to run passes and read the status branch
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
+import git
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -96,6 +99,7 @@ class World:
     ) -> None:
         self.tmp, self.remote, self.seshat, self.monkeypatch = tmp_path, remote, seshat, monkeypatch
         self.work = tmp_path / "controller"
+        self._tampers = 0
         self.alice = keys("alice@example.com")
         key = ec.generate_private_key(ec.SECP256R1())
         self.ci_key = tmp_path / "ci.pem"
@@ -192,6 +196,33 @@ class World:
     def show(self, branch: str, path: str) -> str:
         """A file as committed on ``branch`` of the remote."""
         return self.git("show", f"refs/heads/{branch}:{path}")
+
+    @contextlib.contextmanager
+    def tamper(self, branch: str, message: str = "tamper") -> Iterator[Path]:
+        """A clone at ``branch`` for an attacker with push access: whatever the block does
+        to the work tree is committed (symlinks included) and pushed, without force."""
+        self._tampers += 1
+        folder = self.tmp / f"attacker-{self._tampers}"
+        repo = git.Repo.clone_from(self.remote.remote_url, folder, env=GIT_ENV)
+        try:
+            repo.git.update_environment(**GIT_ENV)
+            with repo.config_writer() as config:
+                config.set_value("user", "name", "Mallory")
+                config.set_value("user", "email", "mallory@example.invalid")
+                config.set_value("commit", "gpgsign", "false")
+            repo.git.checkout("--quiet", branch)
+            yield folder
+            repo.git.add("--all")
+            repo.git.commit("--quiet", "--allow-empty", "--message", message)
+            repo.git.push("--quiet", "origin", f"HEAD:refs/heads/{branch}")
+        finally:
+            repo.close()
+
+    def entry(self, branch: str, path: str) -> str:
+        """The mode of ``path`` on ``branch`` of the remote ("100644" a regular file,
+        "120000" a symlink, "" absent)."""
+        listed = self.git("ls-tree", f"refs/heads/{branch}", "--", path, check=False)
+        return listed.split(" ", 1)[0] if listed else ""
 
     def status_log(self) -> list[str]:
         return self.git("log", "--format=%s", "refs/heads/seshat/status", check=False).splitlines()
