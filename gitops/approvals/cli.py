@@ -101,6 +101,13 @@ def _resource_ref(repository: Repository, target: str, kind: str | None) -> Reso
 )
 @click.option("--expires-in", help="Refuse the approval after this long (e.g. 2d, 12h).")
 @click.option("--comment", default="", help="Why (kept in the approval file).")
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Write a new statement even if one exists (its signatures are dropped): a plan id "
+    "that comes back after its approval was consumed needs one. Implied when your key "
+    "already signed the existing statement.",
+)
 def approve(
     target: str,
     plan_id: str,
@@ -110,6 +117,7 @@ def approve(
     bundle: Path | None,
     expires_in: str | None,
     comment: str,
+    fresh: bool,
 ) -> None:
     """Approve one plan of one resource: write the approval file and sign it with SSH.
 
@@ -131,7 +139,13 @@ def approve(
     try:
         expires = timedelta(seconds=parse_duration(expires_in)) if expires_in else None
         signed = write_approval(
-            repository.root, resource, plan_id, key, expires_in=expires, comment=comment
+            repository.root,
+            resource,
+            plan_id,
+            key,
+            expires_in=expires,
+            comment=comment,
+            fresh=fresh,
         )
     except (SeshatError, ValueError) as error:
         _fail(str(error))

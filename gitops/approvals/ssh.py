@@ -28,6 +28,7 @@ __all__ = [
     "APPROVAL_NAMESPACE",
     "Checked",
     "check",
+    "fingerprint",
     "sign",
     "split_signatures",
 ]
@@ -61,14 +62,26 @@ def sign(data: bytes, key: Path, namespace: str) -> str:
     return done.stdout.decode("ascii").strip() + "\n"
 
 
+MAX_SIGNATURES = 32
+"""Signature blocks read from one ``.sig`` file: more signers than any quorum needs."""
+
+
+def fingerprint(key: Path) -> str | None:
+    """The ``SHA256:...`` fingerprint of a key file (private or public)."""
+    done = _run(["-l", "-E", "sha256", "-f", str(key)], b"")
+    match = re.search(r"(SHA256:[A-Za-z0-9+/=]+)", done.stdout.decode(errors="replace"))
+    return match.group(1) if done.returncode == 0 and match else None
+
+
 def split_signatures(text: str) -> list[str]:
-    """The armored signatures in a signature file, in order."""
+    """The armored signatures in a signature file, in order (at most
+    :data:`MAX_SIGNATURES`: each one costs a few ``ssh-keygen`` runs)."""
     blocks: list[str] = []
     for part in text.split(_BEGIN)[1:]:
         body, end, _ = part.partition(_END)
         if end:
             blocks.append(f"{_BEGIN}{body}{_END}\n")
-    return blocks
+    return blocks[:MAX_SIGNATURES]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +94,10 @@ class Checked:
 
 
 def check(data: bytes, signature: str, namespace: str, allowed_signers: Path | None) -> Checked:
-    """Check one armored signature of ``data`` (see the module docstring)."""
+    """Check one armored signature of ``data`` (see the module docstring). Armor that is
+    not ASCII is no signature at all."""
+    if not signature.isascii():
+        return Checked(False, None, None)
     with tempfile.TemporaryDirectory(prefix="seshat-ssh-") as folder:
         sig = Path(folder) / "statement.sig"
         sig.write_text(signature, encoding="ascii")

@@ -5,6 +5,8 @@ A typed verdict: accepted, or refused with one stable reason, checked in this or
 * ``wrong_resource``: the statement names another resource, or another lifetime of it (uid);
 * ``wrong_plan``: an approval naming a plan other than the current one;
 * ``expired``: past ``expiresAt``, or older than the rule's ``maxAge`` (from ``approvedAt``);
+* ``dated_in_future``: ``approvedAt`` later than now plus :data:`CLOCK_SKEW` (it would
+  otherwise outlive ``maxAge``);
 * ``bad_signature``: no signature is a valid signature of the file's bytes;
 * ``signer_not_allowed``: valid signatures, but by nobody the matching rule allows (or no
   rule of the resource's namespace matches it);
@@ -36,6 +38,7 @@ from gitops.approvals.ssh import check, split_signatures
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.resources.policies import ApprovalPolicy, ApprovalRule
 from gitops.trust.sigstore import BAD_SIGNATURE, verify_bundle
+from runner.digests import Digest, digest
 from runner.errors import ConfigurationError
 
 __all__ = [
@@ -45,10 +48,15 @@ __all__ = [
     "load_bundles",
     "matching_rule",
     "sigstore_path",
+    "statement_identity",
     "verify_statement",
 ]
 
+CLOCK_SKEW = timedelta(minutes=5)
+"""How far in the future an ``approvedAt`` may lie (clocks of approvers' machines differ)."""
+
 REASONS = (
+    "dated_in_future",
     "bad_signature",
     "signer_not_allowed",
     "quorum_not_met",
@@ -96,12 +104,26 @@ def load_bundles(text: str, where: str = "bundles") -> list[bytes]:
         document = json.loads(text) if text.strip() else []
     except ValueError as error:
         raise ConfigurationError(f"{where}: not JSON ({error})") from None
+    except RecursionError:
+        raise ConfigurationError(f"{where}: not JSON (nested too deeply)") from None
     items = document if isinstance(document, list) else [document]
     if not all(isinstance(item, dict) for item in items):
         raise ConfigurationError(f"{where}: expected a JSON list of Sigstore bundles")
     if len(items) > MAX_BUNDLES:
         raise ConfigurationError(f"{where}: more than {MAX_BUNDLES} bundles")
     return [json.dumps(item, sort_keys=True).encode() for item in items]
+
+
+def statement_identity(statement: Approval | RunAcknowledgment) -> Digest:
+    """What an approval *is*, for consumption: the digest of the signed statement's content
+    (its kind and spec, canonical JSON), not of the file's bytes. Signatures cover the
+    bytes, so no byte outside them (a newline after a ``.sig`` block, a reordered bundle
+    list) and no re-spelling of the same statement can make a consumed approval count
+    again; ``seshat approve`` writes a fresh statement (a nonce and a timestamp) instead."""
+    return digest(
+        "approval-statement",
+        {"kind": statement.kind, "spec": statement.spec.model_dump(mode="json", by_alias=True)},
+    )
 
 
 def matching_rule(
@@ -173,6 +195,13 @@ def verify_statement(
         )
     found = matching_rule(policies, named)
     if isinstance(statement, Approval):
+        approved_at = statement.spec.approved_at
+        if approved_at is not None and _aware(approved_at) > now + CLOCK_SKEW:
+            return _refused(
+                "dated_in_future",
+                f"approvedAt {approved_at.isoformat()} is in the future (more than "
+                f"{int(CLOCK_SKEW.total_seconds() // 60)} minutes ahead of this clock)",
+            )
         if statement.spec.expires_at is not None and _aware(statement.spec.expires_at) <= now:
             return _refused("expired", f"it expired at {statement.spec.expires_at.isoformat()}")
         if found is not None and found[1].max_age is not None:

@@ -2,12 +2,18 @@
 
 An approval lives at ``approvals/<namespace>/<name>/<plan-id-hex>.yaml`` and its SSH
 signatures beside it in ``<same>.yaml.sig``, one armored block per signer. A second approver
-signs the same bytes: the file is never rewritten once it exists, so earlier signatures stay
-valid.
+signs the same bytes: the file is kept, so earlier signatures stay valid.
+
+Each statement carries a fresh ``nonce`` and its ``approvedAt``: an approval is consumed
+once, by its content, so a plan id that comes back after its approval was spent needs a new
+statement. ``seshat approve`` writes one when asked (``fresh``) or when the signer has
+already signed the existing statement (signing twice adds nothing to a quorum, so it can only
+mean "approve again"); the old statement and its signatures are replaced.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +21,8 @@ from pathlib import Path
 from gitops.approvals.ssh import (
     ACKNOWLEDGMENT_NAMESPACE,
     APPROVAL_NAMESPACE,
+    check,
+    fingerprint,
     sign,
     split_signatures,
 )
@@ -52,9 +60,13 @@ def approve(
     expires_in: timedelta | None = None,
     comment: str = "",
     now: datetime | None = None,
+    fresh: bool = False,
 ) -> Signed:
     """Write (or reuse) the approval of ``plan_id`` for ``resource`` and add a signature."""
     path = approval_path(repo, resource, plan_id)
+    if path.exists() and (fresh or _signed_by(path, key, APPROVAL_NAMESPACE)):
+        path.unlink()
+        signature_path(path).unlink(missing_ok=True)
     created = not path.exists()
     if created:
         moment = (now or datetime.now(UTC)).replace(microsecond=0)
@@ -70,6 +82,7 @@ def approve(
                     "approvedAt": moment,
                     "expiresAt": moment + expires_in if expires_in else None,
                     "comment": comment,
+                    "nonce": secrets.token_hex(16),
                 },
             }
         )
@@ -120,6 +133,19 @@ def acknowledge(
                 f"{path} exists and acknowledges something else; it is never rewritten"
             )
     return _add_signature(path, key, ACKNOWLEDGMENT_NAMESPACE, created)
+
+
+def _signed_by(path: Path, key: Path, namespace: str) -> bool:
+    """Whether ``key`` already made one of the signatures of the statement at ``path``."""
+    sig = signature_path(path)
+    if not sig.exists():
+        return False
+    mine = fingerprint(key)
+    data = path.read_bytes()
+    return any(
+        check(data, block, namespace, None).fingerprint == mine
+        for block in split_signatures(sig.read_text(encoding="ascii", errors="replace"))
+    )
 
 
 def _add_signature(path: Path, key: Path, namespace: str, created: bool) -> Signed:

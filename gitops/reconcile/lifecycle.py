@@ -17,8 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar, Generic, TypeVar
 
-from gitops.approvals.ssh import APPROVAL_NAMESPACE
-from gitops.approvals.verify import load_bundles, sigstore_path, verify_statement
+from gitops.approvals.files import read_signature_file, read_signatures, read_statement
+from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE, APPROVAL_NAMESPACE
+from gitops.approvals.verify import (
+    load_bundles,
+    sigstore_path,
+    statement_identity,
+    verify_statement,
+)
 from gitops.artifacts.errors import ArtifactError
 from gitops.artifacts.fetch import ContentCache, fetch, write_files
 from gitops.artifacts.format import ARTIFACT_TYPES
@@ -31,7 +37,7 @@ from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.leases import Lease, Leases
 from gitops.reconcile.state import StateFile
 from gitops.repo.loader import LoadedResource, Repository
-from gitops.resources.approvals import Approval, ResourceRef
+from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.resources.database import DatabaseSpec
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
@@ -45,10 +51,11 @@ from gitops.resources.status import (
     SourceStatus,
 )
 from gitops.writeback.commits import Trailers
+from gitops.writeback.ledger import Dispatched, Finished, Ledger, Settled
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import status_bytes, status_path
 from runner.digests import sha256_digest
-from runner.errors import SeshatError
+from runner.errors import ConfigurationError, SeshatError
 from runner.protocol.messages import OperationInput, PlanSettings
 
 __all__ = ["SUPPORTED_ENGINES", "PassContext", "ResourcePass", "Stop"]
@@ -110,6 +117,8 @@ class ResourcePass(Generic[StatusT]):
             kind=resource.kind, namespace=meta.namespace, name=meta.name, uid=str(meta.uid)
         )
         self.key = f"{self.ref.namespace}/{self.ref.name}"
+        self.record_key = f"{self.ref.kind} {self.key}"  # how safety records name it
+        self.records: list[Dispatched | Finished | Settled] = []  # for the next commit
         self.status: StatusT = self.initial_status()
         self.files: dict[str, bytes | None] = {}
         self.lease: Lease | None = None
@@ -197,9 +206,23 @@ class ResourcePass(Generic[StatusT]):
         subject = f"{self.key}: {phase}" + (
             f" ({reason.value})" if phase in (BLOCKED, FAILED) else ""
         )
-        self.ctx.status_branch.publish(files, subject, trailers, message)
+        self.ctx.status_branch.publish(files, subject, trailers, message, records=self.records)
         self.previous = self.status
         self.files = {}
+        self.records = []
+
+    @property
+    def ledger(self) -> Ledger:
+        """The safety records of the status branch's history (and of this pass so far)."""
+        return self.ctx.status_branch.ledger
+
+    def finish(self, op_id: str, outcome: str) -> None:
+        """Record how the Apply ``op_id`` ended, in the next commit."""
+        self.records.append(
+            Finished.model_validate(
+                {"resource": self.record_key, "operationId": op_id, "outcome": outcome}
+            )
+        )
 
     def record_dispatch(self, op_id: str, current: str) -> None:
         """Put the dispatched run in ``lastApplied`` (outcome Unknown) before the marker."""
@@ -212,21 +235,35 @@ class ResourcePass(Generic[StatusT]):
         op_id: str,
         marker: tuple[str, str],
         operation: str,
+        target_identity: str = "",
         **fields: object,
     ) -> Outcome:
         """Start the Apply of plan ``current``: the claim, the dispatch marker (``marker`` is
-        its phase and message), pushed before the runner starts or nothing runs, the approval
-        consumed, then the operation itself."""
+        its phase and message) with its ``dispatched`` record, pushed before the runner
+        starts or nothing runs, the approval consumed, then the operation itself."""
         state, uid = self.ctx.state, self.ref.uid
         state.claim(uid, "apply", op_id, current)
-        # The approval consumed is named in the marker too, so a lost state file cannot make
-        # it count again (the status branch is the durable record).
+        # The approval consumed is named in the marker's record, so neither a lost state
+        # file nor an edited status file can make it count again.
         self.consumed = f"approval {approval}" if approval is not None else "apply: Always"
+        self.records.append(
+            Dispatched.model_validate(
+                {
+                    "resource": self.record_key,
+                    "operationId": op_id,
+                    "uid": uid,
+                    "planId": current,
+                    "approval": approval,
+                    "targetIdentity": target_identity or None,
+                }
+            )
+        )
         self.record_dispatch(op_id, current)
         try:
             self.commit(marker[0], Reason.APPLYING, marker[1])
         except Exception as error:
             state.release_claim(uid, "apply")
+            self.records = []  # nothing was dispatched
             raise Stop(
                 FAILED,
                 Reason.DISPATCH_FAILED,
@@ -248,6 +285,7 @@ class ResourcePass(Generic[StatusT]):
                 raise Stop("Suspended", Reason.SUSPENDED, "spec.suspend is set")
             if census is not None:
                 raise Stop(BLOCKED, census[0], census[1])
+            self._refuse_tampering()
             if self.spec.target.engine not in SUPPORTED_ENGINES:
                 raise Stop(
                     BLOCKED,
@@ -364,11 +402,14 @@ class ResourcePass(Generic[StatusT]):
             if (named.namespace, named.name) != (self.ref.namespace, self.ref.name):
                 continue
             path = repository.root / loaded.path
-            data = path.read_bytes()
-            signature = path.with_name(path.name + ".sig")
-            ssh = signature.read_bytes() if signature.exists() else b""
-            bundle_file = sigstore_path(path)
-            keyless = bundle_file.read_bytes() if bundle_file.exists() else b""
+            try:
+                data = read_statement(path)
+                ssh_bytes = read_signature_file(path.with_name(path.name + ".sig"))
+                keyless = read_signature_file(sigstore_path(path))
+            except ConfigurationError as error:
+                self.ctx.log(f"{self.key}: approval {loaded.path} not read: {error}")
+                continue
+            ssh = ssh_bytes.decode("ascii", errors="replace")
             try:
                 bundles = load_bundles(keyless.decode("utf-8"), str(loaded.path)) if keyless else []
             except (SeshatError, UnicodeDecodeError) as error:
@@ -377,7 +418,7 @@ class ResourcePass(Generic[StatusT]):
             verdict = verify_statement(
                 approval,
                 data,
-                ssh.decode("ascii", errors="replace"),
+                ssh,
                 policies,
                 repository.root,
                 namespace=APPROVAL_NAMESPACE,
@@ -386,11 +427,70 @@ class ResourcePass(Generic[StatusT]):
                 destructive=destructive,
                 privilege=privilege,
                 bundles=bundles,
+                now=self.ctx.now(),
             )
-            # Consumed by what was accepted: the file and every signature over it.
-            identity = sha256_digest(data + b"\0" + ssh + b"\0" + keyless)
-            spent = self.ctx.state.is_consumed(identity) or spent_before(identity)
+            identity = statement_identity(approval)
+            # Before statement identities, consumption was keyed by the file and signature
+            # bytes; what was consumed under that key stays consumed.
+            legacy = sha256_digest(data + b"\0" + ssh_bytes + b"\0" + keyless)
+            spent = any(
+                self.ctx.state.is_consumed(key) or spent_before(key) for key in (identity, legacy)
+            ) or self.ledger.consumed(identity)
             if verdict.accepted and not spent:
                 return identity
-            self.ctx.log(f"{self.key}: approval {loaded.path} not accepted: {verdict.reason}")
+            why = "consumed by an earlier Apply" if verdict.accepted else verdict.reason
+            self.ctx.log(f"{self.key}: approval {loaded.path} not accepted: {why}")
         return None
+
+    # -- acknowledgments and tampering ---------------------------------------------------
+
+    def acknowledged(self, operation_id: str) -> str | None:
+        """Who acknowledged ``operation_id`` (a run, or a tampered status commit) in an
+        accepted, signed ``RunAcknowledgment`` of this resource; None if nobody did."""
+        repository = self.ctx.repository
+        policies = [
+            r.resource for r in repository.resources if isinstance(r.resource, ApprovalPolicy)
+        ]
+        for loaded in repository.resources:
+            statement = loaded.resource
+            if (
+                not isinstance(statement, RunAcknowledgment)
+                or statement.spec.operation_id != operation_id
+            ):
+                continue
+            path = repository.root / loaded.path
+            try:
+                data = read_statement(path)
+                signatures = read_signatures(path.with_name(path.name + ".sig"))
+            except ConfigurationError as error:
+                self.ctx.log(f"{self.key}: acknowledgment {loaded.path} not read: {error}")
+                continue
+            verdict = verify_statement(
+                statement,
+                data,
+                signatures,
+                policies,
+                repository.root,
+                namespace=ACKNOWLEDGMENT_NAMESPACE,
+                expected=self.ref,
+                now=self.ctx.now(),
+            )
+            if verdict.accepted:
+                return verdict.message
+            self.ctx.log(f"{self.key}: acknowledgment {loaded.path} refused: {verdict.reason}")
+        return None
+
+    def _refuse_tampering(self) -> None:
+        """Blocked while a record naming this resource sits in a status commit that the
+        controller's key did not sign, unless a person acknowledged that commit."""
+        commits = self.ledger.tampered.get(self.record_key, [])
+        open_commits = [c for c in commits if self.acknowledged(c) is None]
+        if open_commits:
+            raise Stop(
+                BLOCKED,
+                Reason.STATUS_TAMPERED,
+                f"commit {open_commits[0]} on {self.ctx.status_branch.branch} carries a safety "
+                "record the controller did not sign; it is not honoured, and nothing is "
+                "applied until a person investigates and acknowledges it: seshat acknowledge "
+                f"{self.key} --operation {open_commits[0]} (docs/security.md)",
+            )

@@ -29,8 +29,6 @@ from typing import ClassVar
 
 from pydantic import ValidationError
 
-from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE
-from gitops.approvals.verify import verify_statement
 from gitops.reconcile.identities import (
     MigrationPlanBinding,
     coordination_digest,
@@ -38,10 +36,8 @@ from gitops.reconcile.identities import (
 )
 from gitops.reconcile.lifecycle import BLOCKED, FAILED, IN_SYNC, PassContext, ResourcePass, Stop
 from gitops.repo.loader import LoadedResource
-from gitops.resources.approvals import RunAcknowledgment
 from gitops.resources.database import ApplyPolicy
 from gitops.resources.migration import DatabaseMigration
-from gitops.resources.policies import ApprovalPolicy
 from gitops.resources.status import (
     DatabaseMigrationStatus,
     HistorySummary,
@@ -50,6 +46,7 @@ from gitops.resources.status import (
     Reason,
     RunRecord,
 )
+from gitops.writeback.ledger import Settled
 from gitops.writeback.status_files import plan_paths
 from runner.digests import canonical_json, digest
 from runner.protocol.frame import PROTOCOL_VERSION
@@ -72,6 +69,7 @@ _NOTHING_RAN = frozenset(
         "credential_unavailable",
         "cannot_connect",
         "unsupported_engine",
+        "invalid_url",
         "migrations_invalid",
     }
 )
@@ -138,6 +136,32 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             }
         )
 
+    def _uncertain_runs(self) -> list[RunRecord]:
+        """Every run that blocks an Apply: those the history of safety records shows
+        uncertain (whatever the status file says, which anyone can edit), and the status
+        file's own ``unresolvedRun`` unless a record settled it."""
+        runs: list[RunRecord] = []
+        recorded = self.ledger.unresolved(self.record_key)
+        shown = self.status.unresolved_run
+        for dispatched, outcome in recorded:
+            if shown is not None and shown.operation_id == dispatched.operation_id:
+                runs.append(shown)
+                continue
+            runs.append(
+                RunRecord(
+                    operation_id=dispatched.operation_id,
+                    plan_id=dispatched.plan_id,
+                    outcome=outcome,
+                    target_identity_digest=dispatched.target_identity,
+                    recorded_at=self.ctx.now(),
+                    message="an uncertain run recorded in the status branch's history",
+                )
+            )
+        known = {r.operation_id for r, _ in recorded} | self.ledger.settled(self.record_key)
+        if shown is not None and shown.operation_id not in known | {r.operation_id for r in runs}:
+            runs.append(shown)  # recorded before safety records existed
+        return runs
+
     def settings(self) -> PlanSettings:
         policy = self.resource.spec.policy
         return PlanSettings(
@@ -187,8 +211,12 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 f"apply: Never; plan {current} ({len(history.pending)} pending: "
                 f"{', '.join(history.pending)}) is recorded and not applied",
             )
-        dispatched_before = self.ctx.state.dispatched(self.ref.uid, current) or (
-            self.status.last_applied is not None and self.status.last_applied.plan_id == current
+        dispatched_before = (
+            self.ctx.state.dispatched(self.ref.uid, current)
+            or self.ledger.dispatched(self.record_key, current)
+            or (
+                self.status.last_applied is not None and self.status.last_applied.plan_id == current
+            )
         )
         approval = self._approval(current)
         automatic = spec.policy.apply is ApplyPolicy.ALWAYS and not dispatched_before
@@ -228,21 +256,28 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     # -- an uncertain run ----------------------------------------------------------------
 
     def _settle(self, history: HistoryReport, identity: str) -> None:
-        """Clear ``unresolvedRun`` if the database or a person settled it; else Blocked."""
-        run = self.status.unresolved_run
-        if run is None:
+        """Settle uncertain runs the database or a person settled; Blocked by any other."""
+        runs = self._uncertain_runs()
+        remaining: list[RunRecord] = []
+        for run in runs:
+            if history.verdict == "nothing_pending" and (
+                run.target_identity_digest in (None, identity)
+            ):
+                self.ctx.log(f"{self.key}: run {run.operation_id} settled: nothing is pending")
+                self._settled(run.operation_id, "a history reading with nothing pending")
+                continue
+            acknowledged = self.acknowledged(run.operation_id)
+            if acknowledged is not None:
+                self.ctx.log(f"{self.key}: run {run.operation_id} acknowledged ({acknowledged})")
+                self._settled(run.operation_id, f"acknowledgment ({acknowledged})"[:256])
+                continue  # what is still pending is planned afresh and needs a new approval
+            remaining.append(run)
+        self.status = self.status.model_copy(
+            update={"unresolved_run": remaining[0] if remaining else None}
+        )
+        if not remaining:
             return
-        if history.verdict == "nothing_pending" and (
-            run.target_identity_digest in (None, identity)
-        ):
-            self.ctx.log(f"{self.key}: run {run.operation_id} settled: nothing is pending")
-            self.status = self.status.model_copy(update={"unresolved_run": None})
-            return
-        acknowledged = self._acknowledged(run.operation_id)
-        if acknowledged is not None:
-            self.ctx.log(f"{self.key}: run {run.operation_id} acknowledged ({acknowledged})")
-            self.status = self.status.model_copy(update={"unresolved_run": None})
-            return  # what is still pending is planned afresh and needs a new approval
+        run = remaining[0]
         raise Stop(
             BLOCKED,
             Reason.RUN_UNRESOLVED,
@@ -252,33 +287,10 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             f"--operation {run.operation_id} (docs/migrations.md)",
         )
 
-    def _acknowledged(self, operation_id: str) -> str | None:
-        repository = self.ctx.repository
-        policies = [
-            r.resource for r in repository.resources if isinstance(r.resource, ApprovalPolicy)
-        ]
-        for loaded in repository.resources:
-            statement = loaded.resource
-            if (
-                not isinstance(statement, RunAcknowledgment)
-                or statement.spec.operation_id != operation_id
-            ):
-                continue
-            path = repository.root / loaded.path
-            signature = path.with_name(path.name + ".sig")
-            verdict = verify_statement(
-                statement,
-                path.read_bytes(),
-                signature.read_text("ascii", errors="replace") if signature.exists() else "",
-                policies,
-                repository.root,
-                namespace=ACKNOWLEDGMENT_NAMESPACE,
-                expected=self.ref,
-            )
-            if verdict.accepted:
-                return verdict.message
-            self.ctx.log(f"{self.key}: acknowledgment {loaded.path} refused: {verdict.reason}")
-        return None
+    def _settled(self, op_id: str, by: str) -> None:
+        self.records.append(
+            Settled.model_validate({"resource": self.record_key, "operationId": op_id, "by": by})
+        )
 
     # -- approval and Apply --------------------------------------------------------------
 
@@ -308,6 +320,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 f"applying plan {current}: {', '.join(versions)} (operation {op_id})",
             ),
             "migrate",
+            target_identity=binding.target_identity,
             migrations=str(folder),
             expect_pending=[[v, c] for v, _, c in binding.versions],
         )
@@ -378,7 +391,9 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         binding = self.binding
         assert binding is not None
         versions = [v for v, _, _ in binding.versions]
-        self._record(op_id, current, "Unknown", versions, "dispatched", binding.target_identity)
+        self._record(
+            op_id, current, "Unknown", versions, "dispatched", binding.target_identity, final=False
+        )
 
     def _unresolved(
         self,
@@ -407,7 +422,12 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         applied: list[str],
         message: str,
         identity: str,
+        *,
+        final: bool = True,
     ) -> None:
+        """``lastApplied``; a ``final`` outcome is also a ``finished`` safety record."""
+        if final:
+            self.finish(op_id, outcome)
         now: datetime = self.ctx.now()
         text = f"{self.consumed}; {message}" if message else self.consumed
         self.status = self.status.model_copy(

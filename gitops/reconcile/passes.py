@@ -32,6 +32,7 @@ from gitops.reconcile.state import StateFile
 from gitops.repo.loader import LoadedResource, Repository, load_repository
 from gitops.repo.yamlfile import read_documents
 from gitops.resources.approvals import ResourceRef
+from gitops.resources.base import storable_name
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.schema import DatabaseSchema
 from gitops.resources.status import (
@@ -160,6 +161,9 @@ def run_pass(
     report = PassReport(revision, repository=repository)
     try:
         status_branch.sync()
+        verified = state.verified_commits()
+        status_branch.load_ledger(status_branch.verifier(repository.root), verified)
+        state.remember_verified(verified)
         ctx = PassContext(
             repository=repository,
             revision=revision,
@@ -186,12 +190,16 @@ def run_pass(
                 continue
             previous = _previous(status_branch, meta.namespace, meta.name, resource.kind)
             status: Status
-            if isinstance(resource, DatabaseSchema):
-                assert previous is None or isinstance(previous, DatabaseSchemaStatus)
-                status = reconcile_schema(loaded, ctx, previous, census.get(str(loaded.key)))
-            else:
-                assert previous is None or isinstance(previous, DatabaseMigrationStatus)
-                status = reconcile_migration(loaded, ctx, previous, census.get(str(loaded.key)))
+            try:
+                if isinstance(resource, DatabaseSchema):
+                    assert previous is None or isinstance(previous, DatabaseSchemaStatus)
+                    status = reconcile_schema(loaded, ctx, previous, census.get(str(loaded.key)))
+                else:
+                    assert previous is None or isinstance(previous, DatabaseMigrationStatus)
+                    status = reconcile_migration(loaded, ctx, previous, census.get(str(loaded.key)))
+            except Exception as error:  # one resource's fault never stops the others
+                log(f"{key}: the pass failed: {type(error).__name__}: {error}")
+                status = _failed(ctx, loaded, previous, error)
             report.statuses[key] = (resource.kind, status)
             spec = resource.spec
             wait = spec.retry_interval if status.phase.value == "Failed" else spec.interval
@@ -243,13 +251,18 @@ def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
         return
     uids = GitHistoryUids(ctx.repository.root, ctx.repository.config.spec.paths)
     for (kind, namespace, name), problems in sorted(by_key.items()):
-        ref = ResourceRef(
-            kind=kind,
-            namespace=namespace,
-            name=name,
-            uid=uids.uid_for(ResourceKey(kind, namespace, name)),
-        )
         message = "; ".join(problems)[:1024]
+        try:
+            ref = ResourceRef(
+                kind=kind,
+                namespace=namespace,
+                name=storable_name(name),
+                uid=uids.uid_for(ResourceKey(kind, namespace, name)),
+            )
+        except (ValueError, SeshatError):
+            # A name that cannot be a status file (validate says why): reported, not stored.
+            ctx.log(f"{namespace}/{name[:64]}: not reconciled: {message}")
+            continue
         previous = _previous(ctx.status_branch, namespace, name, kind)
         model = DatabaseMigrationStatus if kind == "DatabaseMigration" else DatabaseSchemaStatus
         status = model.model_validate(
@@ -266,10 +279,60 @@ def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
                 ),
             }
         )
+        try:
+            ctx.status_branch.publish(
+                {status_path(namespace, name): status_bytes(ref, status)},
+                f"{namespace}/{name}: Blocked (ConfigurationError)",
+                Trailers(f"{kind} {namespace}/{name}", "Blocked", None, ctx.revision),
+                message,
+            )
+        except (ValueError, SeshatError, git.GitCommandError) as error:
+            ctx.log(f"{namespace}/{name}: the Blocked status was not recorded: {error}")
+        report.statuses[f"{namespace}/{name}"] = (kind, status)
+
+
+def _failed(
+    ctx: PassContext, loaded: LoadedResource, previous: Status | None, error: Exception
+) -> Status:
+    """A resource whose pass raised something unexpected: Failed/InternalError, recorded if
+    the status branch takes it (retried on ``retryInterval``), never a stopped pass."""
+    resource = loaded.resource
+    assert isinstance(resource, (DatabaseSchema, DatabaseMigration))
+    meta = resource.metadata
+    model = (
+        DatabaseMigrationStatus if resource.kind == "DatabaseMigration" else DatabaseSchemaStatus
+    )
+    message = f"{type(error).__name__}: {error}"[:1024]
+    carried = (
+        previous.model_dump(by_alias=True, exclude={"phase", "conditions"}) if previous else {}
+    )
+    status = model.model_validate(
+        carried
+        | {
+            "observedRevision": ctx.revision,
+            "phase": "Failed",
+            "conditions": summary_conditions(
+                "Failed",
+                Reason.INTERNAL_ERROR.value,
+                message,
+                ctx.revision,
+                ctx.now(),
+                previous.conditions if previous else [],
+            ),
+        }
+    )
+    ref = ResourceRef(
+        kind=resource.kind, namespace=meta.namespace, name=meta.name, uid=str(meta.uid)
+    )
+    try:
         ctx.status_branch.publish(
-            {status_path(namespace, name): status_bytes(ref, status)},
-            f"{namespace}/{name}: Blocked (ConfigurationError)",
-            Trailers(f"{kind} {namespace}/{name}", "Blocked", None, ctx.revision),
+            {status_path(meta.namespace, meta.name): status_bytes(ref, status)},
+            f"{meta.namespace}/{meta.name}: Failed (InternalError)",
+            Trailers(f"{resource.kind} {meta.namespace}/{meta.name}", "Failed", None, ctx.revision),
             message,
         )
-        report.statuses[f"{namespace}/{name}"] = (kind, status)
+    except (SeshatError, ValueError, git.GitCommandError) as publish_error:
+        ctx.log(
+            f"{meta.namespace}/{meta.name}: the Failed status was not recorded: {publish_error}"
+        )
+    return status

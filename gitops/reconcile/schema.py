@@ -136,11 +136,15 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                 Reason.APPLY_DISABLED,
                 f"apply: Never; plan {current} is recorded and not applied",
             )
-        dispatched_before = self.ctx.state.dispatched(self.ref.uid, current) or (
-            self.previous is not None
-            and self.previous.phase is SchemaPhase.APPLYING
-            and self.previous.plan is not None
-            and self.previous.plan.id == current
+        dispatched_before = (
+            self.ctx.state.dispatched(self.ref.uid, current)
+            or self.ledger.dispatched(self.record_key, current)
+            or (
+                self.previous is not None
+                and self.previous.phase is SchemaPhase.APPLYING
+                and self.previous.plan is not None
+                and self.previous.plan.id == current
+            )
         )
         approval = self._approval(current, document)
         automatic = (
@@ -160,7 +164,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                 Reason.AWAITING_APPROVAL,
                 f"plan {current} {why}: seshat approve {self.key} --plan {current}",
             )
-        self._apply(current, document, data, approval, desired)
+        self._apply(current, document, data, approval, desired, target_identity)
 
     def _plan(self, desired: Path) -> tuple[PlanDocument, bytes, str]:
         """Two independent plans; only byte-identical ones are accepted."""
@@ -202,7 +206,13 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         )
 
     def _apply(
-        self, current: str, document: PlanDocument, data: bytes, approval: str | None, desired: Path
+        self,
+        current: str,
+        document: PlanDocument,
+        data: bytes,
+        approval: str | None,
+        desired: Path,
+        target_identity: str,
     ) -> None:
         op_id = self.op_id("apply")
         plan_file = self.ctx.work_dir / "plans" / f"{digest_hex(current)}.json"
@@ -214,6 +224,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             op_id,
             (SchemaPhase.APPLYING, f"applying plan {current} (operation {op_id})"),
             "apply",
+            target_identity=target_identity,
             plan=str(plan_file),
             expect_digest=sha256_digest(data),
         )
@@ -249,9 +260,21 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         self._in_sync("the database matches the declared schema")  # lastApplied says how
 
     def record_dispatch(self, op_id: str, current: str) -> None:
-        self._record(op_id, current, "Unknown", self.ctx.now(), "dispatched")
+        self._record(op_id, current, "Unknown", self.ctx.now(), "dispatched", final=False)
 
-    def _record(self, op_id: str, current: str, outcome: str, now: datetime, message: str) -> None:
+    def _record(
+        self,
+        op_id: str,
+        current: str,
+        outcome: str,
+        now: datetime,
+        message: str,
+        *,
+        final: bool = True,
+    ) -> None:
+        """``lastApplied``; a ``final`` outcome is also a ``finished`` safety record."""
+        if final:
+            self.finish(op_id, outcome)
         self.status = self.status.model_copy(
             update={
                 "last_applied": RunRecord(

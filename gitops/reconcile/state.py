@@ -8,7 +8,8 @@ status branch but whose result is not is never started again).
   input moved is discarded;
 * dispatches: an Apply's dispatch-started marker, written (and pushed to Git) before the
   runner starts;
-* consumed: approvals (by file digest) spent on a dispatch;
+* consumed: approvals (by statement identity) spent on a dispatch;
+* verified: status commits whose records' signature verified;
 * schedule: when each resource is due again (``interval``, ``retryInterval`` after Failed);
 * leases: one per coordination digest, with a random epoch per uninterrupted holding.
 """
@@ -34,6 +35,7 @@ CREATE TABLE IF NOT EXISTS dispatches (
 CREATE TABLE IF NOT EXISTS consumed (
     approval TEXT PRIMARY KEY, resource TEXT NOT NULL, op_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS schedule (resource TEXT PRIMARY KEY, due REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS verified (commit_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS leases (
     coordination TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch TEXT NOT NULL,
     acquired REAL NOT NULL);
@@ -95,6 +97,16 @@ class StateFile:
     def is_consumed(self, approval: str) -> bool:
         row = self.db.execute("SELECT 1 FROM consumed WHERE approval = ?", (approval,)).fetchone()
         return row is not None
+
+    # -- status commits whose signature verified (commits never change) -----------------
+
+    def verified_commits(self) -> set[str]:
+        return {row[0] for row in self.db.execute("SELECT commit_id FROM verified")}
+
+    def remember_verified(self, commits: set[str]) -> None:
+        self.db.executemany(
+            "INSERT OR IGNORE INTO verified VALUES (?)", [(c,) for c in sorted(commits)]
+        )
 
     # -- schedule ------------------------------------------------------------------------
 

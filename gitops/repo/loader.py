@@ -296,9 +296,39 @@ class _Loader:
                     f"(also at {others})",
                     key,
                 )
+        unique = self._one_database_per_name(unique)
         kept = [c for c in unique if self._paths_ok(c) and self._location_ok(c)]
         valid = {_candidate_key(c) for c in kept}
         return [c for c in kept if self._references_ok(c, valid)]
+
+    def _one_database_per_name(self, candidates: list[_Candidate]) -> list[_Candidate]:
+        """A DatabaseSchema and a DatabaseMigration may not share a namespace and name: they
+        would share one status file, review branch and pull request, and what one records
+        (an unresolved run) the other would overwrite."""
+        by_name: dict[tuple[str, str], list[_Candidate]] = defaultdict(list)
+        for candidate in candidates:
+            if isinstance(candidate.resource, (DatabaseSchema, DatabaseMigration)):
+                meta = candidate.resource.metadata
+                by_name[(meta.namespace, meta.name)].append(candidate)
+        clashing: set[int] = set()
+        for (namespace, name), group in by_name.items():
+            if len(group) < 2:
+                continue
+            for candidate in group:
+                clashing.add(id(candidate))
+                others = ", ".join(
+                    f"{o.resource.kind} at {o.path}:{o.document.line}"
+                    for o in group
+                    if o is not candidate
+                )
+                self.candidate_problem(
+                    candidate,
+                    ("metadata", "name"),
+                    f"{namespace}/{name} is also the name of a {others}; a DatabaseSchema and "
+                    "a DatabaseMigration need different names (they would share a status file "
+                    "and a review branch)",
+                )
+        return [c for c in candidates if id(c) not in clashing]
 
     def _paths_ok(self, candidate: _Candidate) -> bool:
         resource = candidate.resource

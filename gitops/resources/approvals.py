@@ -12,7 +12,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from gitops.resources.base import API_VERSION, DNS_LABEL, Model, ObjectMeta
+from gitops.resources.base import (
+    API_VERSION,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    STORED_NAME_MAX,
+    Model,
+    ObjectMeta,
+)
 from runner.digests import Sha256
 
 __all__ = ["Approval", "ApprovalSpec", "PlanRef", "ResourceRef", "RunAcknowledgment"]
@@ -26,7 +33,7 @@ class ResourceRef(Model):
 
     kind: Literal["DatabaseSchema", "DatabaseMigration"]
     namespace: Annotated[str, Field(pattern=DNS_LABEL)] = "default"
-    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
+    name: Annotated[str, Field(pattern=DNS_SUBDOMAIN, max_length=STORED_NAME_MAX)]
     uid: Annotated[
         str, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
     ]
@@ -45,6 +52,9 @@ class ApprovalSpec(Model):
     plan: PlanRef
     approved_at: datetime | None = None  # written by `seshat approve`; maxAge counts from it
     expires_at: datetime | None = None
+    # Written by `seshat approve`: a fresh statement each time, so an approval of a plan id
+    # that comes back after its earlier approval was consumed is a new statement.
+    nonce: Annotated[str, Field(pattern=r"^[0-9a-f]{16,64}$")] | None = None
     comment: Annotated[str, Field(max_length=1024)] = ""
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "API_GROUP",
     "API_VERSION",
     "DNS_LABEL",
+    "DatabaseObjectMeta",
     "Interval",
     "MaxAge",
     "MigrationLockTimeout",
@@ -35,13 +36,17 @@ __all__ = [
     "SchemaLockTimeout",
     "format_duration",
     "parse_duration",
+    "storable_name",
 ]
 
 API_GROUP: Final = "seshat.dev"
 API_VERSION: Final = "seshat.dev/v1alpha1"
 
 DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
-DNS_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+DNS_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""A Kubernetes DNS subdomain (dot-separated DNS labels; 253 characters at most)."""
+STORED_NAME_MAX: Final = 250
+"""The longest database resource name: ``<name>.yaml`` must fit a 255-byte file name."""
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
@@ -58,6 +63,23 @@ class Model(BaseModel):
         populate_by_name=True,
         use_enum_values=False,
     )
+
+
+def storable_name(name: str) -> str:
+    """``name`` if a database resource may carry it: it names a status file
+    (``status/<ns>/<name>.yaml``), a plans folder and a review branch
+    (``seshat/review/<ns>/<name>``), so it must fit a file name and be a valid Git ref part."""
+    if len(name) > STORED_NAME_MAX:
+        raise PydanticCustomError(
+            "stored_name",
+            "at most {limit} characters: it names the resource's status file and review branch",
+            {"limit": STORED_NAME_MAX},
+        )
+    if name.endswith(".lock"):
+        raise PydanticCustomError(
+            "stored_name", "must not end in .lock: it names the resource's review branch"
+        )
+    return name
 
 
 class ObjectMeta(Model):
@@ -87,6 +109,16 @@ class ObjectMeta(Model):
                     {"key": key},
                 )
         return labels
+
+
+class DatabaseObjectMeta(ObjectMeta):
+    """Metadata of a ``DatabaseSchema`` or ``DatabaseMigration``, whose name becomes file
+    names and a branch name (:func:`storable_name`)."""
+
+    @field_validator("name")
+    @classmethod
+    def _storable(cls, name: str) -> str:
+        return storable_name(name)
 
 
 _UNITS: Final = {"h": 3600, "m": 60, "s": 1}

@@ -61,6 +61,9 @@ class Signing(Model):
     format: Literal["ssh", "gpg"]
     key_from_env: Annotated[str, Field(pattern=ENV_NAME)] | None = None
     key_file: Annotated[str, Field(pattern=r"^/\S*$")] | None = None
+    # SSH: an allowed-signers file in the repository listing earlier controller keys whose
+    # signed records still count (the current key always does); see docs/security.md.
+    verify_with: Annotated[str, Field(pattern=r"^[^/\s][^\s]*$", max_length=1024)] | None = None
 
     @model_validator(mode="after")
     def _one_key(self) -> Self:

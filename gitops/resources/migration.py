@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from gitops.resources.base import API_VERSION, MigrationLockTimeout, Model, ObjectMeta
+from gitops.resources.base import API_VERSION, DatabaseObjectMeta, MigrationLockTimeout, Model
 from gitops.resources.database import ApplyPolicy, DatabaseSpec
 from gitops.resources.status import DatabaseMigrationStatus
 
@@ -41,6 +41,6 @@ class DatabaseMigration(Model):
 
     api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["DatabaseMigration"] = "DatabaseMigration"
-    metadata: ObjectMeta
+    metadata: DatabaseObjectMeta
     spec: DatabaseMigrationSpec
     status: DatabaseMigrationStatus | None = None

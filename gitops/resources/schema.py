@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from gitops.resources.base import API_VERSION, Model, ObjectMeta, SchemaLockTimeout
+from gitops.resources.base import API_VERSION, DatabaseObjectMeta, Model, SchemaLockTimeout
 from gitops.resources.database import ApplyPolicy, DatabaseSpec, UrlReference
 from gitops.resources.status import DatabaseSchemaStatus
 
@@ -63,6 +63,6 @@ class DatabaseSchema(Model):
 
     api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["DatabaseSchema"] = "DatabaseSchema"
-    metadata: ObjectMeta
+    metadata: DatabaseObjectMeta
     spec: DatabaseSchemaSpec
     status: DatabaseSchemaStatus | None = None

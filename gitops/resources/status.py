@@ -106,11 +106,13 @@ class Reason(StrEnum):
     HISTORY_OUT_OF_ORDER = "HistoryOutOfOrder"
     DATABASE_AHEAD = "DatabaseAhead"
     RUN_UNRESOLVED = "RunUnresolved"
+    STATUS_TAMPERED = "StatusTampered"
     # Failed: a fault where a retry is reasonable.
     DISPATCH_FAILED = "DispatchFailed"
     OPERATION_FAILED = "OperationFailed"
     APPLY_FAILED = "ApplyFailed"
     LEASE_CONTINUITY_LOST = "LeaseContinuityLost"
+    INTERNAL_ERROR = "InternalError"
 
 
 class Condition(Model):

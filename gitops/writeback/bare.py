@@ -178,9 +178,12 @@ class BareClone:
         message: str,
         author: Identity,
         signer: Signer | None = None,
+        *,
+        allow_empty: bool = False,
     ) -> str | None:
         """A commit of ``parent``'s tree with ``files`` set (None removes one); None when
-        the tree would not change. Nothing is checked out and no hook runs."""
+        the tree would not change (unless ``allow_empty``). Nothing is checked out and no
+        hook runs."""
         repo = self.repo
         lines = []
         for path in sorted(files):
@@ -202,7 +205,7 @@ class BareClone:
                     "--add", "--replace", "-z", "--index-info", istream=stream, env=env
                 )
             tree = str(repo.git.write_tree(env=env))
-        if parent is not None and tree == self.tree_of(parent):
+        if parent is not None and tree == self.tree_of(parent) and not allow_empty:
             return None
         identity = {
             "GIT_AUTHOR_NAME": author.name,

@@ -14,6 +14,7 @@ write-back never triggers another pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import git
@@ -37,13 +38,28 @@ class Trailers:
         return [f"{key}: {value}" for key, value in zip(_KEYS, values, strict=True) if value]
 
 
-def message(subject: str, body: str, trailers: Trailers) -> str:
-    """A commit message: subject line, optional body, a blank line, then the trailers."""
-    parts = [subject.strip().splitlines()[0][:120]]
+def message(subject: str, body: str, trailers: Trailers, records: Sequence[str] = ()) -> str:
+    """A commit message: subject line, optional body, a blank line, then the trailers (and
+    any ``Seshat-Record`` lines, see :mod:`gitops.writeback.ledger`)."""
+    parts = [_one_line(subject)[:120] or "seshat"]
     if body.strip():
-        parts.append(body.strip())
-    parts.append("\n".join(trailers.lines()))
+        parts.append(_paragraphs(body.strip()))
+    parts.append("\n".join([*trailers.lines(), *records]))
     return "\n\n".join(parts) + "\n"
+
+
+def _one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def _paragraphs(text: str) -> str:
+    """``text`` with no line that could pass for a trailer of Seshat's: a body may quote what
+    a server or an artifact said."""
+    return "\n".join(
+        f" {line}" if line.split(":", 1)[0].strip() in (*_KEYS, "Seshat-Record") else line
+        for line in text.splitlines()
+    )
 
 
 def parse_trailers(text: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,16 @@ import git
 from gitops.resources.config import CommitSettings
 from gitops.writeback.bare import BareClone, Identity, Signer, safe_path
 from gitops.writeback.commits import Trailers, message
+from gitops.writeback.ledger import (
+    Dispatched,
+    Finished,
+    Ledger,
+    Settled,
+    Verifier,
+    read_ledger,
+    record_lines,
+    remember_push,
+)
 from runner.errors import CanNotRunError, SeshatError
 
 __all__ = ["PushRejected", "StatusBranch", "Written"]
@@ -64,6 +75,7 @@ class StatusBranch:
         self.settings = settings
         self.clone = BareClone(workdir, remote_url, environment)
         self.tip: str | None = None
+        self.ledger = Ledger()
 
     def close(self) -> None:
         self.clone.close()
@@ -114,24 +126,80 @@ class StatusBranch:
         trailers: Trailers,
         body: str = "",
         *,
+        records: Sequence[Dispatched | Finished | Settled] = (),
         attempts: int = 5,
     ) -> Written:
-        """Write ``files`` (None deletes), commit if anything changed, push; replay on races."""
-        text = message(subject, body, trailers)
+        """Write ``files`` (None deletes), commit if anything changed (always, when there are
+        ``records``), push; replay on races. The records join :attr:`ledger` once pushed."""
+        text = message(subject, body, trailers, record_lines(records))
         author = Identity(self.settings.author.name, self.settings.author.email)
         for path in files:
             safe_path(path)
         for attempt in range(1, attempts + 1):
             self.sync()
             with self._signer() as signer:
-                commit = self.clone.commit(self.tip, files, text, author, signer)
+                commit = self.clone.commit(
+                    self.tip, files, text, author, signer, allow_empty=bool(records)
+                )
             if commit is None:
                 return Written(None, attempt)
             if not self.clone.push(commit, self.branch):
                 continue  # someone pushed first: fetch, rebuild, retry
             self.tip = commit
+            remember_push(self.clone, commit)
+            self.ledger.add(commit, records)
             return Written(commit, attempt)
         raise PushRejected(f"the push to {self.branch} was rejected {attempts} times")
 
+    # -- safety records ------------------------------------------------------------------
+
+    def verifier(self, repo_root: Path | None = None) -> Verifier | None:
+        """Who may sign records: the controller's own key (and, for SSH, the earlier keys
+        listed in ``commit.signing.verifyWith``); None without signing."""
+        signing = self.settings.signing
+        if signing is None:
+            return None
+        if signing.format == "gpg":
+            return Verifier("gpg")
+        lines = []
+        with self._signer() as signer:
+            assert signer is not None
+            done = subprocess.run(
+                ["ssh-keygen", "-y", "-f", signer.key],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        if done.returncode != 0 or not done.stdout.strip():
+            raise CanNotRunError("cannot read the public half of the commit signing key")
+        lines.append(f'seshat namespaces="git" {done.stdout.strip()}')
+        if signing.verify_with is not None and repo_root is not None:
+            lines.append(_read_allowed_signers(repo_root, signing.verify_with))
+        return Verifier("ssh", "\n".join(lines) + "\n")
+
+    def load_ledger(self, verifier: Verifier | None, verified: set[str] | None = None) -> Ledger:
+        """Read every record of the branch's history (after :meth:`sync`)."""
+        self.ledger = read_ledger(self.clone, self.tip, verifier, verified)
+        return self.ledger
+
     def log(self, limit: int = 20) -> Sequence[git.Commit]:
         return self.clone.log(self.tip or f"refs/remotes/origin/{self.branch}", limit)
+
+
+MAX_ALLOWED_SIGNERS = 64 * 1024
+
+
+def _read_allowed_signers(root: Path, relative: str) -> str:
+    """The repository's list of earlier controller keys: a regular file inside it."""
+    path = root / relative
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root.resolve()) or path.is_symlink() or not path.is_file():
+        raise CanNotRunError(
+            f"commit.signing.verifyWith: {relative} is not a file of the repository"
+        )
+    with path.open("rb") as stream:
+        data = stream.read(MAX_ALLOWED_SIGNERS + 1)
+    if len(data) > MAX_ALLOWED_SIGNERS:
+        raise CanNotRunError(f"commit.signing.verifyWith: {relative} is too large")
+    return data.decode("utf-8", errors="replace")

@@ -13,8 +13,9 @@ from harness.seshat_cli import Run, SeshatRunner
 from harness.sshkeys import SSHIdentity, SSHKeyFactory
 
 from gitops.approvals.ssh import APPROVAL_NAMESPACE, sign
-from gitops.approvals.verify import verify_statement
+from gitops.approvals.verify import statement_identity, verify_statement
 from gitops.repo.loader import load_repository
+from gitops.repo.single import load_one
 from gitops.resources.approvals import Approval, ResourceRef
 from gitops.resources.policies import ApprovalPolicy
 
@@ -125,8 +126,10 @@ def test_quorum_for_destructive_plans_needs_two_distinct_signers(
 ) -> None:
     assert _approve(seshat, repo, people["alice"]).returncode == 0
     assert _reason(_verify(seshat, repo, "--destructive")) == "quorum_not_met"
-    again = _approve(seshat, repo, people["alice"])  # the same person twice
-    assert "signed existing" in again.stdout and "2 signature(s)" in again.stdout
+    # The same person twice adds nothing to a quorum: it is a new approval, a fresh
+    # statement (see the next test), still one signer.
+    again = _approve(seshat, repo, people["alice"])
+    assert "wrote" in again.stdout and "1 signature(s)" in again.stdout
     assert _reason(_verify(seshat, repo, "--destructive")) == "quorum_not_met"
     assert _approve(seshat, repo, people["bob"]).returncode == 0
     verdict = _verify(seshat, repo, "--destructive")
@@ -135,6 +138,69 @@ def test_quorum_for_destructive_plans_needs_two_distinct_signers(
         "alice@example.com",
         "bob@example.com",
     ]
+
+
+def test_each_approval_is_a_fresh_statement_consumed_by_its_content(
+    seshat: SeshatRunner, repo: Path, people: dict[str, SSHIdentity]
+) -> None:
+    """Consumption is keyed by what was signed, so bytes outside the signatures change
+    nothing, and approving a returning plan id again takes a new statement."""
+    assert _approve(seshat, repo, people["alice"]).returncode == 0
+    path = repo / "approvals/shop/orders" / f"{'ab' * 32}.yaml"
+    sig = path.with_name(path.name + ".sig")
+    first = load_one(path, Approval)
+    assert first.spec.nonce is not None and first.spec.approved_at is not None
+    # A newline after the armour, a second copy of the block: still the same statement.
+    sig.write_text(sig.read_text() + "\n" + sig.read_text())
+    assert _reason(_verify(seshat, repo, "--plan", PLAN)) is None
+    assert statement_identity(load_one(path, Approval)) == statement_identity(first)
+    # Bob co-signs the same statement; Alice approving again writes a fresh one.
+    assert "signed existing" in _approve(seshat, repo, people["bob"]).stdout
+    assert statement_identity(load_one(path, Approval)) == statement_identity(first)
+    assert "wrote" in _approve(seshat, repo, people["alice"]).stdout
+    fresh = load_one(path, Approval)
+    assert fresh.spec.nonce != first.spec.nonce
+    assert statement_identity(fresh) != statement_identity(first)
+    assert "wrote" in _approve(seshat, repo, people["bob"], "--fresh").stdout
+
+
+def test_an_approval_dated_in_the_future_is_refused(
+    seshat: SeshatRunner, repo: Path, people: dict[str, SSHIdentity]
+) -> None:
+    policy = load_repository(repo).resources
+    approvals = [r.resource for r in policy if isinstance(r.resource, ApprovalPolicy)]
+    schema = load_repository(repo).find("DatabaseSchema", "shop", "orders")
+    assert schema is not None
+    ref = ResourceRef(
+        kind="DatabaseSchema",
+        namespace="shop",
+        name="orders",
+        uid=str(schema.resource.metadata.uid),
+    )
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    for ahead, accepted in ((timedelta(minutes=4), True), (timedelta(days=365 * 70), False)):
+        statement = Approval.model_validate(
+            {
+                "metadata": {"name": "x", "namespace": "shop"},
+                "spec": {
+                    "resource": ref.model_dump(by_alias=True),
+                    "plan": {"id": PLAN},
+                    "approvedAt": (now + ahead).isoformat(),
+                },
+            }
+        )
+        verdict = verify_statement(
+            statement,
+            b"x",
+            "",
+            approvals,
+            repo,
+            namespace=APPROVAL_NAMESPACE,
+            expected=ref,
+            current_plan=PLAN,
+            now=now,
+        )
+        assert (verdict.reason != "dated_in_future") is accepted, verdict
 
 
 def test_refusals(

@@ -161,3 +161,57 @@ def test_validate_exit_codes() -> None:
     missing = validate(FIXTURES / "no-such-repository")
     assert missing.returncode == 2
     assert "not a folder" in missing.stderr
+
+
+def _database(kind: str, name: str) -> str:
+    return (
+        f"apiVersion: seshat.dev/v1alpha1\nkind: {kind}\nmetadata: {{name: {name}, namespace: "
+        "app}\nspec:\n  target: {engine: sqlite, url: {fromEnv: X}, coordinationKey: k}\n"
+        "  artifact: {ref: 'oci://r.test/a/b:v1', verification: {policy: ci}}\n"
+    )
+
+
+POLICY = (
+    "apiVersion: seshat.dev/v1alpha1\nkind: VerificationPolicy\nmetadata: {name: ci, "
+    "namespace: app}\nspec:\n  artifactTypes: [application/vnd.seshat.schema.v1]\n"
+    "  signatures: {mode: off}\n"
+)
+
+
+def test_names_that_cannot_be_a_status_file_or_a_review_branch_are_refused(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / "databases").mkdir(parents=True)
+    (repo / "databases" / "policy.yaml").write_text(POLICY)
+    names = {"dots": "cat..v2", "lock": "cat.lock", "long": "a" * 251, "fine": "a" * 250}
+    for file, name in names.items():
+        (repo / "databases" / f"{file}.yaml").write_text(_database("DatabaseSchema", name))
+    result = validate(repo, "--format", "json")
+    report = json.loads(result.stdout)
+    refused = {p["path"]: p["message"] for p in report["problems"]}
+    assert set(refused) == {"databases/dots.yaml", "databases/lock.yaml", "databases/long.yaml"}
+    assert "must not end in .lock" in refused["databases/lock.yaml"]
+    assert "at most 250 characters" in refused["databases/long.yaml"]
+    assert [
+        r["metadata"]["name"] for r in report["resources"] if r["kind"] != "VerificationPolicy"
+    ] == ["a" * 250]
+
+
+def test_a_schema_and_a_migration_may_not_share_a_name(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "databases").mkdir(parents=True)
+    (repo / "databases" / "policy.yaml").write_text(POLICY)
+    (repo / "databases" / "schema.yaml").write_text(_database("DatabaseSchema", "orders"))
+    (repo / "databases" / "migrations.yaml").write_text(_database("DatabaseMigration", "orders"))
+    result = validate(repo)
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "databases/migrations.yaml:3: metadata.name: app/orders is also the name of a "
+        "DatabaseSchema at databases/schema.yaml:1; a DatabaseSchema and a DatabaseMigration "
+        "need different names (they would share a status file and a review branch)",
+        "databases/schema.yaml:3: metadata.name: app/orders is also the name of a "
+        "DatabaseMigration at databases/migrations.yaml:1; a DatabaseSchema and a "
+        "DatabaseMigration need different names (they would share a status file and a review "
+        "branch)",
+    ]
