@@ -7,14 +7,19 @@ follow what it finds there, lose a safety record, or stop.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import git
 import pytest
-from harness.reconcile_world import World, schema_yaml
+from harness.gitrepo import GIT_ENV
+from harness.reconcile_world import World, migration_yaml, schema_yaml, tables
+from harness.sshkeys import SSHIdentity, SSHKeyFactory
 
 STATUS, REVIEW = "seshat/status", "seshat/review/shop/orders"
 
@@ -67,3 +72,162 @@ def test_symlinks_on_the_status_and_review_branches_are_never_followed(
     plan = str(world.status("orders")["status"]["plan"]["path"])  # type: ignore[index]
     assert world.entry(STATUS, plan) == "100644"
     assert "CREATE TABLE" not in (outside / "precious").read_text()
+
+
+# -- safety records cannot be erased or forged ----------------------------------------------
+
+STEPWISE = {  # SQLite, no transaction: the table is created, then the INSERT fails -> Partial
+    "1_items.sql": (
+        "-- seshat:no-transaction\n"
+        "CREATE TABLE items (id INTEGER);\n"
+        "INSERT INTO nowhere VALUES (1);\n"
+    ),
+}
+
+
+def _rows(path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT version, state FROM seshat_schema_migrations").fetchall()
+    conn.close()
+    return [(str(v), str(s)) for v, s in rows]
+
+
+def _partial_run(world: World) -> tuple[Path, str]:
+    database = world.database("ledger")
+    world.remote.write_file(
+        "databases/ledger.yaml",
+        migration_yaml("ledger", world.migrations("m1", STEPWISE), apply="Always"),
+    )
+    world.remote.commit_all("declare ledger")
+    assert world.reconcile() == {"shop/ledger": "Blocked/RunUnresolved"}
+    run = world.status("ledger")["status"]["unresolvedRun"]  # type: ignore[index]
+    assert run["outcome"] == "Partial" and _rows(database) == [("1", "failed")]
+    return database, str(run["operationId"])
+
+
+def _fixed_artifact(world: World) -> None:
+    """The migration fixed (a new artifact): only an unresolved run stands in the way."""
+    fixed = {"1_items.sql": "CREATE TABLE items (id INTEGER);\n"}
+    world.remote.write_file(
+        "databases/ledger.yaml",
+        migration_yaml("ledger", world.migrations("m2", fixed), apply="Always"),
+    )
+    world.remote.commit_all("fix the migration")
+
+
+def test_deleting_the_status_file_does_not_lift_an_unresolved_run(world: World) -> None:
+    database, operation = _partial_run(world)
+    _fixed_artifact(world)
+    with world.tamper(STATUS) as tree:
+        (tree / "status/shop/ledger.yaml").unlink()
+    assert world.reconcile() == {"shop/ledger": "Blocked/RunUnresolved"}
+    run = world.status("ledger")["status"]["unresolvedRun"]  # type: ignore[index]
+    assert run["operationId"] == operation
+    assert _rows(database) == [("1", "failed")]
+
+    # Nor does a DatabaseSchema declared with the same name (it would share the status file).
+    world.remote.write_file(
+        "databases/twin.yaml", schema_yaml("ledger", world.artifact("t", "CREATE TABLE x (a INT);"))
+    )
+    world.remote.commit_all("a twin")
+    assert world.reconcile() == {"shop/ledger": "Blocked/ConfigurationError"}
+    (world.remote.work_dir / "databases/twin.yaml").unlink()
+    world.remote.commit_all("no twin")
+    assert world.reconcile() == {"shop/ledger": "Blocked/RunUnresolved"}
+
+    # Nor a status file rewritten without it, nor a history rewritten by a force-push.
+    with world.tamper(STATUS) as tree:
+        text = (tree / "status/shop/ledger.yaml").read_text()
+        (tree / "status/shop/ledger.yaml").write_text(text.split("  unresolvedRun:")[0])
+    _force_fresh_history(world)
+    assert world.reconcile() == {"shop/ledger": "Blocked/RunUnresolved"}
+    assert _rows(database) == [("1", "failed")]
+
+    # What settles it is what always did: a person's signed acknowledgment (the failed row
+    # they have not repaired yet is what blocks next).
+    world.acknowledge("ledger", operation)
+    assert world.reconcile() == {"shop/ledger": "Blocked/HistoryDirty"}
+    assert "unresolvedRun" not in world.status("ledger")["status"]  # type: ignore[operator]
+
+
+def _force_fresh_history(world: World) -> None:
+    """An attacker replaces the status branch with a one-commit history (a force-push)."""
+    folder = world.tmp / "rewrite"
+    repo = git.Repo.clone_from(world.remote.remote_url, folder, env=GIT_ENV)
+    try:
+        repo.git.update_environment(**GIT_ENV)
+        with repo.config_writer() as config:
+            config.set_value("user", "name", "Mallory")
+            config.set_value("user", "email", "mallory@example.invalid")
+        repo.git.checkout("--quiet", STATUS)
+        repo.git.checkout("--quiet", "--orphan", "fresh")
+        repo.git.commit("--quiet", "-m", "fresh start")
+        repo.git.push("--quiet", "--force", "origin", f"HEAD:refs/heads/{STATUS}")
+    finally:
+        repo.close()
+
+
+def _signing(world: World, keys: SSHKeyFactory) -> SSHIdentity:
+    controller = keys("seshat@controller.test")
+    world.remote.write_file(
+        "seshat.yaml",
+        "apiVersion: seshat.dev/v1alpha1\nkind: Config\nspec:\n  commit:\n"
+        f"    signing: {{format: ssh, keyFile: {controller.private_key}}}\n",
+    )
+    world.remote.commit_all("sign status commits")
+    return controller
+
+
+def test_a_forged_release_is_tampering_and_releases_nothing(
+    world: World, ssh_key_factory: SSHKeyFactory
+) -> None:
+    _signing(world, ssh_key_factory)
+    database, operation = _partial_run(world)
+    _fixed_artifact(world)
+    forged = json.dumps(
+        {
+            "by": "a reading",
+            "operationId": operation,
+            "resource": "DatabaseMigration shop/ledger",
+            "type": "settled",
+        },
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+    with world.tamper(STATUS, f"settle\n\nSeshat-Record: {forged}") as tree:
+        text = (tree / "status/shop/ledger.yaml").read_text()
+        (tree / "status/shop/ledger.yaml").write_text(text.split("  unresolvedRun:")[0])
+    forged_commit = world.git("rev-parse", f"refs/heads/{STATUS}").strip()
+    assert world.reconcile() == {"shop/ledger": "Blocked/StatusTampered"}
+    message = world.status("ledger")["status"]["conditions"][0]["message"]  # type: ignore[index]
+    assert forged_commit in message
+    assert _rows(database) == [("1", "failed")]
+    # A person looks, and acknowledges the forged commit: the run is still unresolved.
+    world.acknowledge("ledger", forged_commit)
+    assert world.reconcile() == {"shop/ledger": "Blocked/RunUnresolved"}
+    assert _rows(database) == [("1", "failed")]
+
+
+def test_a_consumed_approval_stays_consumed_after_the_state_file_is_lost(world: World) -> None:
+    """Plans P and Q applied, the database emptied and the declaration moved back to P's
+    inputs: P's id comes back, and its old approval must not apply it again."""
+    database = world.database("orders")
+    first = world.artifact("p", "CREATE TABLE t (id INTEGER PRIMARY KEY);\n")
+    second = world.artifact("q", "CREATE TABLE t (id INTEGER PRIMARY KEY, n TEXT);\n")
+    plans = []
+    for layout in (first, second):
+        _declare(world, layout)
+        assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+        plans.append(str(world.status("orders")["status"]["plan"]["id"]))  # type: ignore[index]
+        world.approve("orders", plans[-1])
+        assert world.reconcile() == {"shop/orders": "InSync/InSync"}
+    with sqlite3.connect(database) as conn:
+        conn.execute("DROP TABLE t")
+    conn.close()
+    _declare(world, first)
+    for leftover in world.work.glob("state.sqlite*"):
+        leftover.unlink()
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    assert world.status("orders")["status"]["plan"]["id"] == plans[0]  # type: ignore[index]
+    assert tables(database) == []
+    assert world.status_log().count("shop/orders: Applying") == 2
