@@ -235,14 +235,14 @@ class _Demo:
         return report.phases[f"shop/{name}"]
 
     def plan_id(self, name: str = "catalogue") -> str:
-        status = git.Repo(self.controller / "status")
+        status = git.Repo(self.remote)
         text = str(status.git.show(f"seshat/status:status/shop/{name}.yaml"))
         status.close()
         line = next(x for x in text.splitlines() if x.strip().startswith("id: sha256:"))
         return line.split(":", 1)[1].strip()
 
     def show_plan(self, plan: str) -> None:
-        status = git.Repo(self.controller / "status")
+        status = git.Repo(self.remote)
         sql = str(status.git.show(f"seshat/status:plans/shop/catalogue/{plan[7:]}.sql"))
         status.close()
         self.say("  the plan (plans/shop/catalogue/<id>.sql on the status branch):")
@@ -250,7 +250,7 @@ class _Demo:
             self.say(f"    {line}")
 
     def show_migration_plan(self, plan: str) -> None:
-        status = git.Repo(self.controller / "status")
+        status = git.Repo(self.remote)
         text = str(status.git.show(f"seshat/status:plans/shop/ledger/{plan[7:]}.json"))
         status.close()
         files = [f["name"] for f in json.loads(text)["files"]]
@@ -301,7 +301,7 @@ class _Demo:
         assert self.reconcile() == "InSync"
         self.migrations()
         self.step("the status branch's history (git log seshat/status)")
-        status = git.Repo(self.controller / "status")
+        status = git.Repo(self.remote)
         for commit in status.iter_commits("seshat/status"):
             summary = commit.summary
             text = summary.decode() if isinstance(summary, bytes) else summary

@@ -1,7 +1,8 @@
 """``seshat status`` and ``seshat plan show``: reading the status branch, for people.
 
-Both read the status branch of a repository (a path or URL) through a shallow clone into a
-temporary directory, so they need only read access to Git and never a database.
+Both read the status branch of a repository (a path or URL) through a bare clone in a
+temporary directory, as Git blobs (never a checkout, so nothing pushed there is followed),
+so they need only read access to Git and never a database.
 """
 
 from __future__ import annotations
@@ -12,37 +13,64 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
-import git
 from rich.console import Console
 from rich.table import Table
 
-from gitops.repo.yamlfile import read_documents
-from runner.digests import digest, sha256_digest
-from runner.engines.plan import plan_bytes, plan_sql, read_plan
+from gitops.reconcile.identities import MIGRATION_PLAN_CONTRACT, SCHEMA_PLAN_CONTRACT
+from gitops.repo.yamlfile import FileError, read_documents
+from gitops.writeback.bare import BareClone
+from gitops.writeback.status_files import binding_path, plan_paths, status_path
+from runner.digests import Digest, digest, sha256_digest
+from runner.engines.plan import PlanDocument, plan_bytes, plan_sql, read_plan
+from runner.errors import SeshatError
 
 __all__ = ["plan_group", "status"]
 
 
 @contextmanager
-def _status_tree(source: str, branch: str) -> Iterator[Path]:
+def _status_tree(source: str, branch: str) -> Iterator[tuple[BareClone, str]]:
+    """The status branch's tip in a throwaway bare clone: files are read as Git blobs, so a
+    symlink or a folder pushed in place of a file is never followed."""
     with tempfile.TemporaryDirectory(prefix="seshat-status-") as folder:
+        clone = BareClone(Path(folder) / "status.git", source)
         try:
-            git.Repo.clone_from(source, folder, branch=branch, depth=1, single_branch=True).close()
-        except git.GitCommandError:
-            click.echo(f"seshat: {source} has no branch {branch} yet (no pass has run?)", err=True)
-            sys.exit(2)
-        yield Path(folder)
+            try:
+                clone.fetch(branch)
+            except SeshatError as error:
+                click.echo(f"seshat: {error}", err=True)
+                sys.exit(2)
+            tip = clone.tip(branch)
+            if tip is None:
+                click.echo(
+                    f"seshat: {source} has no branch {branch} yet (no pass has run?)", err=True
+                )
+                sys.exit(2)
+            yield clone, tip
+        finally:
+            clone.close()
 
 
-def _statuses(tree: Path) -> list[dict[str, Any]]:
+def _document(data: bytes) -> dict[str, Any] | None:
+    try:
+        found = read_documents(data)[0].data
+    except (FileError, ValueError, IndexError, RecursionError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _statuses(clone: BareClone, tip: str) -> list[dict[str, Any]]:
     found = []
-    for path in sorted((tree / "status").glob("*/*.yaml")):
-        data = read_documents(path.read_bytes())[0].data
-        if isinstance(data, dict):
-            found.append(data)
+    for path in clone.files(tip, "status"):
+        parts = path.split("/")
+        if len(parts) != 3 or not parts[2].endswith(".yaml"):
+            continue
+        data = clone.read(tip, path)
+        document = _document(data) if data is not None else None
+        if document is not None and isinstance(document.get("resource"), dict):
+            found.append(document)
     return found
 
 
@@ -100,8 +128,8 @@ def _ready(status: dict[str, Any]) -> str:
 def status(target: str | None, source: str, status_branch: str, output_format: str) -> None:
     """Show each resource's phase, reason, what the database reading found (the migration
     history verdict, or schema drift), current plan and last applied plan."""
-    with _status_tree(source, status_branch) as tree:
-        documents = _statuses(tree)
+    with _status_tree(source, status_branch) as (clone, tip):
+        documents = _statuses(clone, tip)
     if target is not None:
         documents = [
             d
@@ -142,48 +170,103 @@ def plan_group() -> None:
 @click.option("--repo", "source", default=".", show_default=True)
 @click.option("--status-branch", default="seshat/status", show_default=True)
 def plan_show(target: str, source: str, status_branch: str) -> None:
-    """Reconstruct the current plan from Git, check its bytes, print its SQL and hazards."""
+    """Print the current plan's SQL and hazards, after checking it against its id.
+
+    The plan's files are found from its id alone, and the id is recomputed from the plan's
+    binding (which names the plan document's digest): a plan shown is the plan that id
+    approves, or nothing is shown and the exit status is 1.
+    """
     namespace, _, name = target.partition("/")
-    with _status_tree(source, status_branch) as tree:
-        status_file = tree / "status" / namespace / f"{name}.yaml"
-        if not status_file.is_file():
+    with _status_tree(source, status_branch) as (clone, tip):
+        try:
+            status_file = status_path(namespace, name)
+            data = clone.read(tip, status_file)
+        except ValueError:
+            data = None
+        document = _document(data) if data is not None else None
+        if document is None:
             click.echo(f"seshat: no status for {target}", err=True)
             sys.exit(1)
-        data = read_documents(status_file.read_bytes())[0].data
-        assert isinstance(data, dict)
-        plan = (data.get("status") or {}).get("plan")
+        state = document.get("status") if isinstance(document.get("status"), dict) else {}
+        assert isinstance(state, dict)
+        plan = state.get("plan")
         if not plan:
-            click.echo(f"{target}: no current plan ({data['status'].get('phase')})")
+            click.echo(f"{target}: no current plan ({state.get('phase')})")
             return
-        raw = (tree / plan["path"]).read_bytes()
-        if data.get("kind") == "DatabaseMigrationStatus":
-            _show_migration_plan(target, plan["id"], raw)
+        try:
+            plan_id = Digest(plan.get("id") if isinstance(plan, dict) else None)
+            json_path, sql_path = plan_paths(namespace, name, plan_id)
+        except ValueError:
+            _refuse(f"the status of {target} names no valid plan id")
+        raw = clone.read(tip, json_path)
+        if raw is None:
+            _refuse(f"the plan {plan_id} has no document on {status_branch}")
+        if document.get("kind") == "DatabaseMigrationStatus":
+            _show_migration_plan(target, plan_id, raw)
             return
-        document = read_plan(raw)
-        if plan_bytes(document) != raw:
-            click.echo(f"seshat: {plan['path']} is not a canonical plan document", err=True)
-            sys.exit(1)
-        sql_file = tree / plan["path"].replace(".json", ".sql")
-        if sql_file.is_file() and sql_file.read_text(encoding="utf-8") != plan_sql(document):
-            click.echo(f"seshat: {sql_file.name} does not match the plan document", err=True)
-            sys.exit(1)
-    click.echo(f"plan id      {plan['id']}")
-    click.echo(f"plan digest  {sha256_digest(raw)} (verified)")
-    hazards = ", ".join(f"{k}={v}" for k, v in document.summary.hazards.items()) or "none"
+        binding = clone.read(tip, binding_path(namespace, name, plan_id))
+        sql = clone.read(tip, sql_path)
+    shown = _checked_schema_plan(plan_id, raw, binding, sql)
+    click.echo(f"plan id      {plan_id} (verified)")
+    click.echo(f"plan digest  {sha256_digest(raw)} (named by the id's binding)")
+    hazards = ", ".join(f"{k}={v}" for k, v in shown.summary.hazards.items()) or "none"
     click.echo(
-        f"statements   {document.summary.statements}; destructive: "
-        f"{document.summary.destructive}; hazards: {hazards}"
+        f"statements   {shown.summary.statements}; destructive: "
+        f"{shown.summary.destructive}; hazards: {hazards}"
     )
-    click.echo(f"approve with seshat approve {target} --plan {plan['id']} --key KEY\n")
-    click.echo(plan_sql(document), nl=False)
+    click.echo(f"approve with seshat approve {target} --plan {plan_id} --key KEY\n")
+    click.echo(plan_sql(shown), nl=False)
+
+
+def _refuse(message: str) -> NoReturn:
+    click.echo(f"seshat: {message}; nothing is shown", err=True)
+    sys.exit(1)
+
+
+def _json(raw: bytes, what: str) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        _refuse(f"{what} is not JSON")
+
+
+def _checked_schema_plan(
+    plan_id: Digest, raw: bytes, binding: bytes | None, sql: bytes | None
+) -> PlanDocument:
+    """The plan document, if its binding hashes to ``plan_id`` and names its bytes and its
+    summary; else a refusal (exit 1)."""
+    if binding is None:
+        _refuse(
+            f"plan {plan_id} has no binding on the status branch, so its document cannot be "
+            "checked against its id (plans written before Seshat recorded bindings: the next "
+            "pass records it)"
+        )
+    bound = _json(binding, "the plan's binding")
+    if not isinstance(bound, dict) or digest(SCHEMA_PLAN_CONTRACT, bound) != plan_id:
+        _refuse(f"the plan's binding does not hash to {plan_id}")
+    if bound.get("planDigest") != sha256_digest(raw):
+        _refuse(f"the plan document is not the one plan {plan_id} binds")
+    try:
+        document = read_plan(raw)
+    except (ValueError, SeshatError):
+        _refuse("the plan document cannot be read")
+    summary = document.summary
+    if plan_bytes(document) != raw or (
+        bound.get("destructive"),
+        bound.get("statements"),
+        bound.get("privilegeChanges"),
+    ) != (summary.destructive, summary.statements, sorted(summary.privilege_changes)):
+        _refuse(f"the plan document does not match what plan {plan_id} binds")
+    if sql is not None and sql.decode("utf-8", errors="replace") != plan_sql(document):
+        _refuse("the plan's SQL file does not match its document")
+    return document
 
 
 def _show_migration_plan(target: str, plan_id: str, raw: bytes) -> None:
     """A migration plan: the files it applies, in order; its id recomputed from its bytes."""
-    document = json.loads(raw)
-    if not isinstance(document, dict) or digest("migration-plan-id", document) != plan_id:
-        click.echo(f"seshat: the plan document does not hash to {plan_id}", err=True)
-        sys.exit(1)
+    document = _json(raw, "the plan document")
+    if not isinstance(document, dict) or digest(MIGRATION_PLAN_CONTRACT, document) != plan_id:
+        _refuse(f"the plan document does not hash to {plan_id}")
     click.echo(f"plan id      {plan_id} (verified)")
     click.echo(f"history      {document['historyFingerprint']}")
     click.echo(f"artifact     {document['artifactDigest']}")

@@ -12,6 +12,8 @@ from gitops.resources.database import Target
 from runner.digests import digest
 
 __all__ = [
+    "MIGRATION_PLAN_CONTRACT",
+    "SCHEMA_PLAN_CONTRACT",
     "MigrationPlanBinding",
     "PlanBinding",
     "coordination_digest",
@@ -48,26 +50,32 @@ class PlanBinding:
     privilege_changes: tuple[str, ...]
     statements: int
 
+    def document(self) -> dict[str, object]:
+        """What the plan id is the digest of; committed beside the plan as
+        ``plans/<ns>/<name>/<id-hex>.binding.json`` so anyone can recompute the id."""
+        return {
+            "resourceUid": self.resource_uid,
+            "planDigest": self.plan_digest,
+            "artifactDigest": self.artifact_digest,
+            "coordinationDigest": self.coordination_digest,
+            "targetIdentity": self.target_identity,
+            "observed": self.observed,
+            "desired": self.desired,
+            "policy": self.policy,
+            "verificationPolicy": self.verification_policy,
+            "executionBinding": {"engine": self.engine, "protocol": self.runner_protocol},
+            "destructive": self.destructive,
+            "privilegeChanges": sorted(self.privilege_changes),
+            "statements": self.statements,
+        }
+
+
+SCHEMA_PLAN_CONTRACT = "schema-plan-id"
+MIGRATION_PLAN_CONTRACT = "migration-plan-id"
+
 
 def plan_id(binding: PlanBinding) -> str:
-    return digest(
-        "schema-plan-id",
-        {
-            "resourceUid": binding.resource_uid,
-            "planDigest": binding.plan_digest,
-            "artifactDigest": binding.artifact_digest,
-            "coordinationDigest": binding.coordination_digest,
-            "targetIdentity": binding.target_identity,
-            "observed": binding.observed,
-            "desired": binding.desired,
-            "policy": binding.policy,
-            "verificationPolicy": binding.verification_policy,
-            "executionBinding": {"engine": binding.engine, "protocol": binding.runner_protocol},
-            "destructive": binding.destructive,
-            "privilegeChanges": sorted(binding.privilege_changes),
-            "statements": binding.statements,
-        },
-    )
+    return digest(SCHEMA_PLAN_CONTRACT, binding.document())
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,4 +113,4 @@ class MigrationPlanBinding:
 
 
 def migration_plan_id(binding: MigrationPlanBinding) -> str:
-    return digest("migration-plan-id", binding.document())
+    return digest(MIGRATION_PLAN_CONTRACT, binding.document())

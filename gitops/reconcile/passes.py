@@ -30,7 +30,7 @@ from gitops.reconcile.migration import reconcile_migration
 from gitops.reconcile.schema import reconcile_schema
 from gitops.reconcile.state import StateFile
 from gitops.repo.loader import LoadedResource, Repository, load_repository
-from gitops.repo.yamlfile import read_documents
+from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.base import storable_name
 from gitops.resources.migration import DatabaseMigration
@@ -43,7 +43,7 @@ from gitops.resources.status import (
 from gitops.reviews.review import Reviews
 from gitops.writeback.commits import Trailers
 from gitops.writeback.status_branch import StatusBranch
-from gitops.writeback.status_files import status_bytes, status_path
+from gitops.writeback.status_files import plan_paths, status_bytes, status_path
 from runner.errors import CanNotRunError, SeshatError
 
 __all__ = ["PassReport", "run_pass"]
@@ -105,7 +105,7 @@ def _previous(branch: StatusBranch, namespace: str, name: str, kind: str) -> Sta
         document = read_documents(data)[0].data
         assert isinstance(document, dict) and document.get("kind") == f"{kind}Status"
         return model.model_validate(document["status"])
-    except (ValueError, KeyError, AssertionError, IndexError):
+    except (FileError, ValueError, KeyError, AssertionError, IndexError, RecursionError):
         return None  # unreadable (or another kind's): treated as unknown, rebuilt by this pass
 
 
@@ -224,9 +224,10 @@ def _review(
 ) -> None:
     """Publish the resource's review; a forge or push problem never fails the pass."""
     sql = None
-    if isinstance(status, DatabaseSchemaStatus) and status.plan is not None and status.plan.path:
-        data = status_branch.read(status.plan.path.removesuffix(".json") + ".sql")
-        sql = data.decode("utf-8") if data is not None else None
+    if isinstance(status, DatabaseSchemaStatus) and status.plan is not None:
+        _, sql_path = plan_paths(namespace, name, status.plan.id)  # by the id, never a path
+        data = status_branch.read(sql_path)
+        sql = data.decode("utf-8", errors="replace") if data is not None else None
     try:
         outcome = reviews.after_verdict(kind, namespace, name, status, sql)
     except (SeshatError, git.GitCommandError, ValueError) as error:

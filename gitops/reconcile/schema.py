@@ -33,8 +33,8 @@ from gitops.resources.status import (
     RunRecord,
     SchemaPhase,
 )
-from gitops.writeback.status_files import plan_paths
-from runner.digests import digest, digest_hex, sha256_digest
+from gitops.writeback.status_files import binding_path, plan_paths
+from runner.digests import canonical_json, digest, digest_hex, sha256_digest
 from runner.engines.plan import PlanDocument, plan_bytes, plan_sql
 from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import PlanSettings
@@ -119,6 +119,8 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         json_path, sql_path = plan_paths(self.ref.namespace, self.ref.name, current)
         self.files[json_path] = data
         self.files[sql_path] = plan_sql(document).encode("utf-8")
+        binding_file = binding_path(self.ref.namespace, self.ref.name, current)
+        self.files[binding_file] = canonical_json(binding.document()) + b"\n"
         self.status = self.status.model_copy(
             update={
                 "plan": PlanSummary(

@@ -20,8 +20,10 @@ from pathlib import Path
 from gitops.resources.config import ConfigSpec, Forge
 from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
 from gitops.reviews.github import GitHub, PullRequest
+from gitops.reviews.markdown import MAX_BODY, code, fence
 from gitops.writeback.bare import BareClone, Identity
 from gitops.writeback.commits import Trailers, message
+from gitops.writeback.status_files import plan_paths
 from runner.errors import CanNotRunError
 
 __all__ = ["ReviewOutcome", "Reviews", "review_body", "review_branch"]
@@ -34,64 +36,92 @@ def review_branch(namespace: str, name: str) -> str:
     return f"seshat/review/{namespace}/{name}"
 
 
-def review_body(key: str, status: Status, sql: str | None) -> str:
+def review_body(
+    key: str,
+    status: Status,
+    sql: str | None,
+    status_branch: str = "seshat/status",
+    limit: int = MAX_BODY,
+) -> str:
+    """The review text (and pull request body) of one verdict: Seshat's own words around
+    fenced blocks holding everything that may come from an artifact or a server
+    (:mod:`gitops.reviews.markdown`), cut to ``limit`` characters."""
     ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
-    lines = [
-        f"## {key}: {status.phase.value}" + (f" ({ready.reason})" if ready else ""),
-        "",
-        ready.message if ready else "",
-        "",
-        f"Declarations at `{status.observed_revision}`.",
-    ]
+    lines = [f"## {key}: {status.phase.value}" + (f" ({ready.reason})" if ready else "")]
+    if ready is not None and ready.message:
+        lines += ["", fence(ready.message, "text")]
+    lines += ["", f"Declarations at {code(status.observed_revision)}."]
     history = status.history if isinstance(status, DatabaseMigrationStatus) else None
     if history is not None:
-        lines += ["", f"**History**: {history.verdict}, current {history.current_version or '-'}"]
+        current = code(history.current_version or "-")
+        lines += ["", f"**History**: {code(history.verdict)}, current {current}"]
         if history.involved_versions and history.verdict != "ready":
-            lines.append(f"Versions involved: {', '.join(history.involved_versions)}")
+            lines.append(f"Versions involved: {code(', '.join(history.involved_versions))}")
     run = status.unresolved_run if isinstance(status, DatabaseMigrationStatus) else None
     if run is not None:
         lines += [
             "",
-            f"**Unresolved run** `{run.operation_id}` ({run.outcome}): repair the database, "
-            "then acknowledge it:",
+            f"**Unresolved run** {code(run.operation_id)} ({code(run.outcome)}): repair the "
+            "database, then acknowledge it:",
             "",
-            "```sh",
-            f"seshat acknowledge {key} --operation {run.operation_id} --key ~/.ssh/id_ed25519",
-            "```",
+            fence(
+                f"seshat acknowledge {key} --operation {run.operation_id} --key ~/.ssh/id_ed25519",
+                "sh",
+            ),
+        ]
+    tail: list[str] = []
+    if status.plan is not None and status.phase.value == "AwaitingApproval":
+        tail = [
+            "",
+            "Approve exactly this plan:",
+            "",
+            fence(
+                f"seshat approve {key} --plan {status.plan.id} --key ~/.ssh/id_ed25519\n"
+                "git add approvals/ && git commit -m 'Approve' && git push",
+                "sh",
+            ),
         ]
     if status.plan is not None and history is not None:
-        lines += [
-            "",
-            f"**Plan** `{status.plan.id}`: apply, in order, "
-            + ", ".join(f"`{v}`" for v in history.pending_versions),
-        ]
+        pending = ", ".join(history.pending_versions)
+        lines += ["", f"**Plan** {code(status.plan.id)}: apply, in order, {code(pending, 2000)}"]
     elif status.plan is not None:
         plan = status.plan
         lines += [
             "",
-            f"**Plan** `{plan.id}`: {plan.statements} statements"
+            f"**Plan** {code(plan.id)}: {plan.statements} statements"
             + ("; **destructive**" if plan.destructive else "")
             + (
-                f"; privileges: {', '.join(plan.privilege_changes)}"
+                f"; privileges: {code(', '.join(plan.privilege_changes))}"
                 if plan.privilege_changes
                 else ""
             ),
         ]
         if sql:
-            lines += ["", "```sql", sql.rstrip(), "```"]
-    if status.plan is not None:
-        plan = status.plan
-        if status.phase.value == "AwaitingApproval":
-            lines += [
-                "",
-                "Approve exactly this plan:",
-                "",
-                "```sh",
-                f"seshat approve {key} --plan {plan.id} --key ~/.ssh/id_ed25519",
-                "git add approvals/ && git commit -m 'Approve' && git push",
-                "```",
-            ]
-    return "\n".join(lines).rstrip() + "\n"
+            namespace, _, name = key.partition("/")
+            where = plan_paths(namespace, name, plan.id)[1]
+            room = limit - len("\n".join(lines + tail)) - 400
+            lines += ["", _fitted_sql(sql, room, where, status_branch)]
+    return "\n".join(lines + tail).rstrip()[:limit] + "\n"
+
+
+def _fitted_sql(sql: str, room: int, where: str, branch: str) -> str:
+    """The plan's SQL in a fence, or as much of it as fits ``room`` characters, cut at a line,
+    with where to read the whole of it."""
+    whole = fence(sql.rstrip(), "sql")
+    if len(whole) <= room:
+        return whole
+    kept: list[str] = []
+    used = 0
+    for line in sql.splitlines():
+        if used + len(line) + 1 > max(room - 200, 0):
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return (
+        fence("\n".join(kept), "sql")
+        + f"\n\nThe plan is cut here ({used} of {len(sql)} characters): the whole of it is "
+        f"{code(where)} on the {code(branch)} branch (seshat plan show)."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +163,7 @@ class Reviews:
             return ReviewOutcome(branch, None, closed) if closed else None
         if status.phase.value not in _REVIEWED:
             return None
-        body = review_body(key, status, sql)
+        body = review_body(key, status, sql, self.config.status_branch)
         self.clone.fetch(branch, self.config.branch)
         start = self.clone.tip(branch) or status.observed_revision
         plan = status.plan.id if status.plan else None

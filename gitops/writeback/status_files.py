@@ -3,7 +3,11 @@
 ```
 status/<namespace>/<name>.yaml                     one status file per resource
 plans/<namespace>/<name>/<plan-id-hex>.json, .sql  the plan document and its SQL rendering
+plans/<namespace>/<name>/<plan-id-hex>.binding.json  what the plan id is the digest of
 ```
+
+A plan's files are found from its id alone (:func:`plan_paths`); the id is the digest of the
+binding, which names the plan document's digest, so a reader can check all three.
 
 Status files are YAML with keys in a fixed order and no volatile values beyond the
 condition transition times, so writing the same status twice gives the same bytes and
@@ -17,7 +21,7 @@ from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatu
 from gitops.yamlout import dump_all
 from runner.digests import digest_hex
 
-__all__ = ["plan_paths", "status_bytes", "status_path"]
+__all__ = ["binding_path", "plan_paths", "status_bytes", "status_path"]
 
 
 def status_path(namespace: str, name: str) -> str:
@@ -27,6 +31,10 @@ def status_path(namespace: str, name: str) -> str:
 def plan_paths(namespace: str, name: str, plan_id: str) -> tuple[str, str]:
     base = f"plans/{namespace}/{name}/{digest_hex(plan_id)}"
     return f"{base}.json", f"{base}.sql"
+
+
+def binding_path(namespace: str, name: str, plan_id: str) -> str:
+    return f"plans/{namespace}/{name}/{digest_hex(plan_id)}.binding.json"
 
 
 def status_bytes(

@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import git
@@ -20,6 +21,10 @@ import pytest
 from harness.gitrepo import GIT_ENV
 from harness.reconcile_world import World, migration_yaml, schema_yaml, tables
 from harness.sshkeys import SSHIdentity, SSHKeyFactory
+
+from gitops.approvals.write import approve as write_approval
+from gitops.repo.loader import load_repository
+from gitops.resources.approvals import ResourceRef
 
 STATUS, REVIEW = "seshat/status", "seshat/review/shop/orders"
 
@@ -99,7 +104,7 @@ def _partial_run(world: World) -> tuple[Path, str]:
         migration_yaml("ledger", world.migrations("m1", STEPWISE), apply="Always"),
     )
     world.remote.commit_all("declare ledger")
-    assert world.reconcile() == {"shop/ledger": "Blocked/RunUnresolved"}
+    assert world.reconcile()["shop/ledger"] == "Blocked/RunUnresolved"
     run = world.status("ledger")["status"]["unresolvedRun"]  # type: ignore[index]
     assert run["outcome"] == "Partial" and _rows(database) == [("1", "failed")]
     return database, str(run["operationId"])
@@ -231,3 +236,114 @@ def test_a_consumed_approval_stays_consumed_after_the_state_file_is_lost(world: 
     assert world.status("orders")["status"]["plan"]["id"] == plans[0]  # type: ignore[index]
     assert tables(database) == []
     assert world.status_log().count("shop/orders: Applying") == 2
+
+
+# -- seshat plan show finds a plan by its id and checks it --------------------------------
+
+
+def test_plan_show_never_shows_another_plan_under_an_id(world: World, outside: Path) -> None:
+    database = world.database("orders", "CREATE TABLE keep (id INTEGER PRIMARY KEY);")
+    benign = world.artifact("b", "CREATE TABLE keep (id INTEGER PRIMARY KEY, n TEXT);\n")
+    _declare(world, benign)
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    benign_plan = world.status("orders")["status"]["plan"]  # type: ignore[index]
+    destructive = world.artifact("d", "CREATE TABLE other (id INTEGER PRIMARY KEY);\n")
+    world.remote.write_file(
+        "databases/o.yaml", schema_yaml("orders", destructive, extra=", allowDestructive: true")
+    )
+    world.remote.commit_all("drop keep")
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    plan = world.status("orders")["status"]["plan"]  # type: ignore[index]
+    shown = world.seshat("plan", "show", "shop/orders", "--repo", world.remote.remote_url)
+    assert (
+        shown.returncode == 0
+        and "DROP TABLE" in shown.stdout
+        and "destructive: True" in (shown.stdout)
+    )
+    hexes = str(plan["id"]).removeprefix("sha256:"), str(benign_plan["id"]).removeprefix("sha256:")
+
+    def attempt(change: str) -> str:
+        done = world.seshat("plan", "show", "shop/orders", "--repo", world.remote.remote_url)
+        assert done.returncode == 1, (change, done.stdout)
+        assert "DROP TABLE" not in done.stdout and "CREATE TABLE" not in done.stdout
+        return done.stderr
+
+    folder = "plans/shop/orders"
+    # 1. The status file's path points at the older, benign plan: the path is not read;
+    # the benign document copied under the destructive id does not match its binding, and
+    # the benign binding copied too does not hash to the id.
+    status_file = "status/shop/orders.yaml"
+    for suffixes, says in (((".json", ".sql"), "binds"), ((".binding.json",), "hash to")):
+        with world.tamper(STATUS) as tree:
+            text = (tree / status_file).read_text()
+            (tree / status_file).write_text(text.replace(f"{hexes[0]}.json", f"{hexes[1]}.json"))
+            for suffix in suffixes:
+                source, target = (tree / folder / f"{h}{suffix}" for h in (hexes[1], hexes[0]))
+                shutil.copy(source, target)
+        assert says in attempt(f"benign {suffixes} under the destructive id")
+    # 2. An absolute path, or one leaving the branch: never read.
+    (outside / "plan.json").write_text('{"secret": "outside"}')
+    with world.tamper(STATUS) as tree:
+        text = (tree / "status/shop/orders.yaml").read_text()
+        text = text.replace(f"{folder}/{hexes[1]}.json", str(outside / "plan.json"))
+        (tree / "status/shop/orders.yaml").write_text(text)
+        _replace_with_link(tree / folder / f"{hexes[0]}.json", outside / "plan.json")
+    assert "outside" not in attempt("a symlinked document")
+    assert database.exists()
+
+
+# -- inputs that used to stop the whole pass ------------------------------------------------
+
+
+def test_one_resource_s_inputs_never_stop_the_others(world: World) -> None:
+    database = world.database("orders")
+    _declare(world, world.artifact("one", "CREATE TABLE t (id INTEGER PRIMARY KEY);\n"))
+    for file, name in (("long", "a" * 253), ("dots", "cat..v2"), ("lock", "cat.lock")):
+        world.remote.write_file(
+            f"databases/{file}.yaml",
+            schema_yaml("x", world.tmp / "nowhere").replace("name: x,", f"name: {name},"),
+        )
+    world.remote.commit_all("names that cannot be stored")
+    ledger_db, operation = _partial_run(world)
+    plan = str(world.status("orders")["status"]["plan"]["id"])  # type: ignore[index]
+    world.approve("orders", plan)
+    approval = world.remote.work_dir / f"approvals/shop/orders/{plan.removeprefix('sha256:')}.yaml"
+    bundles = approval.with_name(approval.name + ".sigstore.json")
+    bundles.write_text("[" * 100_000 + "]" * 100_000)
+    world.acknowledge("ledger", operation)
+    acknowledgment = world.remote.work_dir / f"acknowledgments/shop/ledger/{operation}.yaml.sig"
+    acknowledgment.write_bytes(
+        acknowledgment.read_bytes().replace(b"-----END", b"\xff\xfe-----END")
+    )
+    world.remote.commit_all("hostile signature files")
+    assert world.reconcile() == {
+        "shop/orders": "InSync/InSync",  # its SSH signature still counts
+        "shop/ledger": "Blocked/RunUnresolved",  # a garbled acknowledgment settles nothing
+    }
+    assert tables(database) == ["t"]
+    assert _rows(ledger_db) == [("1", "failed")]
+    validated = world.seshat("validate", world.remote.work_dir)
+    assert validated.returncode == 1 and "Traceback" not in validated.stderr
+    assert validated.stdout.count("metadata.name") == 3
+
+
+def test_an_approval_dated_in_the_future_approves_nothing(world: World) -> None:
+    database = world.database("orders")
+    _declare(world, world.artifact("one", "CREATE TABLE t (id INTEGER PRIMARY KEY);\n"))
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    plan = str(world.status("orders")["status"]["plan"]["id"])  # type: ignore[index]
+    loaded = load_repository(world.remote.work_dir).find("DatabaseSchema", "shop", "orders")
+    assert loaded is not None
+    ref = ResourceRef(
+        kind="DatabaseSchema",
+        namespace="shop",
+        name="orders",
+        uid=str(loaded.resource.metadata.uid),
+    )
+    future = datetime(2099, 1, 1, tzinfo=UTC)  # would never reach maxAge
+    write_approval(world.remote.work_dir, ref, plan, world.alice.private_key, now=future)
+    world.remote.commit_all("approve, from the future")
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    assert tables(database) == []
+    world.approve("orders", plan)  # Alice again: a fresh statement dated now
+    assert world.reconcile() == {"shop/orders": "InSync/InSync"}
