@@ -96,6 +96,16 @@ def postgres_server(harness_base_dir: Path) -> Iterator[PostgresServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def second_postgres_server(harness_base_dir: Path) -> Iterator[PostgresServer]:
+    """Another PostgreSQL cluster: an explicit sandbox (a dev URL) must not be the target's."""
+    base = harness_base_dir / "second"
+    base.mkdir()
+    base.chmod(0o755)
+    with running_postgres(base) as server:
+        yield server
+
+
 @pytest.fixture
 def postgres_database(postgres_server: PostgresServer) -> Iterator[PostgresDatabase]:
     """A fresh database (owned by the app role) for one test, dropped afterwards."""

@@ -47,7 +47,21 @@ __all__ = [
     "outcome_from_output",
 ]
 
-_BASE_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "PGPASSFILE", "PGSERVICEFILE")
+_BASE_ENVIRONMENT = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "HOME",
+    "TMPDIR",
+    "PGPASSFILE",
+    "PGSERVICEFILE",
+    # Where sandboxes come from (docs/engine.md): the runner's cache, the user a private
+    # server runs as, PostgreSQL binaries in an unusual place.
+    "SESHAT_CACHE_DIR",
+    "SESHAT_SANDBOX_USER",
+    "SESHAT_PG_BINDIR",
+    "SESHAT_MARIADB_BINDIR",
+)
 _MAX_OUTPUT = 16 * 1024 * 1024
 
 
@@ -126,9 +140,17 @@ def _runner_command() -> list[str]:
 class LocalExecutor:
     """Runs each operation as a ``seshat-runner`` child process."""
 
-    def __init__(self, work_dir: Path, command: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        command: Sequence[str] | None = None,
+        cache_dir: Path | None = None,
+    ) -> None:
         self.work_dir = work_dir
         self.command = list(command) if command is not None else _runner_command()
+        # The runner's cache (sandbox templates), kept beside the operations, unless the
+        # controller's environment names one.
+        self.cache_dir = cache_dir or work_dir.parent / "runner-cache"
 
     def bind(
         self, reference: UrlReference, slot: Literal["url", "dev_url"]
@@ -155,6 +177,7 @@ class LocalExecutor:
     ) -> Outcome:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         child_env = {k: os.environ[k] for k in _BASE_ENVIRONMENT if k in os.environ}
+        child_env.setdefault("SESHAT_CACHE_DIR", str(self.cache_dir))
         for name, value in environment.items():
             if not isinstance(value, str):
                 raise CredentialUnavailable(f"{name}: a Secret key needs the Kubernetes executor")

@@ -52,6 +52,8 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
     refusals: ClassVar[dict[str, Reason]] = {
         "protected_table": Reason.PROTECTED_TABLE,
         "destructive_disallowed": Reason.DESTRUCTIVE_DISALLOWED,
+        "sandbox_unavailable": Reason.SANDBOX_UNAVAILABLE,
+        "sandbox_refused": Reason.SANDBOX_UNAVAILABLE,
     }
 
     def __init__(

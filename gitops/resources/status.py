@@ -107,6 +107,7 @@ class Reason(StrEnum):
     DATABASE_AHEAD = "DatabaseAhead"
     RUN_UNRESOLVED = "RunUnresolved"
     STATUS_TAMPERED = "StatusTampered"
+    SANDBOX_UNAVAILABLE = "SandboxUnavailable"  # no sandbox to plan in: a configuration fault
     # Failed: a fault where a retry is reasonable.
     DISPATCH_FAILED = "DispatchFailed"
     OPERATION_FAILED = "OperationFailed"

@@ -146,7 +146,7 @@ def test_inspect_reads_the_url_from_a_file(
     assert "table:public.items" in payload["result"]["model"]["tables"]
 
 
-def test_a_user_without_createdb_gets_a_framed_answer_naming_the_dev_database(
+def test_a_user_without_createdb_observes_and_no_sandbox_is_a_stable_refusal(
     postgres_database: PostgresDatabase, tmp_path: Path
 ) -> None:
     with postgres_database.server.connect() as admin:  # other tests may have granted it
@@ -161,10 +161,23 @@ def test_a_user_without_createdb_gets_a_framed_answer_naming_the_dev_database(
         "url": {"from_env": "DB_URL"},
         "desired": str(desired),
     }
+    # Observing needs nothing of the target but reading: the desired schema goes to a sandbox.
     code, payload = op(runner, postgres_database, tmp_path, request)
-    assert code == 2
-    assert payload["error"]["code"] == "cannot_connect"
-    assert "dev database" in payload["error"]["message"]
+    assert code == 0, payload
+    assert payload["result"]["drift"]["total"] == 1
+    # Without server binaries for a sandbox (and no dev URL), a stable refusal says what to do.
+    path = write(tmp_path / "again.json", json.dumps(request | {"id": "nobin"}))
+    result = runner(
+        "op",
+        "--input",
+        str(path),
+        env={"DB_URL": postgres_database.url_with_password, "SESHAT_PG_BINDIR": "/nonexistent"},
+    )
+    frame = find_last_frame(result.stdout)
+    assert isinstance(frame, Found) and result.returncode == 1
+    message = frame.payload["error"]["message"]
+    assert frame.payload["error"]["code"] == "plan_refused"
+    assert message.startswith("sandbox_unavailable: ") and "install postgresql-" in message
     assert runner.leaks() == []
 
 

@@ -36,21 +36,38 @@ def libpq_keywords(url: DatabaseURL) -> dict[str, str]:
     return keywords
 
 
-def connect(url: DatabaseURL, *, autocommit: bool = True) -> psycopg.Connection[Any]:
-    """A connection to ``url``; failures become :class:`CanNotRunError` without the URL."""
+def connect(
+    url: DatabaseURL, *, autocommit: bool = True, read_only: bool = False
+) -> psycopg.Connection[Any]:
+    """A connection to ``url``; failures become :class:`CanNotRunError` without the URL.
+
+    ``read_only``: the session defaults to read-only transactions
+    (``default_transaction_read_only``) and the connection reads in one
+    ``REPEATABLE READ, READ ONLY`` transaction, so everything read is one snapshot and
+    nothing can be written through it, whatever runs on it.
+    """
     keywords: dict[str, Any] = {"connect_timeout": 10, "application_name": APPLICATION_NAME}
     keywords |= libpq_keywords(url)
+    if read_only:
+        options = keywords.get("options", "")
+        keywords["options"] = f"{options} -c default_transaction_read_only=on".strip()
     try:
-        return psycopg.connect(autocommit=autocommit, **keywords)
+        conn = psycopg.connect(autocommit=autocommit and not read_only, **keywords)
     except psycopg.OperationalError as error:
         # The message names host and user but, from libpq, never the password; the caller's
         # redactor still scrubs it.
         raise CanNotRunError(f"cannot connect to the database: {str(error).strip()}") from None
+    if read_only:
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+    return conn
 
 
 @contextlib.contextmanager
-def connection(url: DatabaseURL, *, autocommit: bool = True) -> Iterator[psycopg.Connection[Any]]:
-    conn = connect(url, autocommit=autocommit)
+def connection(
+    url: DatabaseURL, *, autocommit: bool = True, read_only: bool = False
+) -> Iterator[psycopg.Connection[Any]]:
+    conn = connect(url, autocommit=autocommit, read_only=read_only)
     try:
         yield conn
     finally:

@@ -18,12 +18,18 @@ from runner.engines.plan import PlanDocument, plan_digest
 from runner.engines.planner import PlanOptions, PlanRefused, converged, fingerprint, plan_changes
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.introspect import introspect, prepare_session
-from runner.engines.postgresql.quoting import ident, literal
+from runner.engines.postgresql.quoting import ident
 from runner.engines.postgresql.render import render
-from runner.engines.postgresql.scratch import scratch_database
+from runner.engines.postgresql.sandbox import (
+    Sandbox,
+    SandboxRefusal,
+    ServerFacts,
+    dev_sandbox,
+    private_sandbox,
+    server_facts,
+)
 from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
-from runner.errors import CanNotRunError
 from runner.sql.split import split_postgresql
 from runner.url import DatabaseURL
 
@@ -41,12 +47,18 @@ def _error_text(error: psycopg.Error) -> str:
 
 
 def _load(
-    conn: psycopg.Connection[Any], files: list[tuple[str, str]], schemas: Sequence[str] = ()
+    conn: psycopg.Connection[Any],
+    files: list[tuple[str, str]],
+    sandbox: Sandbox,
+    database: DatabaseURL,
+    schemas: Sequence[str] = (),
 ) -> None:
-    """Run the desired schema; statements that fail are retried until nothing progresses.
+    """Run the desired schema in the sandbox database ``conn``; statements that fail are
+    retried until nothing progresses.
 
     Files may create objects before what they use (a foreign key before its table); a loader
-    that retries failed statements while any statement succeeds accepts every order.
+    that retries failed statements while any statement succeeds accepts every order. A
+    ``CREATE EXTENSION`` goes through the sandbox (:meth:`Sandbox.run`), never as written.
     """
     with conn.cursor() as cur:
         cur.execute("SET check_function_bodies = off")
@@ -56,13 +68,14 @@ def _load(
     first_pass = True
     while pending:
         failed: list[tuple[str, int, str, psycopg.Error]] = []
+        made_role = False
         # The first pass sends statements in batches (one round trip and one commit each);
         # a batch that fails is rolled back whole and its statements run one by one.
         size = _BATCH if first_pass else 1
         first_pass = False
         for start in range(0, len(pending), size):
             chunk = pending[start : start + size]
-            if len(chunk) > 1:
+            if len(chunk) > 1 and not any(sandbox.intercepts(sql) for _, _, sql in chunk):
                 try:
                     with conn.cursor() as cur:
                         cur.execute(";\n".join(sql for _, _, sql in chunk).encode("utf-8"))
@@ -71,125 +84,170 @@ def _load(
                     pass
             for name, line, sql in chunk:
                 try:
-                    with conn.cursor() as cur:
-                        cur.execute(sql.encode("utf-8"))
+                    _run_one(conn, sandbox, database, sql)
+                except SandboxRefusal as refusal:
+                    raise DesiredSchemaError(f"{name}:{line}: {refusal}") from None
                 except psycopg.Error as error:
+                    # A role the statement names is made in the sandbox; it runs again.
+                    made_role = sandbox.missing_role(error) or made_role
                     failed.append((name, line, sql, error))
         if not failed:
             return
-        if len(failed) == len(pending) and schemas:
-            with conn.cursor() as cur:
-                for schema in schemas:
-                    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}".encode())
+        if len(failed) == len(pending) and not made_role:
+            if not schemas:
+                first_name, first_line, _, first_error = failed[0]
+                raise DesiredSchemaError(f"{first_name}:{first_line}: {_error_text(first_error)}")
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("RESET ROLE")  # whatever role the desired SQL set
+                    for schema in schemas:
+                        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}".encode())
+            except psycopg.Error as error:
+                raise DesiredSchemaError(
+                    f"the desired schema left the sandbox unusable: {_error_text(error)}"
+                ) from None
             schemas = ()
-        elif len(failed) == len(pending):
-            first_name, first_line, _, first_error = failed[0]
-            raise DesiredSchemaError(f"{first_name}:{first_line}: {_error_text(first_error)}")
         pending = [(n, line, sql) for n, line, sql, _ in failed]
 
 
+def _run_one(
+    conn: psycopg.Connection[Any], sandbox: Sandbox, database: DatabaseURL, sql: str
+) -> None:
+    """One statement in the sandbox: an extension through the sandbox's door, the rest as
+    the sandbox role."""
+    if sandbox.intercepts(sql):
+        sandbox.run(database, sql)
+        return
+    with conn.cursor() as cur:
+        cur.execute(sql.encode("utf-8"))
+
+
 class PostgresEngine:
-    """One PostgreSQL target (and optionally a dev server for scratch databases)."""
+    """One PostgreSQL target, read only while planning; everything else runs in a sandbox
+    (:mod:`.sandbox`): a private server, or the explicit one ``dev_url`` names."""
 
     dialect = "postgresql"
     transactional_ddl = True
 
-    def __init__(self, url: DatabaseURL, dev_url: DatabaseURL | None = None) -> None:
+    def __init__(
+        self, url: DatabaseURL, dev_url: DatabaseURL | None = None, *, cache: bool = True
+    ) -> None:
         self.url = url
         self.dev_url = dev_url
+        self.cache = cache
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
 
     # -- reading ---------------------------------------------------------------------------
 
+    def _observe(self, exclude: Sequence[str]) -> tuple[Database, ServerFacts]:
+        """The live schema and the server's facts, in one read-only snapshot."""
+        with connection(self.url, read_only=True) as conn:
+            live = apply_exclude(introspect(conn), exclude)
+            return live, server_facts(conn)
+
     def inspect(self, exclude: Sequence[str] = ()) -> Database:
-        with connection(self.url) as conn:
-            return apply_exclude(introspect(conn), exclude)
+        return self._observe(exclude)[0]
 
     @contextlib.contextmanager
-    def _scratch(self) -> Iterator[DatabaseURL]:
-        """A database to work in: the dev database if one was given, else a scratch one.
-
-        A dev database must be empty when Seshat starts (so a real database given by mistake
-        is refused, not wiped) and is emptied again afterwards.
-        """
-        if self.dev_url is None:
-            with scratch_database(self.url) as (url, name):
-                self.scratch_names.append(name)
-                yield url
-            return
-        with connection(self.dev_url) as conn:
-            if not _is_empty(conn):
-                raise CanNotRunError(
-                    "the dev database is not empty; give an empty database Seshat may use"
-                )
+    def _sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
         try:
-            yield self.dev_url
-        finally:
-            with connection(self.dev_url) as conn:
-                _reset(conn)
-
-    def desired(self, path: Path, live: Database, exclude: Sequence[str] = ()) -> Database:
-        """The desired schema, normalized in a scratch database and introspected."""
-        with self._scratch() as url, connection(url) as conn:
-            return self._normalize(conn, path, live, exclude)
+            if self.dev_url is not None:
+                with dev_sandbox(self.dev_url, facts) as sandbox:
+                    yield sandbox
+                    self.scratch_names += sandbox.names
+            else:
+                with private_sandbox(facts, cache=self.cache) as sandbox:
+                    yield sandbox
+                    self.scratch_names += sandbox.names
+        except SandboxRefusal as refusal:
+            raise PlanRefused("sandbox_refused", str(refusal)) from None
 
     def _normalize(
-        self, conn: psycopg.Connection[Any], path: Path, live: Database, exclude: Sequence[str]
+        self, sandbox: Sandbox, path: Path, live: Database, exclude: Sequence[str]
     ) -> Database:
+        """Load the desired schema into a fresh sandbox database and read it back."""
+        database = sandbox.fresh()
         # Schemas are never dropped, so the desired schema may use one only the live
         # database creates; those are created when nothing else lets loading progress.
         schemas = [d.definition for d in live.definitions.values() if d.kind == "schema"]
-        _load(conn, desired_files(path), schemas)
-        return apply_exclude(introspect(conn), exclude)
+        with connection(database) as conn:
+            _load(conn, desired_files(path), sandbox, database, schemas)
+        # Read back in a new session: nothing the desired SQL set on its own carries over.
+        try:
+            with connection(database) as conn:
+                return apply_exclude(introspect(conn), exclude)
+        except psycopg.Error as error:
+            raise DesiredSchemaError(
+                f"the desired schema cannot be read back in the sandbox: {_error_text(error)}"
+            ) from None
+
+    def desired(self, path: Path, live: Database, exclude: Sequence[str] = ()) -> Database:
+        """The desired schema, normalized in a sandbox and introspected."""
+        _, facts = self._observe(exclude)
+        with self._sandbox(facts) as sandbox:
+            return self._normalize(sandbox, path, live, exclude)
 
     # -- planning --------------------------------------------------------------------------
 
     def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
         """A verified plan from the live schema to ``desired_path``.
 
-        The plan is dry-run on a copy of the live schema before it is returned; a plan that
-        fails there, or does not reach the desired schema, is refused. One scratch database
-        serves both steps: it is emptied after the desired schema has been read.
+        The target is only read. The desired schema is normalized in one fresh sandbox
+        database; the live schema is rebuilt in another and the plan's exact statements run
+        there; a plan that fails, or does not reach the desired schema, is refused.
         """
-        live = self.inspect(options.exclude)
-        with self._scratch() as url, connection(url) as conn:
-            desired = self._normalize(conn, desired_path, live, options.exclude)
+        live, facts = self._observe(options.exclude)
+        with self._sandbox(facts) as sandbox:
+            desired = self._normalize(sandbox, desired_path, live, options.exclude)
             planned = plan_changes(live, desired, options, render)
-            if not _reset(conn):
-                with self._scratch() as fresh_url, connection(fresh_url) as fresh:
-                    expected = self._dry_run(fresh, live, desired, planned.statements, options)
-            else:
-                expected = self._dry_run(conn, live, desired, planned.statements, options)
+            expected = self._dry_run(sandbox, live, desired, planned.statements, options)
         return planned.document(live, desired, expected, options)
 
     def _dry_run(
         self,
-        conn: psycopg.Connection[Any],
+        sandbox: Sandbox,
         live: Database,
         desired: Database,
         statements: Sequence[Any],
         options: PlanOptions,
     ) -> str:
-        """Apply ``statements`` to a copy of ``live`` built in the empty database ``conn``."""
-        baseline = introspect(conn)
-        copy = plan_changes(baseline, live, PlanOptions(allow_destructive=True), render)
+        """Rebuild ``live`` in a fresh sandbox database, run ``statements`` there, compare."""
+        database = sandbox.fresh()
+        with connection(database) as conn:
+            baseline = introspect(conn)
+            copy = plan_changes(baseline, live, PlanOptions(allow_destructive=True), render)
+            try:
+                # Committed in batches: one transaction over a large schema would exhaust
+                # the server's lock table, and the copy needs no atomicity.
+                _execute(
+                    conn,
+                    [(s.sql, s.transactional) for s in copy.statements],
+                    batch=_BATCH,
+                    sandbox=(sandbox, database),
+                )
+            except _StatementFailed as failure:
+                raise PlanRefused(
+                    "dry_run_failed",
+                    f"could not rebuild the live schema for the dry run: {failure.error}",
+                ) from None
+            try:
+                _execute(
+                    conn,
+                    [(s.sql, s.transactional) for s in statements],
+                    sandbox=(sandbox, database),
+                )
+            except _StatementFailed as failure:
+                raise PlanRefused(
+                    "dry_run_failed",
+                    f"statement {failure.index + 1} failed in the dry run: {failure.error}",
+                ) from None
         try:
-            # Committed in batches: one transaction over a large schema would exhaust the
-            # server's lock table, and the copy needs no atomicity.
-            _execute(conn, [(s.sql, s.transactional) for s in copy.statements], batch=_BATCH)
-        except _StatementFailed as failure:
+            with connection(database) as conn:
+                result = apply_exclude(introspect(conn), options.exclude)
+        except psycopg.Error as error:
             raise PlanRefused(
-                "dry_run_failed",
-                f"could not rebuild the live schema for the dry run: {failure.error}",
+                "dry_run_failed", f"the dry run's result cannot be read: {_error_text(error)}"
             ) from None
-        try:
-            _execute(conn, [(s.sql, s.transactional) for s in statements])
-        except _StatementFailed as failure:
-            raise PlanRefused(
-                "dry_run_failed",
-                f"statement {failure.index + 1} failed in the dry run: {failure.error}",
-            ) from None
-        result = apply_exclude(introspect(conn), options.exclude)
         return converged(result, desired, diff)
 
     # -- applying --------------------------------------------------------------------------
@@ -224,89 +282,10 @@ class PostgresEngine:
 
     def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
         """A bounded drift report: the live schema against the desired one."""
-        live = self.inspect(exclude)
-        desired = self.desired(desired_path, live, exclude)
+        live, facts = self._observe(exclude)
+        with self._sandbox(facts) as sandbox:
+            desired = self._normalize(sandbox, desired_path, live, exclude)
         return drift_report(diff(live, desired), live.dialect)
-
-
-def _is_empty(conn: psycopg.Connection[Any]) -> bool:
-    """No extensions and no user objects beyond an empty ``public`` schema."""
-    row = conn.execute(
-        "SELECT (SELECT count(*) FROM pg_extension WHERE extname <> 'plpgsql')"
-        " + (SELECT count(*) FROM pg_namespace WHERE nspname !~ '^pg_'"
-        "    AND nspname NOT IN ('information_schema', 'public'))"
-        " + (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-        "    WHERE n.nspname = 'public')"
-        " + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-        "    WHERE n.nspname = 'public')"
-        " + (SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
-        "    WHERE n.nspname = 'public')"
-    ).fetchone()
-    return row is not None and row[0] == 0
-
-
-def _drop_relations(conn: psycopg.Connection[Any]) -> None:
-    """Drop user relations one by one, so a later DROP SCHEMA CASCADE needs few locks."""
-    rows = conn.execute(
-        "SELECT c.oid::regclass::text, c.relkind FROM pg_class c"
-        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname !~ '^pg_'"
-        " AND n.nspname <> 'information_schema' AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
-        " AND NOT c.relispartition ORDER BY c.relkind DESC"
-    ).fetchall()
-    words = {
-        "r": "TABLE",
-        "p": "TABLE",
-        "v": "VIEW",
-        "m": "MATERIALIZED VIEW",
-        "f": "FOREIGN TABLE",
-    }
-    for name, kind in rows:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute(f"DROP {words[kind]} IF EXISTS {name} CASCADE".encode())
-
-
-def _reset(conn: psycopg.Connection[Any]) -> bool:
-    """Empty a scratch database for reuse: every schema and extension goes, ``public`` is
-    recreated with the owner, privileges and comment it had. False if that failed, and the
-    caller takes a fresh scratch database instead.
-    """
-    _drop_relations(conn)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT obj_description(n.oid, 'pg_namespace'), pg_get_userbyid(n.nspowner),"
-                " n.nspacl::text[] FROM pg_namespace n WHERE n.nspname = 'public'"
-            )
-            row = cur.fetchone()
-            for (name,) in cur.execute(
-                "SELECT extname FROM pg_extension WHERE extname <> 'plpgsql'"
-            ).fetchall():
-                cur.execute(f"DROP EXTENSION IF EXISTS {ident(name)} CASCADE".encode())
-            schemas = cur.execute(
-                "SELECT nspname FROM pg_namespace WHERE nspname !~ '^pg_'"
-                " AND nspname <> 'information_schema' ORDER BY 1"
-            ).fetchall()
-            for (name,) in schemas:
-                cur.execute(f"DROP SCHEMA {ident(name)} CASCADE".encode())
-            if row is not None:
-                comment, owner, acl = row
-                cur.execute(f"CREATE SCHEMA public AUTHORIZATION {ident(owner)}".encode())
-                cur.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
-                for item in acl or []:
-                    grantee, _, rights = item.partition("=")
-                    privileges = [
-                        p for c, p in (("U", "USAGE"), ("C", "CREATE")) if c in rights.split("/")[0]
-                    ]
-                    if privileges and grantee != owner:
-                        who = "PUBLIC" if grantee == "" else ident(grantee)
-                        cur.execute(
-                            f"GRANT {', '.join(privileges)} ON SCHEMA public TO {who}".encode()
-                        )
-                if comment is not None:
-                    cur.execute(f"COMMENT ON SCHEMA public IS {literal(comment)}".encode())
-        return True
-    except psycopg.Error:
-        return False
 
 
 class _StatementFailed(Exception):
@@ -324,27 +303,38 @@ def _execute(
     statements: Sequence[tuple[str, bool]],
     report: ApplyReport | None = None,
     batch: int | None = None,
+    sandbox: tuple[Sandbox, DatabaseURL] | None = None,
 ) -> None:
     """Run statements: consecutive transactional ones in one transaction, others alone.
 
     With ``batch``, a run of transactional statements is committed every ``batch``
-    statements instead of once (for rebuilding a copy, where atomicity is not needed).
+    statements instead of once (for rebuilding a copy, where atomicity is not needed). In a
+    ``sandbox``, the statements it intercepts (extensions) run through it, each on its own.
     """
     prepare_session(conn)
+
+    def alone(sql: str) -> bool:
+        return sandbox is not None and sandbox[0].intercepts(sql)
+
     index = 0
     while index < len(statements):
         sql, transactional = statements[index]
-        if not transactional:
+        if not transactional or alone(sql):
             try:
-                conn.execute(sql.encode("utf-8"))
+                if sandbox is not None and alone(sql):
+                    sandbox[0].run(sandbox[1], sql)
+                else:
+                    conn.execute(sql.encode("utf-8"))
             except psycopg.Error as error:
                 raise _StatementFailed(index, _error_text(error)) from None
+            except SandboxRefusal as refusal:
+                raise _StatementFailed(index, str(refusal)) from None
             if report is not None:
                 report.ran.append(index)
             index += 1
             continue
         group: list[int] = []
-        while index < len(statements) and statements[index][1]:
+        while index < len(statements) and statements[index][1] and not alone(statements[index][0]):
             group.append(index)
             index += 1
             if batch is not None and len(group) >= batch:

@@ -61,10 +61,11 @@ def prepare_session(conn: psycopg.Connection[Any]) -> None:
     with conn.cursor() as cur:
         for name, value in SESSION_SETTINGS.items():
             cur.execute("SELECT set_config(%s, %s, false)", (name, value))
-        try:
-            cur.execute("SET lc_messages = 'C'")
-        except psycopg.errors.InsufficientPrivilege:
-            conn.rollback() if not conn.autocommit else None
+    try:
+        with conn.transaction():  # a savepoint inside a transaction: a refusal costs nothing
+            conn.execute("SET lc_messages = 'C'")
+    except psycopg.errors.InsufficientPrivilege:
+        pass
 
 
 def _rows(conn: psycopg.Connection[Any], sql: str) -> list[tuple[Any, ...]]:

@@ -6,8 +6,10 @@ URLs: ``sqlite:///relative.db`` (relative to the current directory) and
 an empty schema (what the first apply would create) without creating it. An empty file is
 an empty SQLite database, so ``touch app.db`` is how a first apply starts.
 
-The desired schema is normalized in an in-memory database; the dry run applies the plan
-to an in-memory copy of the live database made with the backup API. An apply holds the
+Planning opens the file read-only (``mode=ro``). The desired schema is normalized in an
+in-memory sandbox that can reach no file (:mod:`.sandbox`); the dry run applies the plan to
+a sandbox holding a copy of the live *schema* (its ``CREATE`` statements, never its rows).
+An apply holds the
 database's own write lock (``BEGIN IMMEDIATE``) from the staleness check to the commit,
 runs every statement in that one transaction and checks foreign keys before committing.
 """
@@ -31,6 +33,7 @@ from runner.engines.scope import apply_exclude
 from runner.engines.sqlite.introspect import introspect, server_major
 from runner.engines.sqlite.rebuild import sqlite_diff
 from runner.engines.sqlite.render import render
+from runner.engines.sqlite.sandbox import copy_schema, sandbox
 from runner.engines.sqlite.sqltext import SqlTextError, split_script
 from runner.errors import CanNotRunError, ConfigurationError
 from runner.url import DatabaseURL
@@ -50,12 +53,6 @@ def _session(conn: sqlite3.Connection) -> None:
     """The settings every plan statement runs under (in the dry run and in the apply)."""
     conn.execute("PRAGMA foreign_keys = OFF")
     conn.execute("PRAGMA legacy_alter_table = ON")
-
-
-def _memory() -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    _session(conn)
-    return conn
 
 
 class _StatementFailed(Exception):
@@ -144,7 +141,7 @@ class SqliteEngine:
 
     def desired(self, path: Path, exclude: Sequence[str] = ()) -> Database:
         """The desired schema, loaded into an in-memory database and read back."""
-        conn = _memory()
+        conn = sandbox()
         try:
             _load(conn, desired_files(path))
             return apply_exclude(introspect(conn), exclude)
@@ -166,11 +163,17 @@ class SqliteEngine:
             planned = plan_changes(live, desired, options, render, differ=sqlite_diff)
         except UnsupportedChange as error:
             raise PlanRefused("unsupported_change", str(error)) from None
-        copy = _memory()
+        copy = sandbox()
         try:
             if exists:
                 with self._connect("ro") as source:
-                    source.backup(copy)
+                    try:
+                        copy_schema(source, copy)
+                    except sqlite3.Error as error:
+                        raise PlanRefused(
+                            "dry_run_failed",
+                            f"could not copy the live schema for the dry run: {error}",
+                        ) from None
             expected = self._dry_run(copy, desired, planned.statements, options)
         finally:
             copy.close()

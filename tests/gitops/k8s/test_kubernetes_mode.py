@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from harness.kube_api import FakeKubernetes
-from harness.postgres import PostgresDatabase
+from harness.postgres import PostgresDatabase, PostgresServer
 from harness.reconcile_world import World, tables
 
 from gitops.execution.executor import CredentialUnavailable, Outcome
@@ -419,13 +419,13 @@ def test_the_postgresql_password_reaches_only_the_pod(
     api: KubeApi,
     tmp_path: Path,
     postgres_database: PostgresDatabase,
+    second_postgres_server: PostgresServer,
 ) -> None:
-
     url = postgres_database.url_with_password
     password = url.split(":")[2].split("@")[0]
-    # The app role may not create databases: normalization uses an empty dev database,
-    # whose URL (the same password) comes from another key of the same Secret.
-    server = postgres_database.server
+    # An explicit sandbox (an empty database on another server) comes from another key of
+    # the same Secret, like the target's URL: the controller never reads either.
+    server = second_postgres_server
     dev = f"dev_{postgres_database.name}"
     with server.connect() as admin:
         admin.execute(f'CREATE DATABASE "{dev}" OWNER {server.app_user}')

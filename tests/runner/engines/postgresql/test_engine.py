@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from harness.postgres import PostgresDatabase
+from harness.postgres import PostgresDatabase, PostgresServer
 from harness.runner_cli import RunnerCLI, write
 
 from runner.digests import sha256_digest
@@ -356,25 +356,30 @@ def test_plans_are_byte_identical_across_processes_and_hash_seeds(
     assert json.loads(outputs.pop())["statements"]
 
 
-def test_scratch_databases_are_dropped_and_leftovers_removed(
+def test_planning_makes_no_database_on_the_target_server(
     runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
 ) -> None:
-    with db.server.connect() as admin:
-        admin.execute(
-            f'CREATE DATABASE "seshat_scratch_deadbeef00000000" OWNER {db.server.app_user}'
-        )
-        admin.execute(
-            'COMMENT ON DATABASE "seshat_scratch_deadbeef00000000"'
-            " IS 'seshat scratch database created at 1000'"
-        )
     load(db, BASE)
-    assert plan(runner, db, write(tmp_path / "s.sql", BASE)).returncode == 0
-    with db.server.connect() as admin:
-        left = admin.execute(
-            "SELECT datname FROM pg_database WHERE datname LIKE 'seshat_scratch_%'"
-        ).fetchall()
-    assert left == []
-    assert not any("seshat_scratch" in out for out in runner.outputs)
+
+    def databases() -> list[tuple[str, ...]]:
+        with db.server.connect() as admin:
+            return [tuple(r) for r in admin.execute("SELECT datname FROM pg_database ORDER BY 1")]
+
+    before = databases()
+    changed = BASE.replace("note varchar(200)", "note varchar(300)")
+    assert plan(runner, db, write(tmp_path / "s.sql", changed)).returncode == 0
+    drift = runner(
+        "schema",
+        "drift",
+        "--url-env",
+        "TARGET_URL",
+        "--desired",
+        str(tmp_path / "s.sql"),
+        env=env(db),
+    )
+    assert drift.returncode == 1, drift.stderr
+    assert databases() == before
+    assert not any("seshat_" in out for out in runner.outputs)
 
 
 def test_a_password_on_the_command_line_is_refused(
@@ -406,17 +411,31 @@ def test_connection_errors_are_redacted(runner: RunnerCLI, db: PostgresDatabase)
     assert "cannot connect to the database" in result.stderr
 
 
-def test_a_dev_database_must_be_empty_and_is_left_empty(
-    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+def test_an_explicit_sandbox_must_be_another_server_and_empty(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path, second_postgres_server: PostgresServer
 ) -> None:
     load(db, BASE)
+    desired = write(tmp_path / "schema.sql", BASE + "CREATE TABLE later (id int);")
+    # On the target's own server: refused, whatever database it names.
     with db.server.connect() as admin:
         admin.execute(f"CREATE DATABASE seshat_dev_{db.name[-8:]} OWNER {db.server.app_user}")
-    dev = db.server.url(f"seshat_dev_{db.name[-8:]}")
-    desired = write(tmp_path / "schema.sql", BASE + "CREATE TABLE later (id int);")
+    try:
+        same = plan(runner, db, desired, "--dev-url", db.server.url(f"seshat_dev_{db.name[-8:]}"))
+        assert same.returncode == 1
+        assert json.loads(same.stdout)["refusal"]["code"] == "sandbox_refused"
+        assert "target server itself" in same.stdout
+    finally:
+        with db.server.connect() as admin:
+            admin.execute(f"DROP DATABASE seshat_dev_{db.name[-8:]} WITH (FORCE)")
+    # On another server: used, and left as it was.
+    other = second_postgres_server
+    name = f"dev_{db.name[-8:]}"
+    with other.connect() as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    dev = other.url(name)
     try:
         result = plan(runner, db, desired, "--dev-url", dev)
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 0, result.stdout + result.stderr
         assert [s["sql"] for s in json.loads(result.stdout)["statements"]] == [
             "CREATE TABLE public.later (\n    id integer\n)"
         ]
@@ -426,13 +445,18 @@ def test_a_dev_database_must_be_empty_and_is_left_empty(
                 " ON n.oid = c.relnamespace WHERE n.nspname = 'public'"
             ).fetchone() == (0,)
             conn.execute("CREATE TABLE precious (id int)")
+        with other.connect() as admin:
+            left = admin.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'seshat%'"
+            ).fetchall()
+        assert left == []
         refused = plan(runner, db, desired, "--dev-url", dev)
-        assert refused.returncode == 2
-        assert "the dev database is not empty" in refused.stderr
+        assert refused.returncode == 1
+        assert "the dev database is not empty" in refused.stdout
         with psycopg.connect(dev, autocommit=True) as conn:
             assert conn.execute("SELECT to_regclass('public.precious') IS NOT NULL").fetchone() == (
                 True,
             )
     finally:
-        with db.server.connect() as admin:
-            admin.execute(f"DROP DATABASE seshat_dev_{db.name[-8:]} WITH (FORCE)")
+        with other.connect() as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -1,0 +1,77 @@
+"""Where SQLite runs what is not the approved plan: an in-memory database that can reach
+nothing else.
+
+The desired schema (an artifact's SQL) and the dry run execute in a connection to
+``:memory:`` that cannot attach a file (the authorizer refuses ``ATTACH``, which also covers
+``VACUUM INTO``, and the attached-database limit is zero), cannot load an extension
+(``load_extension`` refused, extension loading never enabled), cannot change where temporary
+files go or edit the schema table by hand, and is interrupted after :data:`DEADLINE` seconds
+of work. The dry run copies the live database's *schema* into such a connection (its stored
+``CREATE`` statements, never a row), so nothing of the live data ever leaves the file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Final
+
+__all__ = ["DEADLINE", "SandboxRefused", "copy_schema", "sandbox"]
+
+DEADLINE: Final = 120.0
+"""Seconds of statement work a sandbox allows in all (a recursive CTE cannot run forever)."""
+
+_REFUSED_PRAGMAS: Final = frozenset(
+    {
+        "temp_store_directory",
+        "data_store_directory",
+        "writable_schema",
+        "hard_heap_limit",
+        "soft_heap_limit",
+        "mmap_size",
+    }
+)
+_REFUSED_FUNCTIONS: Final = frozenset({"load_extension", "readfile", "writefile", "edit"})
+
+
+class SandboxRefused(Exception):
+    """What the sandbox's authorizer refused, for the message."""
+
+
+def _authorizer(
+    action: int, first: str | None, second: str | None, database: str | None, trigger: str | None
+) -> int:
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA and (first or "").lower() in _REFUSED_PRAGMAS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (second or "").lower() in _REFUSED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def sandbox(deadline: float = DEADLINE) -> sqlite3.Connection:
+    """A fresh in-memory database that can reach no file (see the module docstring)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    conn.set_authorizer(_authorizer)
+    stop = time.monotonic() + deadline
+    conn.set_progress_handler(lambda: int(time.monotonic() > stop), 10_000)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("PRAGMA legacy_alter_table = ON")
+    conn.execute("PRAGMA trusted_schema = OFF")
+    return conn
+
+
+_ORDER = "CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'view' THEN 2 ELSE 3 END"
+
+
+def copy_schema(source: sqlite3.Connection, target: sqlite3.Connection) -> None:
+    """Create in ``target`` every table, index, view and trigger of ``source`` from their
+    stored ``CREATE`` text, in dependency-safe order; no row is copied."""
+    rows = source.execute(
+        "SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' "
+        f"ESCAPE '\\' ORDER BY {_ORDER}, rowid"
+    ).fetchall()
+    for (sql,) in rows:
+        target.execute(sql)
