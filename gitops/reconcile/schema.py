@@ -54,6 +54,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "destructive_disallowed": Reason.DESTRUCTIVE_DISALLOWED,
         "sandbox_unavailable": Reason.SANDBOX_UNAVAILABLE,
         "sandbox_refused": Reason.SANDBOX_UNAVAILABLE,
+        "catalog_not_visible": Reason.CONFIGURATION_ERROR,
     }
 
     def __init__(

@@ -1,8 +1,8 @@
 """Connecting to MySQL or MariaDB, and the one place PyMySQL errors become Seshat errors.
 
-The URL is ``mysql://user@host:port/db`` (or ``mariadb://``); the password comes from the
-URL or from ``MYSQL_PWD``. Every session uses utf8mb4 and autocommit: MySQL DDL commits
-implicitly anyway.
+The URL is ``mysql://user@host:port/db`` (or ``mariadb://``; ``?unix_socket=PATH`` for a
+socket); the password comes from the URL or from ``MYSQL_PWD``. Every session uses utf8mb4
+and autocommit: MySQL DDL commits implicitly anyway.
 """
 
 from __future__ import annotations
@@ -27,15 +27,18 @@ def database_name(url: DatabaseURL) -> str:
     return url.database
 
 
-def connect(url: DatabaseURL, database: str | None = None) -> Any:
+def connect(url: DatabaseURL, database: str | None = None, *, env_password: bool = True) -> Any:
     """A session on ``url``'s server, using ``database`` (default: the URL's), connected
-    from the parsed parts; the password comes from the URL or ``MYSQL_PWD``."""
+    from the parsed parts; the password comes from the URL or (``env_password``, the
+    target's) ``MYSQL_PWD``."""
+    socket = url.param("unix_socket")
     try:
         return pymysql.connect(
             host=url.host or "localhost",
             port=url.port or 3306,
+            unix_socket=socket,
             user=url.user or "root",
-            password=url.password or os.environ.get("MYSQL_PWD", ""),
+            password=url.password or (os.environ.get("MYSQL_PWD", "") if env_password else ""),
             database=database_name(url) if database is None else database,
             charset="utf8mb4",
             autocommit=True,
@@ -46,8 +49,10 @@ def connect(url: DatabaseURL, database: str | None = None) -> Any:
 
 
 @contextlib.contextmanager
-def connection(url: DatabaseURL, database: str | None = None) -> Iterator[Any]:
-    conn = connect(url, database)
+def connection(
+    url: DatabaseURL, database: str | None = None, *, env_password: bool = True
+) -> Iterator[Any]:
+    conn = connect(url, database, env_password=env_password)
     try:
         yield conn
     finally:

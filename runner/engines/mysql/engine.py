@@ -15,7 +15,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pymysql
 
@@ -28,7 +28,15 @@ from runner.engines.mysql.introspect import introspect
 from runner.engines.mysql.journal import Journal, interrupted
 from runner.engines.mysql.quoting import ident
 from runner.engines.mysql.render import renderer
-from runner.engines.mysql.shadow import shadow_schema
+from runner.engines.mysql.sandbox import (
+    Sandbox,
+    SandboxRefusal,
+    ServerFacts,
+    dev_sandbox,
+    private_sandbox,
+    rewrite_definers,
+    server_facts,
+)
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement, plan_digest
 from runner.engines.planner import (
     Planned,
@@ -53,9 +61,6 @@ ALGORITHMS = (
 )
 """Probed in this order on the shadow schema; the first one accepted is recorded."""
 
-_REFUSED_IN_DESIRED = re.compile(
-    r"^\s*(CREATE|DROP|ALTER)\s+(DATABASE|SCHEMA)\b|^\s*(GRANT|REVOKE)\b", re.IGNORECASE
-)
 _USE = re.compile(r"^\s*USE\s+`?([^`\s;]+)`?\s*$", re.IGNORECASE)
 
 
@@ -86,9 +91,12 @@ class MysqlEngine:
     transactional_ddl = False
     journals = True  # apply takes ``journal=``: the CLI passes --journal
 
-    def __init__(self, url: DatabaseURL, dev_url: DatabaseURL | None = None) -> None:
+    def __init__(
+        self, url: DatabaseURL, dev_url: DatabaseURL | None = None, *, cache: bool = True
+    ) -> None:
         self.url = url
         self.dev_url = dev_url
+        self.cache = cache
         self.database = database_name(url)
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
 
@@ -105,63 +113,68 @@ class MysqlEngine:
         except pymysql.MySQLError as error:
             raise CanNotRunError(self._scrub(f"database error: {error_text(error)}")) from None
 
-    def inspect(self, exclude: Sequence[str] = ()) -> Database:
+    def _observe(self, exclude: Sequence[str]) -> tuple[Database, ServerFacts]:
+        """The live schema, read only: in read-only transactions, twice, until two readings
+        agree (the data dictionary has no snapshot); and the server's facts."""
         with self._server_errors(), connection(self.url) as conn:
-            return self._read(conn, self.database, exclude)
+            _execute(conn, "SET SESSION TRANSACTION READ ONLY")
+            _refuse_invisible(conn, self.database)
+            facts = server_facts(conn, self.database)
+            for _ in range(3):
+                _execute(conn, "START TRANSACTION READ ONLY")
+                first = self._read(conn, self.database, exclude)
+                second = self._read(conn, self.database, exclude)
+                _execute(conn, "COMMIT")
+                if fingerprint(first) == fingerprint(second):
+                    return first, facts
+        raise CanNotRunError("the live schema changed while it was read, three times; plan again")
+
+    def inspect(self, exclude: Sequence[str] = ()) -> Database:
+        return self._observe(exclude)[0]
 
     def _scrub(self, text: str) -> str:
-        """``text`` with shadow schema names replaced by the target's name."""
+        """``text`` with sandbox schema names replaced by the target's name."""
         for name in self.scratch_names:
             text = text.replace(name, self.database)
         return text
 
     @contextlib.contextmanager
-    def _workspace(self) -> Iterator[tuple[Any, str]]:
-        """A session using an empty schema: a new shadow schema, or the dev database.
+    def _sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
+        try:
+            if self.dev_url is not None:
+                with dev_sandbox(self.dev_url, facts) as sandbox:
+                    try:
+                        yield sandbox
+                    finally:
+                        self.scratch_names += sandbox.names
+            else:
+                with private_sandbox(facts, cache=self.cache) as sandbox:
+                    try:
+                        yield sandbox
+                    finally:
+                        self.scratch_names += sandbox.names
+        except SandboxRefusal as refusal:
+            raise PlanRefused("sandbox_refused", str(refusal)) from None
 
-        A dev database must be empty when Seshat starts (so a real database given by
-        mistake is refused, not wiped) and is emptied again afterwards.
-        """
-        if self.dev_url is None:
-            with (
-                connection(self.url) as conn,
-                shadow_schema(conn, self.database, self.scratch_names) as name,
-            ):
-                conn.select_db(name)
-                _execute(conn, "SET SESSION foreign_key_checks = 1")
-                yield conn, name
-            return
-        dev = database_name(self.dev_url)
-        with connection(self.dev_url) as conn:
-            if _objects(conn, dev):
-                raise CanNotRunError(
-                    "the dev database is not empty; give an empty database Seshat may use"
-                )
-            try:
-                yield conn, dev
-            finally:
-                _empty(conn, dev)
-
-    def _normalize(self, conn: Any, name: str, path: Path, exclude: Sequence[str]) -> Database:
-        """Load the desired schema into the empty schema ``name`` and read it back."""
+    def _normalize(self, sandbox: Sandbox, path: Path, exclude: Sequence[str]) -> Database:
+        """Load the desired schema into a fresh sandbox schema and read it back."""
+        conn, name = sandbox.fresh()
         pending: list[tuple[str, int, str]] = []
         hints: list[tuple[str, str, str, str]] = []
         qualifier = re.compile(r"(?<![\w`$])(`?)" + re.escape(self.database) + r"\1(?=\s*\.)")
-        for file, text in desired_files(path):
-            for piece in split_mysql(text):
-                if _REFUSED_IN_DESIRED.match(piece.sql):
-                    raise DesiredSchemaError(
-                        f"{file}:{piece.line}: a desired schema may not create, drop or alter "
-                        "databases, or grant privileges"
-                    )
-                if match := _USE.match(piece.sql):
-                    if match.group(1) != self.database:
-                        raise DesiredSchemaError(f"{file}:{piece.line}: USE names another database")
-                    continue
-                hints += _rename_hints(file, piece.line, piece.sql)
-                pending.append((file, piece.line, qualifier.sub(ident(name), piece.sql)))
-        _execute(conn, "SET SESSION foreign_key_checks = 0")
         try:
+            for file, text in desired_files(path):
+                for piece in split_mysql(text):
+                    if match := _USE.match(piece.sql):
+                        if match.group(1) != self.database:
+                            raise DesiredSchemaError(
+                                f"{file}:{piece.line}: USE names another database"
+                            )
+                        continue
+                    hints += _rename_hints(file, piece.line, piece.sql)
+                    sql = rewrite_definers(qualifier.sub(ident(name), piece.sql))
+                    pending.append((file, piece.line, sql))
+            _execute(conn, "SET SESSION foreign_key_checks = 0")
             while pending:
                 failed: list[tuple[str, int, str, str]] = []
                 for file, line, sql in pending:
@@ -174,8 +187,10 @@ class MysqlEngine:
                     raise DesiredSchemaError(self._scrub(f"{file}:{line}: {message}"))
                 pending = [(f, n, s) for f, n, s, _ in failed]
         finally:
-            _execute(conn, "SET SESSION foreign_key_checks = 1")
-        desired = self._read(conn, name, exclude)
+            conn.close()
+        # Read back in a new session: nothing the desired SQL set on its own carries over.
+        with connection(sandbox.server, name, env_password=False) as reader:
+            desired = self._read(reader, name, exclude)
         for where, table, column, old in hints:
             found = desired.tables.get(f"table:db.{table}")
             if found is not None and found.column(old) is not None:
@@ -186,20 +201,25 @@ class MysqlEngine:
         return desired
 
     def desired(self, path: Path, exclude: Sequence[str] = ()) -> Database:
-        """The desired schema, normalized in a shadow schema and introspected."""
-        with self._server_errors(), self._workspace() as (conn, name):
-            return self._normalize(conn, name, path, exclude)
+        """The desired schema, normalized in a sandbox and introspected."""
+        _, facts = self._observe(exclude)
+        with self._server_errors(), self._sandbox(facts) as sandbox:
+            return self._normalize(sandbox, path, exclude)
 
     # -- planning --------------------------------------------------------------------------
 
     def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
         """A verified plan from the live schema to ``desired_path`` (dry-run on a copy)."""
-        live = self.inspect(options.exclude)
-        desired = self.desired(desired_path, options.exclude)
-        planned = plan_changes(live, desired, options, renderer(desired, live), differ=diff)
-        statements = _merged(planned.statements)
-        with self._server_errors(), self._workspace() as (conn, name):
-            probed, expected = self._dry_run(conn, name, live, desired, statements, options)
+        live, facts = self._observe(options.exclude)
+        with self._server_errors(), self._sandbox(facts) as sandbox:
+            desired = self._normalize(sandbox, desired_path, options.exclude)
+            planned = plan_changes(live, desired, options, renderer(desired, live), differ=diff)
+            statements = _merged(planned.statements)
+            conn, name = sandbox.fresh()
+            try:
+                probed, expected = self._dry_run(conn, name, live, desired, statements, options)
+            finally:
+                conn.close()
         return Planned(planned.changes, tuple(probed)).document(live, desired, expected, options)
 
     def _dry_run(
@@ -223,7 +243,7 @@ class MysqlEngine:
         _execute(conn, "SET SESSION foreign_key_checks = 0")
         try:
             for statement in copy.statements:
-                _execute(conn, statement.sql)
+                _execute(conn, rewrite_definers(statement.sql))
         except pymysql.MySQLError as error:
             raise PlanRefused(
                 "dry_run_failed",
@@ -236,7 +256,7 @@ class MysqlEngine:
         probed: list[PlanStatement] = []
         for index, statement in enumerate(statements):
             try:
-                algorithm = _probe(conn, statement.sql)
+                algorithm = _probe(conn, rewrite_definers(statement.sql))
             except pymysql.MySQLError as error:
                 raise PlanRefused(
                     "dry_run_failed",
@@ -305,8 +325,9 @@ class MysqlEngine:
 
     def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
         """A bounded drift report: the live schema against the desired one."""
-        live = self.inspect(exclude)
-        desired = self.desired(desired_path, exclude)
+        live, facts = self._observe(exclude)
+        with self._server_errors(), self._sandbox(facts) as sandbox:
+            desired = self._normalize(sandbox, desired_path, exclude)
         return drift_report(diff(live, desired), live.dialect)
 
 
@@ -372,26 +393,35 @@ def _probe(conn: Any, sql: str) -> str | None:
     raise AssertionError("unreachable")
 
 
-def _objects(conn: Any, database: str) -> int:
-    found = rows(
-        conn,
-        "SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s)"
-        " + (SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = %s)",
-        (database, database),
-    )
-    return int(found[0][0]) if found else 0
+REQUIRED_PRIVILEGES: Final = ("SELECT", "SHOW VIEW", "TRIGGER", "EVENT")
+"""What a credential needs on the whole target database to see every object Seshat models
+(information_schema hides tables, views' text, triggers and events from anyone else)."""
 
 
-def _empty(conn: Any, database: str) -> None:
-    """Drop every view and table of ``database`` (triggers go with their tables)."""
-    with contextlib.suppress(pymysql.MySQLError):
-        _execute(conn, "SET SESSION foreign_key_checks = 0")
-        for name, kind in rows(
+def _refuse_invisible(conn: Any, database: str) -> None:
+    """``catalog_not_visible`` unless the credential holds :data:`REQUIRED_PRIVILEGES` on the
+    whole database (globally or on a schema pattern matching it): with less, whole classes
+    of objects would be missing from the reading, and a plan would recreate them."""
+    user, _, host = str(rows(conn, "SELECT CURRENT_USER()")[0][0]).rpartition("@")
+    enabled = "SELECT ROLE_NAME FROM information_schema.ENABLED_ROLES"
+    roles = [str(r[0]) for r in rows(conn, enabled)]
+    names = [f"'{user}'@'{host}'"] + [f"'{r}'" for r in roles] + [f"'{r}'@''" for r in roles]
+    wanted = ", ".join("%s" for _ in names)
+    held = {
+        str(row[0])
+        for row in rows(
             conn,
-            "SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
-            " WHERE TABLE_SCHEMA = %s ORDER BY TABLE_TYPE DESC, TABLE_NAME",
-            (database,),
-        ):
-            word = "VIEW" if kind == "VIEW" else "TABLE"
-            _execute(conn, f"DROP {word} IF EXISTS {ident(database)}.{ident(str(name))}")
-        _execute(conn, "SET SESSION foreign_key_checks = 1")
+            f"SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE IN"
+            f" ({wanted}) UNION SELECT PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES"
+            f" WHERE GRANTEE IN ({wanted}) AND %s LIKE TABLE_SCHEMA",
+            (*names, *names, database),
+        )
+    }
+    missing = [p for p in REQUIRED_PRIVILEGES if p not in held]
+    if missing:
+        raise PlanRefused(
+            "catalog_not_visible",
+            f"the credential cannot see every object of {database}: it lacks "
+            f"{', '.join(missing)} on {database}.* (grant SELECT, SHOW VIEW, TRIGGER, EVENT "
+            f"ON `{database}`.*; see docs/engine.md)",
+        )

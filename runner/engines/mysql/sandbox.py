@@ -1,0 +1,419 @@
+"""Where MariaDB runs what is not the approved plan: a sandbox that cannot reach the target.
+
+The desired schema (an artifact's SQL), the rebuild of the live schema and the dry run never
+run on the target server. They run in one of:
+
+* **a private server** (MariaDB targets, the default): ``mariadbd`` started by the runner
+  from the locally installed binaries of the target's release series (``10.11`` for a
+  10.11 target), on a copy of a cached, initialized data directory with the target's
+  ``lower_case_table_names``; ``--skip-networking``, a Unix socket in a ``0700`` directory,
+  run as an unprivileged system user (:mod:`runner.engines.servers`), the target's
+  ``sql_mode`` and each scratch schema with the target database's character set and
+  collation. Statements run as ``seshat_sandbox``, a user whose grants cover only the
+  scratch schemas (no ``FILE``, no ``SUPER``, no other schema); ``DEFINER`` clauses are
+  rewritten to that user inside the sandbox (definers are not part of the model, so the
+  plan is unaffected);
+* **an explicit sandbox** (``--dev-url``, ``spec.dev.url``; MySQL targets need one):
+  refused if it is the target server itself (``@@server_uuid``, or on MariaDB, which has
+  none, the host name, data directory and port) or its database is not empty.
+
+With neither, the plan is refused ``sandbox_unavailable``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pymysql
+
+from runner.engines.mysql.connection import connection, rows
+from runner.engines.mysql.quoting import ident
+from runner.engines.servers import (
+    Owner,
+    SandboxUnavailable,
+    cached_template,
+    copy_tree,
+    owner_for,
+    private_dir,
+    run_as,
+)
+from runner.errors import CanNotRunError
+from runner.url import DatabaseURL
+
+__all__ = [
+    "ROLE",
+    "Sandbox",
+    "SandboxRefusal",
+    "ServerFacts",
+    "dev_sandbox",
+    "private_sandbox",
+    "rewrite_definers",
+    "server_facts",
+]
+
+ROLE: Final = "seshat_sandbox"
+_DEFINER = re.compile(
+    r"\bDEFINER\s*=\s*(?:CURRENT_USER(?:\s*\(\s*\))?|"
+    r"(?:`(?:[^`]|``)*`|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[\w.$-]+)\s*@\s*"
+    r"(?:`(?:[^`]|``)*`|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[\w.%$-]+))",
+    re.IGNORECASE,
+)
+
+
+class SandboxRefusal(Exception):
+    """An explicit sandbox that may not be used (the target itself, or not empty)."""
+
+
+def rewrite_definers(sql: str) -> str:
+    """``sql`` with every ``DEFINER = ...`` made ``DEFINER = CURRENT_USER``: inside the
+    sandbox, objects belong to the sandbox user (who may not name another)."""
+    return _DEFINER.sub("DEFINER = CURRENT_USER", sql)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFacts:
+    """What a sandbox must match of the target."""
+
+    flavor: str  # "mariadb" | "mysql"
+    version: str  # "10.11.19-MariaDB-..."
+    sql_mode: str
+    lower_case_table_names: int
+    charset: str
+    collation: str
+    identity: str  # server_uuid, or host name | data directory | port
+
+    @property
+    def series(self) -> str:
+        """``10.11`` of ``10.11.19-MariaDB``: what a private server must run."""
+        return ".".join(self.version.split("-", 1)[0].split(".")[:2])
+
+
+def _identity(conn: Any) -> str:
+    try:
+        found = rows(conn, "SELECT @@server_uuid")
+        if found and found[0][0]:
+            return f"uuid:{found[0][0]}"
+    except pymysql.MySQLError:
+        pass
+    host, datadir, port = rows(conn, "SELECT @@hostname, @@datadir, @@port")[0]
+    return f"{host}|{datadir}|{port}"
+
+
+def server_facts(conn: Any, database: str) -> ServerFacts:
+    version = str(rows(conn, "SELECT VERSION()")[0][0])
+    mode, lower = rows(conn, "SELECT @@GLOBAL.sql_mode, @@lower_case_table_names")[0]
+    found = rows(
+        conn,
+        "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"
+        " FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
+        (database,),
+    )
+    charset, collation = (str(found[0][0]), str(found[0][1])) if found else ("utf8mb4", "")
+    return ServerFacts(
+        "mariadb" if "mariadb" in version.lower() else "mysql",
+        version,
+        str(mode),
+        int(lower),
+        charset,
+        collation,
+        _identity(conn),
+    )
+
+
+class Sandbox:
+    """Fresh schemas to work in, on a sandbox server."""
+
+    def __init__(self, server: DatabaseURL, admin: DatabaseURL | None, facts: ServerFacts):
+        self.server = server  # who statements run as (database: any schema of its own)
+        self.admin = admin  # None: an explicit sandbox's own credential does all
+        self.facts = facts
+        self.names: list[str] = []  # schemas made (redacted by the caller)
+        self._lent = False
+
+    def fresh(self) -> tuple[Any, str]:
+        """A session on a new, empty schema (with the target's character set and
+        collation), as the sandbox user; the caller closes it."""
+        name = f"seshat_{secrets.token_hex(6)}"
+        facts = self.facts
+        collate = f" COLLATE {facts.collation}" if facts.collation else ""
+        create = f"CREATE DATABASE {ident(name)} CHARACTER SET {facts.charset}{collate}"
+        if self.admin is not None:
+            with connection(self.admin, "mysql", env_password=False) as conn, conn.cursor() as cur:
+                cur.execute(create)
+                cur.execute(f"GRANT ALL PRIVILEGES ON {ident(name)}.* TO '{ROLE}'@'localhost'")
+            self.names.append(name)
+        else:
+            try:
+                with connection(self.server, env_password=False) as conn, conn.cursor() as cur:
+                    cur.execute(create)
+                self.names.append(name)
+            except pymysql.MySQLError:
+                # The explicit sandbox's credential may not create schemas: its own database
+                # is lent, emptied before each later use.
+                name = self.server.database
+                if self._lent:
+                    with connection(self.server, env_password=False) as conn:
+                        empty(conn, name)
+                self._lent = True
+        session = _session(self.server, name)
+        return session, name
+
+
+def _session(url: DatabaseURL, database: str) -> Any:
+    conn = connection_for(url, database)
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION foreign_key_checks = 1")
+    return conn
+
+
+def connection_for(url: DatabaseURL, database: str) -> Any:
+    """A session on the sandbox (never with the target's ``MYSQL_PWD``)."""
+    from runner.engines.mysql.connection import connect
+
+    return connect(url, database, env_password=False)
+
+
+def empty(conn: Any, database: str) -> None:
+    """Drop every view, table, event and routine of ``database``."""
+    with contextlib.suppress(pymysql.MySQLError), conn.cursor() as cur:
+        cur.execute("SET SESSION foreign_key_checks = 0")
+        for name, kind in rows(
+            conn,
+            "SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = %s ORDER BY TABLE_TYPE DESC, TABLE_NAME",
+            (database,),
+        ):
+            word = "VIEW" if kind == "VIEW" else "TABLE"
+            cur.execute(f"DROP {word} IF EXISTS {ident(database)}.{ident(str(name))}")
+        for (name,) in rows(
+            conn,
+            "SELECT EVENT_NAME FROM information_schema.EVENTS WHERE EVENT_SCHEMA = %s",
+            (database,),
+        ):
+            cur.execute(f"DROP EVENT IF EXISTS {ident(database)}.{ident(str(name))}")
+        for name, kind in rows(
+            conn,
+            "SELECT ROUTINE_NAME, ROUTINE_TYPE FROM information_schema.ROUTINES"
+            " WHERE ROUTINE_SCHEMA = %s",
+            (database,),
+        ):
+            cur.execute(f"DROP {kind} IF EXISTS {ident(database)}.{ident(str(name))}")
+        cur.execute("SET SESSION foreign_key_checks = 1")
+
+
+def objects(conn: Any, database: str) -> int:
+    found = rows(
+        conn,
+        "SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s)"
+        " + (SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = %s)"
+        " + (SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = %s)",
+        (database, database, database),
+    )
+    return int(found[0][0]) if found else 0
+
+
+# -- the private server -----------------------------------------------------------------
+
+
+def _binaries() -> tuple[Path, Path]:
+    configured = os.environ.get("SESHAT_MARIADB_BINDIR")
+    if configured:
+        return Path(configured) / "mariadbd", Path(configured) / "mariadb-install-db"
+    server = shutil.which("mariadbd", path="/usr/sbin:/usr/bin:/usr/local/sbin") or ""
+    install = shutil.which("mariadb-install-db", path="/usr/bin:/usr/local/bin") or ""
+    return Path(server), Path(install)
+
+
+def _local_version(server: Path) -> str:
+    done = subprocess.run(
+        [str(server), "--version"], capture_output=True, text=True, timeout=30, check=False
+    )
+    match = re.search(r"Ver\s+(\d+\.\d+)\.\d+", done.stdout)
+    return match.group(1) if match else ""
+
+
+def _unavailable(facts: ServerFacts, detail: str) -> SandboxUnavailable:
+    return SandboxUnavailable(
+        f"{detail}: planning needs a sandbox server of the target's kind and series "
+        f"({facts.flavor} {facts.series}): install mariadb-server {facts.series} where the "
+        "runner runs, or give an explicit sandbox: an empty database on another server of "
+        "that version (--dev-url, or spec.dev.url)"
+    )
+
+
+def _server_args(data: Path, run: Path, facts: ServerFacts) -> list[str]:
+    return [
+        "--no-defaults",
+        f"--datadir={data}",
+        f"--socket={run / 'mysqld.sock'}",
+        f"--pid-file={run / 'mysqld.pid'}",
+        f"--log-error={run / 'error.log'}",
+        "--skip-networking",
+        "--skip-name-resolve",
+        "--skip-log-bin",
+        f"--lower-case-table-names={facts.lower_case_table_names}",
+        "--innodb-flush-log-at-trx-commit=0",
+        "--innodb-doublewrite=0",
+        "--innodb-buffer-pool-size=64M",
+        "--max-connections=20",
+        "--max-statement-time=120",
+        f"--secure-file-priv={run / 'files'}",  # an empty folder (and no FILE grant anyway)
+        "--local-infile=0",
+    ]
+
+
+@contextlib.contextmanager
+def _running(server: Path, owner: Owner, data: Path, facts: ServerFacts) -> Iterator[Path]:
+    run = data.parent
+    (run / "files").mkdir(exist_ok=True)
+    if owner.uid is not None and owner.gid is not None:
+        os.chown(run / "files", owner.uid, owner.gid)
+    args = [str(server), *_server_args(data, run, facts)]
+    if facts.sql_mode:
+        args.append(f"--sql-mode={facts.sql_mode}")
+    process = subprocess.Popen(
+        args,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"},
+        cwd="/",
+        user=owner.uid,
+        group=owner.gid,
+        extra_groups=[] if owner.uid is not None else None,
+    )
+    try:
+        socket = run / "mysqld.sock"
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                log = run / "error.log"
+                tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
+                raise SandboxUnavailable(f"the sandbox mariadbd exited: {tail.strip()}")
+            if socket.exists():
+                try:
+                    pymysql.connect(unix_socket=str(socket), user="root", connect_timeout=2).close()
+                    break
+                except pymysql.MySQLError:
+                    pass
+            if time.monotonic() > deadline:
+                raise SandboxUnavailable("the sandbox mariadbd did not start within 60 s")
+            time.sleep(0.05)
+        yield socket
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def _build(server: Path, install: Path, owner: Owner, facts: ServerFacts) -> Any:
+    def build(data: Path) -> None:
+        args = [
+            str(install),
+            "--no-defaults",
+            f"--datadir={data}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            f"--lower-case-table-names={facts.lower_case_table_names}",
+        ]
+        if owner.name and owner.uid is not None:
+            args.append(f"--user={owner.name}")
+        run_as(owner, args, what="mariadb-install-db", timeout=300)
+        with _running(server, owner, data, facts) as socket:
+            conn = pymysql.connect(unix_socket=str(socket), user="root", autocommit=True)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(f"CREATE USER '{ROLE}'@'localhost'")
+                    cur.execute("FLUSH PRIVILEGES")
+            finally:
+                conn.close()
+
+    return build
+
+
+@contextlib.contextmanager
+def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandbox]:
+    """A private ``mariadbd`` matching ``facts`` (see the module docstring)."""
+    if facts.flavor != "mariadb":
+        raise _unavailable(facts, "the runner starts only MariaDB sandboxes")
+    server, install = _binaries()
+    if not server.is_file() or not install.is_file():
+        raise _unavailable(facts, "no mariadbd and mariadb-install-db on this machine")
+    series = _local_version(server)
+    if series != facts.series:
+        raise _unavailable(facts, f"this machine's mariadbd is {series or 'of unknown version'}")
+    owner = owner_for("mysql")
+    settings = f"{series}|{facts.lower_case_table_names}|{server}"
+    key = f"mariadb-{series}-{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
+    with cached_template(key, owner, _build(server, install, owner, facts), cache=cache) as seed:
+        work = private_dir(owner, "seshat-mariadb-")
+        try:
+            copy_tree(seed, work / "data")
+            with _running(server, owner, work / "data", facts) as socket:
+                params = (("unix_socket", str(socket)),)
+                as_role = DatabaseURL(
+                    "mariadb",
+                    "mysql",
+                    user=ROLE,
+                    host="localhost",
+                    database="mysql",
+                    params=params,
+                )
+                as_root = DatabaseURL(
+                    "mariadb",
+                    "mysql",
+                    user="root",
+                    host="localhost",
+                    database="mysql",
+                    params=params,
+                )
+                yield Sandbox(as_role, as_root, facts)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+# -- an explicit sandbox -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def dev_sandbox(dev_url: DatabaseURL, target: ServerFacts) -> Iterator[Sandbox]:
+    """The explicit sandbox ``dev_url``: not the target server, and empty."""
+    from runner.engines.mysql.connection import database_name
+
+    database = database_name(dev_url)
+    with connection(dev_url, env_password=False) as conn:
+        facts = server_facts(conn, database)
+        if facts.identity == target.identity:
+            raise SandboxRefusal(
+                "the dev database is on the target server itself; a sandbox must be another server"
+            )
+        if objects(conn, database):
+            raise SandboxRefusal(
+                "the dev database is not empty; give an empty database Seshat may use"
+            )
+    sandbox = Sandbox(dev_url, None, target)
+    try:
+        yield sandbox
+    finally:
+        with (
+            contextlib.suppress(pymysql.MySQLError, CanNotRunError),
+            connection(dev_url, env_password=False) as conn,
+        ):
+            with conn.cursor() as cur:
+                for name in sandbox.names:
+                    cur.execute(f"DROP DATABASE IF EXISTS {ident(name)}")
+            if sandbox._lent:
+                empty(conn, database)
