@@ -12,6 +12,7 @@ of work. The dry run copies the live database's *schema* into such a connection 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from typing import Final
@@ -19,7 +20,8 @@ from typing import Final
 __all__ = ["DEADLINE", "SandboxRefused", "copy_schema", "sandbox"]
 
 DEADLINE: Final = 120.0
-"""Seconds of statement work a sandbox allows in all (a recursive CTE cannot run forever)."""
+"""Seconds of statement work a sandbox allows in all (a recursive CTE cannot run forever);
+``SESHAT_SQLITE_DEADLINE`` sets another."""
 
 _REFUSED_PRAGMAS: Final = frozenset(
     {
@@ -50,8 +52,10 @@ def _authorizer(
     return sqlite3.SQLITE_OK
 
 
-def sandbox(deadline: float = DEADLINE) -> sqlite3.Connection:
+def sandbox(deadline: float | None = None) -> sqlite3.Connection:
     """A fresh in-memory database that can reach no file (see the module docstring)."""
+    if deadline is None:
+        deadline = float(os.environ.get("SESHAT_SQLITE_DEADLINE") or DEADLINE)
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
     conn.set_authorizer(_authorizer)
