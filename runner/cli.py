@@ -89,12 +89,13 @@ def _resolve_url(url: str | None, url_env: str | None) -> DatabaseURL:
     return parsed
 
 
-def _engine(url: DatabaseURL, dev_url: DatabaseURL | None) -> Any:
+def _engine(url: DatabaseURL, dev_url: DatabaseURL | None, no_cache: bool = False) -> Any:
     from runner.engines.base import engine_for
+    from runner.engines.cache import planning_cache
     from runner.errors import ConfigurationError
 
     try:
-        return engine_for(url, dev_url)
+        return engine_for(url, dev_url, cache=planning_cache(disabled=no_cache))
     except ConfigurationError as error:
         _output().fail(str(error))
 
@@ -169,8 +170,16 @@ url_option = click.option("--url", help="The target database (no password).")
 url_env_option = click.option("--url-env", help="An environment variable holding the URL.")
 dev_option = click.option(
     "--dev-url",
-    help="An empty database to normalize and dry-run in (emptied again afterwards); "
-    "default: a scratch database created on the target's server.",
+    help="An explicit sandbox: an empty database on another server of the target's version, "
+    "for versions this machine has no server binaries of (refused if it is the target "
+    "server or not empty). Default: a private server the runner starts (docs/engine.md).",
+)
+no_cache_option = click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Plan cold: neither read nor keep normalized models and dry-run verdicts "
+    "(SESHAT_NO_CACHE=1 does the same). The cache is SESHAT_CACHE_DIR, else "
+    "~/.cache/seshat/runner.",
 )
 exclude_option = click.option(
     "--exclude", multiple=True, help="Leave objects matching this glob alone."
@@ -187,6 +196,7 @@ exclude_option = click.option(
     help="A .sql file, or a folder of them (run in lexical order).",
 )
 @dev_option
+@no_cache_option
 @click.option("--allow-destructive", is_flag=True, help="Allow drops and narrowing changes.")
 @click.option("--protected-table", multiple=True, help="Refuse any plan that changes this table.")
 @exclude_option
@@ -207,6 +217,7 @@ def plan(
     url_env: str | None,
     desired: Path,
     dev_url: str | None,
+    no_cache: bool,
     allow_destructive: bool,
     protected_table: tuple[str, ...],
     exclude: tuple[str, ...],
@@ -215,15 +226,17 @@ def plan(
 ) -> None:
     """Plan the changes that take the database to the desired schema.
 
-    The plan is verified first: it is dry-run on a copy of the live schema in a scratch
-    database, which must then equal the desired schema. Exit status: 0 plan computed (an
-    empty plan means the database has converged), 1 refused by policy, 2 could not run.
+    The target is only read. The desired schema is loaded in a sandbox (a private server
+    the runner starts, or --dev-url), and the plan is verified there: it is dry-run on a
+    rebuild of the live schema, which must then equal the desired schema. Exit status: 0
+    plan computed (an empty plan means the database has converged), 1 refused by policy or
+    for want of a sandbox, 2 could not run.
     """
     from runner.engines.plan import plan_bytes, plan_sql
     from runner.engines.planner import PlanOptions, PlanRefused
 
     target = _resolve_url(url, url_env)
-    engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None)
+    engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
     options = PlanOptions(allow_destructive, protected_table, exclude)
     try:
         document = _run(lambda: engine.plan(desired, options))
@@ -313,22 +326,31 @@ def apply(
 @url_env_option
 @click.option("--desired", required=True, type=click.Path(exists=True, path_type=Path))
 @dev_option
+@no_cache_option
 @exclude_option
 def drift(
     url: str | None,
     url_env: str | None,
     desired: Path,
     dev_url: str | None,
+    no_cache: bool,
     exclude: tuple[str, ...],
 ) -> None:
-    """Report how the database differs from the desired schema (read-only).
+    """Report how the database differs from the desired schema (the target is only read;
+    the desired schema is loaded in a sandbox, as for plan).
 
-    Exit status: 0 no drift, 1 drift (a JSON report of bounded aggregates), 2 could not run.
+    Exit status: 0 no drift, 1 drift (a JSON report of bounded aggregates), 2 could not run
+    (also when no sandbox can be had: the message says what to install).
     """
+    from runner.engines.planner import PlanRefused
+
     target = _resolve_url(url, url_env)
-    engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None)
+    engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
     try:
         report = _run(lambda: engine.drift(desired, exclude))
+    except PlanRefused as refusal:
+        _output().learn(*engine.scratch_names)
+        _output().fail(f"{refusal.reason}: {refusal.message}")
     finally:
         _output().learn(*engine.scratch_names)
     _output().out(json.dumps(report, sort_keys=True))

@@ -121,13 +121,14 @@ def _execute(
     if request.operation in ("history", "migrate"):
         return _migrations(request, url)
     from runner.engines.base import engine_for
+    from runner.engines.cache import planning_cache
     from runner.engines.desired import DesiredSchemaError
     from runner.engines.plan import plan_bytes, plan_digest, read_plan
     from runner.engines.planner import PlanOptions, PlanRefused, model_document
     from runner.errors import ConfigurationError
 
     try:
-        engine = engine_for(url, dev_url)
+        engine = engine_for(url, dev_url, cache=planning_cache())
     except ConfigurationError as error:
         raise _Failure("unsupported_engine", str(error)) from None
     settings = request.settings

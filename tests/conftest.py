@@ -89,6 +89,22 @@ def harness_base_dir() -> Iterator[Path]:
             shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def runner_cache(harness_base_dir: Path) -> Iterator[Path]:
+    """One runner cache for the session (sandbox templates, planning cache), never the
+    machine's own: tests see what a fresh machine sees, and later runs start cold too."""
+    cache = harness_base_dir / "runner-cache"
+    previous = os.environ.get("SESHAT_CACHE_DIR")
+    os.environ["SESHAT_CACHE_DIR"] = str(cache)
+    try:
+        yield cache
+    finally:
+        if previous is None:
+            os.environ.pop("SESHAT_CACHE_DIR", None)
+        else:
+            os.environ["SESHAT_CACHE_DIR"] = previous
+
+
 @pytest.fixture(scope="session")
 def postgres_server(harness_base_dir: Path) -> Iterator[PostgresServer]:
     """A private PostgreSQL cluster on 127.0.0.1:<free port> for the whole session."""

@@ -114,13 +114,31 @@ def _give(path: Path, owner: Owner) -> None:
         os.chown(path, owner.uid, owner.gid)
 
 
+MAX_SOCKET_DIR: Final = 80
+"""A Unix socket's path must fit 107 bytes; its directory is kept shorter than this."""
+
+
+def _bases() -> list[str]:
+    """Where private directories may go, best first: memory (a data directory is copied and
+    removed for every use, which a disk makes slow), then the temporary folder, then /tmp."""
+    found = []
+    for base in ("/dev/shm", tempfile.gettempdir(), "/tmp"):
+        if base not in found and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            found.append(base)
+    return found
+
+
 def private_dir(owner: Owner, prefix: str) -> Path:
-    """A fresh ``0700`` directory owned by ``owner`` (under the system's temporary folder,
-    which the owner can reach)."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
-    path.chmod(0o700)
-    _give(path, owner)
-    return path
+    """A fresh ``0700`` directory owned by ``owner``, in memory where possible, with a path
+    short enough for a Unix socket inside it."""
+    for base in _bases():
+        if len(base) + len(prefix) + 9 > MAX_SOCKET_DIR:
+            continue
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+        path.chmod(0o700)
+        _give(path, owner)
+        return path
+    raise SandboxUnavailable("no writable temporary folder with a short enough path")
 
 
 def cache_root() -> Path:

@@ -19,8 +19,9 @@ from typing import Any, Final
 
 import pymysql
 
-from runner.engines.desired import DesiredSchemaError, desired_files
-from runner.engines.drift import drift_report
+from runner.engines.cache import PlanCache
+from runner.engines.core import Engine, LoadPiece, load_retrying, probed_hazards
+from runner.engines.desired import DesiredSchemaError
 from runner.engines.model import Database
 from runner.engines.mysql.connection import connection, database_name, error_text, rows
 from runner.engines.mysql.diff import diff
@@ -84,21 +85,23 @@ class _Failed(Exception):
         self.error = error
 
 
-class MysqlEngine:
-    """One MySQL or MariaDB target (and optionally an empty dev database to work in)."""
+class MysqlEngine(Engine[ServerFacts, Sandbox]):
+    """One MySQL or MariaDB target, read only while planning; everything else runs in a
+    sandbox (:mod:`.sandbox`)."""
 
     dialect = "mysql"
     transactional_ddl = False
     journals = True  # apply takes ``journal=``: the CLI passes --journal
 
     def __init__(
-        self, url: DatabaseURL, dev_url: DatabaseURL | None = None, *, cache: bool = True
+        self,
+        url: DatabaseURL,
+        dev_url: DatabaseURL | None = None,
+        *,
+        cache: PlanCache | None = None,
     ) -> None:
-        self.url = url
-        self.dev_url = dev_url
-        self.cache = cache
+        super().__init__(url, dev_url, cache=cache)
         self.database = database_name(url)
-        self.scratch_names: list[str] = []  # never printed: the caller redacts them
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -113,7 +116,7 @@ class MysqlEngine:
         except pymysql.MySQLError as error:
             raise CanNotRunError(self._scrub(f"database error: {error_text(error)}")) from None
 
-    def _observe(self, exclude: Sequence[str]) -> tuple[Database, ServerFacts]:
+    def observe(self, exclude: Sequence[str]) -> tuple[Database, ServerFacts]:
         """The live schema, read only: in read-only transactions, twice, until two readings
         agree (the data dictionary has no snapshot); and the server's facts."""
         with self._server_errors(), connection(self.url) as conn:
@@ -129,8 +132,16 @@ class MysqlEngine:
                     return first, facts
         raise CanNotRunError("the live schema changed while it was read, three times; plan again")
 
-    def inspect(self, exclude: Sequence[str] = ()) -> Database:
-        return self._observe(exclude)[0]
+    def server_key(self, facts: ServerFacts) -> dict[str, object]:
+        return {
+            "version": facts.version,
+            "sqlMode": facts.sql_mode,
+            "lowerCaseTableNames": facts.lower_case_table_names,
+            "charset": facts.charset,
+            "collation": facts.collation,
+            "database": self.database,  # qualifiers naming it are pointed at the sandbox
+            "explicitSandbox": self.dev_url.display() if self.dev_url else None,
+        }
 
     def _scrub(self, text: str) -> str:
         """``text`` with sandbox schema names replaced by the target's name."""
@@ -139,31 +150,40 @@ class MysqlEngine:
         return text
 
     @contextlib.contextmanager
-    def _sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
+    def sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
         try:
-            if self.dev_url is not None:
-                with dev_sandbox(self.dev_url, facts) as sandbox:
-                    try:
-                        yield sandbox
-                    finally:
-                        self.scratch_names += sandbox.names
-            else:
-                with private_sandbox(facts, cache=self.cache) as sandbox:
-                    try:
-                        yield sandbox
-                    finally:
-                        self.scratch_names += sandbox.names
+            with self._server_errors():
+                if self.dev_url is not None:
+                    with dev_sandbox(self.dev_url, facts) as sandbox:
+                        try:
+                            yield sandbox
+                        finally:
+                            self.scratch_names += sandbox.names
+                else:
+                    with private_sandbox(facts) as sandbox:
+                        try:
+                            yield sandbox
+                        finally:
+                            self.scratch_names += sandbox.names
         except SandboxRefusal as refusal:
             raise PlanRefused("sandbox_refused", str(refusal)) from None
 
-    def _normalize(self, sandbox: Sandbox, path: Path, exclude: Sequence[str]) -> Database:
+    def normalize(
+        self,
+        sandbox: Sandbox,
+        files: list[tuple[str, str]],
+        live: Database,
+        exclude: Sequence[str],
+    ) -> Database:
         """Load the desired schema into a fresh sandbox schema and read it back."""
-        conn, name = sandbox.fresh()
-        pending: list[tuple[str, int, str]] = []
+        with self._server_errors():
+            conn, name = sandbox.fresh()
+        self.scratch_names.append(name)
+        pieces: list[LoadPiece] = []
         hints: list[tuple[str, str, str, str]] = []
         qualifier = re.compile(r"(?<![\w`$])(`?)" + re.escape(self.database) + r"\1(?=\s*\.)")
         try:
-            for file, text in desired_files(path):
+            for file, text in files:
                 for piece in split_mysql(text):
                     if match := _USE.match(piece.sql):
                         if match.group(1) != self.database:
@@ -173,23 +193,22 @@ class MysqlEngine:
                         continue
                     hints += _rename_hints(file, piece.line, piece.sql)
                     sql = rewrite_definers(qualifier.sub(ident(name), piece.sql))
-                    pending.append((file, piece.line, sql))
-            _execute(conn, "SET SESSION foreign_key_checks = 0")
-            while pending:
-                failed: list[tuple[str, int, str, str]] = []
-                for file, line, sql in pending:
-                    try:
-                        _execute(conn, sql)
-                    except pymysql.MySQLError as error:
-                        failed.append((file, line, sql, error_text(error)))
-                if len(failed) == len(pending):
-                    file, line, _, message = failed[0]
-                    raise DesiredSchemaError(self._scrub(f"{file}:{line}: {message}"))
-                pending = [(f, n, s) for f, n, s, _ in failed]
+                    pieces.append(LoadPiece(file, piece.line, sql))
+
+            def run(piece: LoadPiece) -> str | None:
+                try:
+                    _execute(conn, piece.sql)
+                except pymysql.MySQLError as error:
+                    return self._scrub(error_text(error))
+                return None
+
+            with self._server_errors():
+                _execute(conn, "SET SESSION foreign_key_checks = 0")
+            load_retrying(pieces, run)
         finally:
             conn.close()
         # Read back in a new session: nothing the desired SQL set on its own carries over.
-        with connection(sandbox.server, name, env_password=False) as reader:
+        with self._server_errors(), connection(sandbox.server, name, env_password=False) as reader:
             desired = self._read(reader, name, exclude)
         for where, table, column, old in hints:
             found = desired.tables.get(f"table:db.{table}")
@@ -200,27 +219,32 @@ class MysqlEngine:
                 )
         return desired
 
-    def desired(self, path: Path, exclude: Sequence[str] = ()) -> Database:
-        """The desired schema, normalized in a sandbox and introspected."""
-        _, facts = self._observe(exclude)
-        with self._server_errors(), self._sandbox(facts) as sandbox:
-            return self._normalize(sandbox, path, exclude)
-
     # -- planning --------------------------------------------------------------------------
 
-    def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
-        """A verified plan from the live schema to ``desired_path`` (dry-run on a copy)."""
-        live, facts = self._observe(options.exclude)
-        with self._server_errors(), self._sandbox(facts) as sandbox:
-            desired = self._normalize(sandbox, desired_path, options.exclude)
-            planned = plan_changes(live, desired, options, renderer(desired, live), differ=diff)
-            statements = _merged(planned.statements)
+    def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
+        planned = plan_changes(live, desired, options, renderer(desired, live), differ=diff)
+        return Planned(planned.changes, tuple(_merged(planned.statements)))
+
+    def drift_differ(self, live: Database, desired: Database) -> list[Any]:
+        return diff(live, desired)
+
+    def dry_run(
+        self,
+        sandbox: Sandbox,
+        live: Database,
+        desired: Database,
+        statements: Sequence[PlanStatement],
+        options: PlanOptions,
+    ) -> tuple[list[PlanStatement], str]:
+        """Rebuild ``live`` in a fresh sandbox schema, run the plan there probing each
+        ``ALTER TABLE``'s algorithm, compare."""
+        with self._server_errors():
             conn, name = sandbox.fresh()
+            self.scratch_names.append(name)
             try:
-                probed, expected = self._dry_run(conn, name, live, desired, statements, options)
+                return self._dry_run(conn, name, live, desired, statements, options)
             finally:
                 conn.close()
-        return Planned(planned.changes, tuple(probed)).document(live, desired, expected, options)
 
     def _dry_run(
         self,
@@ -231,7 +255,6 @@ class MysqlEngine:
         statements: Sequence[PlanStatement],
         options: PlanOptions,
     ) -> tuple[list[PlanStatement], str]:
-        """Rebuild ``live`` in the empty schema ``name``, run the plan there, compare."""
         baseline = introspect(conn, name)
         copy = plan_changes(
             baseline,
@@ -264,11 +287,7 @@ class MysqlEngine:
                         f"statement {index + 1} failed in the dry run: {error_text(error)}"
                     ),
                 ) from None
-            hazards = [h for h in statement.hazards if h.kind != "lock"]
-            if algorithm in ("INPLACE", "COPY"):
-                hazards.append(HazardEntry(kind="lock", code=f"ALGORITHM_{algorithm}"))
-            hazards.sort(key=lambda h: (h.kind, h.code))
-            probed.append(statement.model_copy(update={"hazards": hazards}))
+            probed.append(probed_hazards(statement, algorithm))
         result = self._read(conn, name, options.exclude)
         return probed, converged(result, desired, diff)
 
@@ -322,13 +341,6 @@ class MysqlEngine:
             finally:
                 log.close()
         return report
-
-    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
-        """A bounded drift report: the live schema against the desired one."""
-        live, facts = self._observe(exclude)
-        with self._server_errors(), self._sandbox(facts) as sandbox:
-            desired = self._normalize(sandbox, desired_path, exclude)
-        return drift_report(diff(live, desired), live.dialect)
 
 
 _CREATE_TABLE = re.compile(

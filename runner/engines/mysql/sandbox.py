@@ -63,6 +63,8 @@ __all__ = [
 ]
 
 ROLE: Final = "seshat_sandbox"
+TEMPLATE: Final = 2
+"""How templates are built; part of their cache key (bumped when the build changes)."""
 _DEFINER = re.compile(
     r"\bDEFINER\s*=\s*(?:CURRENT_USER(?:\s*\(\s*\))?|"
     r"(?:`(?:[^`]|``)*`|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[\w.$-]+)\s*@\s*"
@@ -265,7 +267,9 @@ def _server_args(data: Path, run: Path, facts: ServerFacts) -> list[str]:
         f"--lower-case-table-names={facts.lower_case_table_names}",
         "--innodb-flush-log-at-trx-commit=0",
         "--innodb-doublewrite=0",
-        "--innodb-buffer-pool-size=64M",
+        "--innodb-buffer-pool-size=32M",
+        "--innodb-log-file-size=8M",
+        f"--tmpdir={run / 'tmp'}",  # its own: a server removes leftover #sql files in it
         "--max-connections=20",
         "--max-statement-time=120",
         f"--secure-file-priv={run / 'files'}",  # an empty folder (and no FILE grant anyway)
@@ -276,9 +280,10 @@ def _server_args(data: Path, run: Path, facts: ServerFacts) -> list[str]:
 @contextlib.contextmanager
 def _running(server: Path, owner: Owner, data: Path, facts: ServerFacts) -> Iterator[Path]:
     run = data.parent
-    (run / "files").mkdir(exist_ok=True)
-    if owner.uid is not None and owner.gid is not None:
-        os.chown(run / "files", owner.uid, owner.gid)
+    for folder in ("files", "tmp"):
+        (run / folder).mkdir(exist_ok=True)
+        if owner.uid is not None and owner.gid is not None:
+            os.chown(run / folder, owner.uid, owner.gid)
     args = [str(server), *_server_args(data, run, facts)]
     if facts.sql_mode:
         args.append(f"--sql-mode={facts.sql_mode}")
@@ -328,6 +333,8 @@ def _build(server: Path, install: Path, owner: Owner, facts: ServerFacts) -> Any
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
             f"--lower-case-table-names={facts.lower_case_table_names}",
+            "--innodb-log-file-size=8M",
+            f"--tmpdir={data.parent}",
         ]
         if owner.name and owner.uid is not None:
             args.append(f"--user={owner.name}")
@@ -356,7 +363,7 @@ def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandb
     if series != facts.series:
         raise _unavailable(facts, f"this machine's mariadbd is {series or 'of unknown version'}")
     owner = owner_for("mysql")
-    settings = f"{series}|{facts.lower_case_table_names}|{server}"
+    settings = f"{TEMPLATE}|{series}|{facts.lower_case_table_names}|{server}"
     key = f"mariadb-{series}-{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
     with cached_template(key, owner, _build(server, install, owner, facts), cache=cache) as seed:
         work = private_dir(owner, "seshat-mariadb-")

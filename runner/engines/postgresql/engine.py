@@ -1,21 +1,32 @@
-"""The PostgreSQL engine: plan, dry-run, apply, drift and inspect against real servers."""
+"""The PostgreSQL engine: the hooks of :class:`~runner.engines.core.Engine` for real servers.
+
+The target is read in one read-only snapshot; the desired SQL, the live rebuild and the dry
+run execute in a sandbox (:mod:`.sandbox`); ``apply`` runs the approved statements under
+the database's advisory lock.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from runner.engines.desired import DesiredSchemaError, desired_files
+from runner.engines.core import Engine, LoadPiece, load_retrying
+from runner.engines.desired import DesiredSchemaError
 from runner.engines.diff import diff
-from runner.engines.drift import drift_report
 from runner.engines.model import Database
-from runner.engines.plan import PlanDocument, plan_digest
-from runner.engines.planner import PlanOptions, PlanRefused, converged, fingerprint, plan_changes
+from runner.engines.plan import PlanDocument, PlanStatement, plan_digest
+from runner.engines.planner import (
+    Planned,
+    PlanOptions,
+    PlanRefused,
+    converged,
+    fingerprint,
+    plan_changes,
+)
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.introspect import introspect, prepare_session
 from runner.engines.postgresql.quoting import ident
@@ -53,61 +64,67 @@ def _load(
     database: DatabaseURL,
     schemas: Sequence[str] = (),
 ) -> None:
-    """Run the desired schema in the sandbox database ``conn``; statements that fail are
-    retried until nothing progresses.
+    """Run the desired schema in the sandbox database ``conn``
+    (:func:`~runner.engines.core.load_retrying`).
 
-    Files may create objects before what they use (a foreign key before its table); a loader
-    that retries failed statements while any statement succeeds accepts every order. A
-    ``CREATE EXTENSION`` goes through the sandbox (:meth:`Sandbox.run`), never as written.
+    The first pass sends statements in batches (one round trip and one commit each); what a
+    failing batch held runs one by one after it. A ``CREATE EXTENSION`` goes through the
+    sandbox (:meth:`Sandbox.run`), never as written. A role a statement names is made in the
+    sandbox, and schemas only the live database has are created when nothing else lets the
+    load progress (schemas are never dropped, so a desired schema may use one).
     """
     with conn.cursor() as cur:
         cur.execute("SET check_function_bodies = off")
-    pending: list[tuple[str, int, str]] = []
-    for name, text in files:
-        pending += [(name, piece.line, piece.sql) for piece in split_postgresql(text)]
-    first_pass = True
-    while pending:
-        failed: list[tuple[str, int, str, psycopg.Error]] = []
-        made_role = False
-        # The first pass sends statements in batches (one round trip and one commit each);
-        # a batch that fails is rolled back whole and its statements run one by one.
-        size = _BATCH if first_pass else 1
-        first_pass = False
-        for start in range(0, len(pending), size):
-            chunk = pending[start : start + size]
-            if len(chunk) > 1 and not any(sandbox.intercepts(sql) for _, _, sql in chunk):
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute(";\n".join(sql for _, _, sql in chunk).encode("utf-8"))
-                    continue
-                except psycopg.Error:
-                    pass
-            for name, line, sql in chunk:
-                try:
-                    _run_one(conn, sandbox, database, sql)
-                except SandboxRefusal as refusal:
-                    raise DesiredSchemaError(f"{name}:{line}: {refusal}") from None
-                except psycopg.Error as error:
-                    # A role the statement names is made in the sandbox; it runs again.
-                    made_role = sandbox.missing_role(error) or made_role
-                    failed.append((name, line, sql, error))
-        if not failed:
-            return
-        if len(failed) == len(pending) and not made_role:
-            if not schemas:
-                first_name, first_line, _, first_error = failed[0]
-                raise DesiredSchemaError(f"{first_name}:{first_line}: {_error_text(first_error)}")
+    pieces = [
+        LoadPiece(name, piece.line, piece.sql)
+        for name, text in files
+        for piece in split_postgresql(text)
+    ]
+    left: list[LoadPiece] = []
+    for start in range(0, len(pieces), _BATCH):
+        chunk = pieces[start : start + _BATCH]
+        if len(chunk) > 1 and not any(sandbox.intercepts(p.sql) for p in chunk):
             try:
                 with conn.cursor() as cur:
-                    cur.execute("RESET ROLE")  # whatever role the desired SQL set
-                    for schema in schemas:
-                        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}".encode())
-            except psycopg.Error as error:
-                raise DesiredSchemaError(
-                    f"the desired schema left the sandbox unusable: {_error_text(error)}"
-                ) from None
-            schemas = ()
-        pending = [(n, line, sql) for n, line, sql, _ in failed]
+                    cur.execute(";\n".join(p.sql for p in chunk).encode("utf-8"))
+                continue
+            except psycopg.Error:
+                pass
+        left += chunk
+    made_role = False
+    missing_schemas = list(schemas)
+
+    def run(piece: LoadPiece) -> str | None:
+        nonlocal made_role
+        try:
+            _run_one(conn, sandbox, database, piece.sql)
+        except SandboxRefusal as refusal:
+            raise DesiredSchemaError(f"{piece.file}:{piece.line}: {refusal}") from None
+        except psycopg.Error as error:
+            made_role = sandbox.missing_role(error) or made_role
+            return _error_text(error)
+        return None
+
+    def when_stuck() -> bool:
+        nonlocal made_role, missing_schemas
+        if made_role:
+            made_role = False
+            return True
+        if not missing_schemas:
+            return False
+        try:
+            with conn.cursor() as cur:
+                cur.execute("RESET ROLE")  # whatever role the desired SQL set
+                for schema in missing_schemas:
+                    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}".encode())
+        except psycopg.Error as error:
+            raise DesiredSchemaError(
+                f"the desired schema left the sandbox unusable: {_error_text(error)}"
+            ) from None
+        missing_schemas = []
+        return True
+
+    load_retrying(left, run, when_stuck=when_stuck)
 
 
 def _run_one(
@@ -122,56 +139,60 @@ def _run_one(
         cur.execute(sql.encode("utf-8"))
 
 
-class PostgresEngine:
+class PostgresEngine(Engine[ServerFacts, Sandbox]):
     """One PostgreSQL target, read only while planning; everything else runs in a sandbox
     (:mod:`.sandbox`): a private server, or the explicit one ``dev_url`` names."""
 
     dialect = "postgresql"
     transactional_ddl = True
 
-    def __init__(
-        self, url: DatabaseURL, dev_url: DatabaseURL | None = None, *, cache: bool = True
-    ) -> None:
-        self.url = url
-        self.dev_url = dev_url
-        self.cache = cache
-        self.scratch_names: list[str] = []  # never printed: the caller redacts them
-
     # -- reading ---------------------------------------------------------------------------
 
-    def _observe(self, exclude: Sequence[str]) -> tuple[Database, ServerFacts]:
+    def observe(self, exclude: Sequence[str]) -> tuple[Database, ServerFacts]:
         """The live schema and the server's facts, in one read-only snapshot."""
         with connection(self.url, read_only=True) as conn:
             live = apply_exclude(introspect(conn), exclude)
             return live, server_facts(conn)
 
-    def inspect(self, exclude: Sequence[str] = ()) -> Database:
-        return self._observe(exclude)[0]
+    def server_key(self, facts: ServerFacts) -> dict[str, object]:
+        return {
+            "versionNum": facts.version_num,
+            "encoding": facts.encoding,
+            "collate": facts.collate,
+            "ctype": facts.ctype,
+            "explicitSandbox": self.dev_url.display() if self.dev_url else None,
+        }
 
     @contextlib.contextmanager
-    def _sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
+    def sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
         try:
             if self.dev_url is not None:
                 with dev_sandbox(self.dev_url, facts) as sandbox:
-                    yield sandbox
-                    self.scratch_names += sandbox.names
+                    try:
+                        yield sandbox
+                    finally:
+                        self.scratch_names += sandbox.names
             else:
-                with private_sandbox(facts, cache=self.cache) as sandbox:
-                    yield sandbox
-                    self.scratch_names += sandbox.names
+                with private_sandbox(facts) as sandbox:
+                    try:
+                        yield sandbox
+                    finally:
+                        self.scratch_names += sandbox.names
         except SandboxRefusal as refusal:
             raise PlanRefused("sandbox_refused", str(refusal)) from None
 
-    def _normalize(
-        self, sandbox: Sandbox, path: Path, live: Database, exclude: Sequence[str]
+    def normalize(
+        self,
+        sandbox: Sandbox,
+        files: list[tuple[str, str]],
+        live: Database,
+        exclude: Sequence[str],
     ) -> Database:
         """Load the desired schema into a fresh sandbox database and read it back."""
         database = sandbox.fresh()
-        # Schemas are never dropped, so the desired schema may use one only the live
-        # database creates; those are created when nothing else lets loading progress.
         schemas = [d.definition for d in live.definitions.values() if d.kind == "schema"]
         with connection(database) as conn:
-            _load(conn, desired_files(path), sandbox, database, schemas)
+            _load(conn, files, sandbox, database, schemas)
         # Read back in a new session: nothing the desired SQL set on its own carries over.
         try:
             with connection(database) as conn:
@@ -181,36 +202,19 @@ class PostgresEngine:
                 f"the desired schema cannot be read back in the sandbox: {_error_text(error)}"
             ) from None
 
-    def desired(self, path: Path, live: Database, exclude: Sequence[str] = ()) -> Database:
-        """The desired schema, normalized in a sandbox and introspected."""
-        _, facts = self._observe(exclude)
-        with self._sandbox(facts) as sandbox:
-            return self._normalize(sandbox, path, live, exclude)
-
     # -- planning --------------------------------------------------------------------------
 
-    def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
-        """A verified plan from the live schema to ``desired_path``.
+    def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
+        return plan_changes(live, desired, options, render)
 
-        The target is only read. The desired schema is normalized in one fresh sandbox
-        database; the live schema is rebuilt in another and the plan's exact statements run
-        there; a plan that fails, or does not reach the desired schema, is refused.
-        """
-        live, facts = self._observe(options.exclude)
-        with self._sandbox(facts) as sandbox:
-            desired = self._normalize(sandbox, desired_path, live, options.exclude)
-            planned = plan_changes(live, desired, options, render)
-            expected = self._dry_run(sandbox, live, desired, planned.statements, options)
-        return planned.document(live, desired, expected, options)
-
-    def _dry_run(
+    def dry_run(
         self,
         sandbox: Sandbox,
         live: Database,
         desired: Database,
-        statements: Sequence[Any],
+        statements: Sequence[PlanStatement],
         options: PlanOptions,
-    ) -> str:
+    ) -> tuple[list[PlanStatement], str]:
         """Rebuild ``live`` in a fresh sandbox database, run ``statements`` there, compare."""
         database = sandbox.fresh()
         with connection(database) as conn:
@@ -248,7 +252,7 @@ class PostgresEngine:
             raise PlanRefused(
                 "dry_run_failed", f"the dry run's result cannot be read: {_error_text(error)}"
             ) from None
-        return converged(result, desired, diff)
+        return list(statements), converged(result, desired, diff)
 
     # -- applying --------------------------------------------------------------------------
 
@@ -280,13 +284,6 @@ class PostgresEngine:
             report.converged = fingerprint(after) == document.expected
         return report
 
-    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
-        """A bounded drift report: the live schema against the desired one."""
-        live, facts = self._observe(exclude)
-        with self._sandbox(facts) as sandbox:
-            desired = self._normalize(sandbox, desired_path, live, exclude)
-        return drift_report(diff(live, desired), live.dialect)
-
 
 class _StatementFailed(Exception):
     def __init__(self, index: int, error: str) -> None:
@@ -296,6 +293,24 @@ class _StatementFailed(Exception):
 
 
 _BATCH = 200
+
+
+def _one(
+    conn: psycopg.Connection[Any], sql: str, sandbox: tuple[Sandbox, DatabaseURL] | None
+) -> None:
+    """One statement on its own; in a sandbox, an extension through its door, and once more
+    after a role it names was made."""
+    for _ in range(2):
+        try:
+            if sandbox is not None and sandbox[0].intercepts(sql):
+                sandbox[0].run(sandbox[1], sql)
+            else:
+                conn.execute(sql.encode("utf-8"))
+            return
+        except psycopg.Error as error:
+            if sandbox is None or not sandbox[0].missing_role(error):
+                raise
+    conn.execute(sql.encode("utf-8"))
 
 
 def _execute(
@@ -321,10 +336,7 @@ def _execute(
         sql, transactional = statements[index]
         if not transactional or alone(sql):
             try:
-                if sandbox is not None and alone(sql):
-                    sandbox[0].run(sandbox[1], sql)
-                else:
-                    conn.execute(sql.encode("utf-8"))
+                _one(conn, sql, sandbox)
             except psycopg.Error as error:
                 raise _StatementFailed(index, _error_text(error)) from None
             except SandboxRefusal as refusal:
@@ -339,14 +351,19 @@ def _execute(
             index += 1
             if batch is not None and len(group) >= batch:
                 break
-        current = group[0]
-        try:
-            with conn.transaction():
-                for current in group:
-                    conn.execute(statements[current][0].encode("utf-8"))
-        except psycopg.Error as error:
-            if report is not None:
-                report.rolled_back = [i for i in group if i < current]
-            raise _StatementFailed(current, _error_text(error)) from None
+        while True:
+            current = group[0]
+            try:
+                with conn.transaction():
+                    for current in group:
+                        conn.execute(statements[current][0].encode("utf-8"))
+                break
+            except psycopg.Error as error:
+                # In a sandbox, a role the statements name is made there, and they run again.
+                if sandbox is not None and sandbox[0].missing_role(error):
+                    continue
+                if report is not None:
+                    report.rolled_back = [i for i in group if i < current]
+                raise _StatementFailed(current, _error_text(error)) from None
         if report is not None:
             report.ran.extend(group)

@@ -65,6 +65,10 @@ __all__ = [
 ]
 
 ADMIN: Final = "seshat_admin"
+READY: Final = ("seshat_d1", "seshat_d2", "seshat_d3")
+"""Empty databases a private server's template holds, handed out by :meth:`Sandbox.fresh`."""
+TEMPLATE: Final = 2
+"""How templates are built; part of their cache key (bumped when the build changes)."""
 ROLE: Final = "seshat_sandbox"
 STATEMENT_TIMEOUT: Final = "120s"
 MAX_ROLES: Final = 256
@@ -179,11 +183,14 @@ class Sandbox:
         self.names: list[str] = []  # scratch databases made (redacted by the caller)
         self._roles: set[str] = set()
         self._lent = False  # an explicit sandbox's own database is in use
+        self.ready: list[str] = []  # empty databases the template already holds
 
     def fresh(self) -> DatabaseURL:
         """A new, empty database owned by the sandbox role (never one reused). An explicit
         sandbox whose credential may not create databases lends its own database instead,
         emptied again before each later use."""
+        if self.ready:
+            return self.server_url.with_database(self.ready.pop(0))
         name = f"seshat_{secrets.token_hex(6)}"
         owner = self.server_url.user or ROLE
         with connection(self.admin_url or self.server_url) as conn:
@@ -284,7 +291,7 @@ def _locale_options(facts: ServerFacts, fallback: bool) -> list[str]:
 def _build(bindir: Path, owner: Owner, facts: ServerFacts) -> Any:
     def build(data: Path) -> None:
         base = [str(bindir / "initdb"), "-D", str(data), "-U", ADMIN, "--auth=trust"]
-        base += ["-E", facts.encoding, "--no-sync", "--no-instructions"]
+        base += ["-E", facts.encoding, "--no-sync", "--no-instructions", "--wal-segsize=1"]
         try:
             run_as(owner, [*base, *_locale_options(facts, False)], what="initdb")
         except SandboxUnavailable:  # this machine lacks the target's locale: C sorts alike
@@ -301,6 +308,8 @@ def _build(bindir: Path, owner: Owner, facts: ServerFacts) -> Any:
                 timeout = literal(STATEMENT_TIMEOUT)
                 conn.execute(f"ALTER ROLE {ROLE} SET statement_timeout = {timeout}".encode())
                 conn.execute("REVOKE ALL ON DATABASE postgres FROM PUBLIC")
+                for name in READY:  # made once here, so a plan need not wait for them
+                    conn.execute(f"CREATE DATABASE {name} OWNER {ROLE} STRATEGY FILE_COPY".encode())
 
     return build
 
@@ -313,7 +322,8 @@ def _running(bindir: Path, owner: Owner, data: Path, *, keep: bool = False) -> I
     options = (
         f"-c listen_addresses='' -c unix_socket_directories='{socket_dir}' -c fsync=off "
         "-c synchronous_commit=off -c full_page_writes=off -c max_connections=20 "
-        "-c shared_buffers=32MB -c log_min_messages=warning -c max_wal_size=1GB"
+        "-c shared_buffers=32MB -c log_min_messages=warning -c max_wal_size=1GB "
+        "-c dynamic_shared_memory_type=mmap"
     )
     log = socket_dir / "server.log"
     run_as(
@@ -361,7 +371,7 @@ def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandb
             "another server (--dev-url, or spec.dev.url)"
         )
     owner = owner_for("postgres")
-    settings = f"{facts.major}|{facts.encoding}|{facts.collate}|{facts.ctype}|{bindir}"
+    settings = f"{TEMPLATE}|{facts.major}|{facts.encoding}|{facts.collate}|{facts.ctype}|{bindir}"
     key = f"postgresql-{facts.major}-{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
     with cached_template(key, owner, _build(bindir, owner, facts), cache=cache) as template:
         work = private_dir(owner, "seshat-pg-")
@@ -370,7 +380,9 @@ def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandb
             with _running(bindir, owner, work / "data") as socket_dir:
                 server = DatabaseURL("postgresql", "postgresql", user=ROLE, host=str(socket_dir))
                 admin = DatabaseURL("postgresql", "postgresql", user=ADMIN, host=str(socket_dir))
-                yield Sandbox(server.with_database("postgres"), admin.with_database("postgres"))
+                sandbox = Sandbox(server.with_database("postgres"), admin.with_database("postgres"))
+                sandbox.ready = list(READY)
+                yield sandbox
         finally:
             shutil.rmtree(work, ignore_errors=True)
 

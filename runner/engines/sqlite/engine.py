@@ -20,20 +20,30 @@ import contextlib
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
+from runner.engines.cache import PlanCache
 from runner.engines.changes import UnsupportedChange
-from runner.engines.desired import DesiredSchemaError, desired_files
-from runner.engines.drift import drift_report
+from runner.engines.core import Engine, LoadPiece, load_retrying
+from runner.engines.desired import DesiredSchemaError
 from runner.engines.model import Database
 from runner.engines.plan import PlanDocument, PlanStatement, plan_digest
-from runner.engines.planner import PlanOptions, PlanRefused, converged, fingerprint, plan_changes
+from runner.engines.planner import (
+    Planned,
+    PlanOptions,
+    PlanRefused,
+    converged,
+    fingerprint,
+    plan_changes,
+)
 from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
 from runner.engines.sqlite.introspect import introspect, server_major
 from runner.engines.sqlite.rebuild import sqlite_diff
 from runner.engines.sqlite.render import render
-from runner.engines.sqlite.sandbox import copy_schema, sandbox
+from runner.engines.sqlite.sandbox import copy_schema
+from runner.engines.sqlite.sandbox import sandbox as open_sandbox
 from runner.engines.sqlite.sqltext import SqlTextError, split_script
 from runner.errors import CanNotRunError, ConfigurationError
 from runner.url import DatabaseURL
@@ -82,37 +92,39 @@ def _run(conn: sqlite3.Connection, statements: Sequence[PlanStatement]) -> None:
 
 
 def _load(conn: sqlite3.Connection, files: list[tuple[str, str]]) -> None:
-    """Run the desired schema; failing statements are retried while any succeeds."""
-    pending: list[tuple[str, int, str]] = []
+    """Run the desired schema (:func:`~runner.engines.core.load_retrying`)."""
     try:
-        for name, text in files:
-            pending += [(name, line, sql) for line, sql in split_script(text)]
+        pieces = [
+            LoadPiece(name, line, sql) for name, text in files for line, sql in split_script(text)
+        ]
     except SqlTextError as error:
         raise DesiredSchemaError(str(error)) from None
-    while pending:
-        failed: list[tuple[str, int, str, str]] = []
-        for name, line, sql in pending:
-            try:
-                conn.execute(sql)
-            except sqlite3.Error as error:
-                failed.append((name, line, sql, str(error)))
-        if len(failed) == len(pending):
-            first_name, first_line, _, message = failed[0]
-            raise DesiredSchemaError(f"{first_name}:{first_line}: {message}")
-        pending = [(n, line, sql) for n, line, sql, _ in failed]
+
+    def run(piece: LoadPiece) -> str | None:
+        try:
+            conn.execute(piece.sql)
+        except sqlite3.Error as error:
+            return str(error)
+        return None
+
+    load_retrying(pieces, run)
 
 
-class SqliteEngine:
+class SqliteEngine(Engine[None, None]):
     """One SQLite database file."""
 
     dialect = "sqlite"
     transactional_ddl = True
 
-    def __init__(self, url: DatabaseURL, dev_url: DatabaseURL | None = None) -> None:
-        self.url = url
+    def __init__(
+        self,
+        url: DatabaseURL,
+        dev_url: DatabaseURL | None = None,
+        *,
+        cache: PlanCache | None = None,
+    ) -> None:
+        super().__init__(url, dev_url, cache=cache)  # dev_url: unused, the sandbox is in memory
         self.path = database_path(url)
-        self.dev_url = dev_url  # unused: SQLite normalizes and dry-runs in memory
-        self.scratch_names: list[str] = []
 
     # -- connections -------------------------------------------------------------------
 
@@ -133,72 +145,91 @@ class SqliteEngine:
         finally:
             conn.close()
 
-    # -- reading -------------------------------------------------------------------------
+    # -- the hooks -----------------------------------------------------------------------
+
+    def observe(self, exclude: Sequence[str]) -> tuple[Database, None]:
+        """The live schema read-only (``mode=ro``); a missing file is an empty schema (what a
+        first apply would create), never created."""
+        if not self.path.exists():
+            return Database(dialect="sqlite", server_major=server_major()), None
+        with self._connect("ro") as conn:
+            return apply_exclude(introspect(conn), exclude), None
 
     def inspect(self, exclude: Sequence[str] = ()) -> Database:
         with self._connect("ro") as conn:
             return apply_exclude(introspect(conn), exclude)
 
-    def desired(self, path: Path, exclude: Sequence[str] = ()) -> Database:
-        """The desired schema, loaded into an in-memory database and read back."""
-        conn = sandbox()
+    def server_key(self, facts: None) -> dict[str, object]:
+        return {"sqlite": sqlite3.sqlite_version}
+
+    def sandbox(self, facts: None) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()  # each step opens an in-memory sandbox of its own
+
+    def normalize(
+        self,
+        sandbox: None,
+        files: list[tuple[str, str]],
+        live: Database,
+        exclude: Sequence[str],
+    ) -> Database:
+        """The desired schema, loaded into an in-memory sandbox and read back."""
+        conn = open_sandbox()
         try:
-            _load(conn, desired_files(path))
+            _load(conn, files)
             return apply_exclude(introspect(conn), exclude)
         finally:
             conn.close()
 
-    # -- planning ------------------------------------------------------------------------
-
-    def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
-        """A verified plan: dry-run on an in-memory copy of the database, then compared."""
-        exists = self.path.exists()
-        live = (
-            self.inspect(options.exclude)
-            if exists
-            else Database(dialect="sqlite", server_major=server_major())
-        )
-        desired = self.desired(desired_path, options.exclude)
+    def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
         try:
-            planned = plan_changes(live, desired, options, render, differ=sqlite_diff)
+            return plan_changes(live, desired, options, render, differ=sqlite_diff)
         except UnsupportedChange as error:
             raise PlanRefused("unsupported_change", str(error)) from None
-        copy = sandbox()
+
+    def drift_differ(self, live: Database, desired: Database) -> list[Any]:
+        return sqlite_diff(live, desired)
+
+    def dry_run(
+        self,
+        sandbox: None,
+        live: Database,
+        desired: Database,
+        statements: Sequence[PlanStatement],
+        options: PlanOptions,
+    ) -> tuple[list[PlanStatement], str]:
+        """The plan on an in-memory copy of the live schema (never its rows)."""
+        conn = open_sandbox()
         try:
-            if exists:
+            if self.path.exists():
                 with self._connect("ro") as source:
                     try:
-                        copy_schema(source, copy)
+                        copy_schema(source, conn)
                     except sqlite3.Error as error:
                         raise PlanRefused(
                             "dry_run_failed",
                             f"could not copy the live schema for the dry run: {error}",
                         ) from None
-            expected = self._dry_run(copy, desired, planned.statements, options)
+            _session(conn)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _run(conn, statements)
+            except _StatementFailed as failure:
+                conn.execute("ROLLBACK")
+                raise PlanRefused(
+                    "dry_run_failed",
+                    f"statement {failure.index + 1} failed in the dry run: {failure.error}",
+                ) from None
+            conn.execute("COMMIT")
+            result = apply_exclude(introspect(conn), options.exclude)
         finally:
-            copy.close()
-        return planned.document(live, desired, expected, options)
+            conn.close()
+        return list(statements), converged(result, desired, sqlite_diff)
 
-    def _dry_run(
-        self,
-        conn: sqlite3.Connection,
-        desired: Database,
-        statements: Sequence[PlanStatement],
-        options: PlanOptions,
-    ) -> str:
-        _session(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            _run(conn, statements)
-        except _StatementFailed as failure:
-            conn.execute("ROLLBACK")
-            raise PlanRefused(
-                "dry_run_failed",
-                f"statement {failure.index + 1} failed in the dry run: {failure.error}",
-            ) from None
-        conn.execute("COMMIT")
-        result = apply_exclude(introspect(conn), options.exclude)
-        return converged(result, desired, sqlite_diff)
+    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
+        """A bounded drift report; the database file must exist."""
+        if not self.path.is_file():
+            self.inspect(exclude)  # says the file is missing
+        return super().drift(desired_path, exclude)
 
     # -- applying ------------------------------------------------------------------------
 
@@ -241,9 +272,3 @@ class SqliteEngine:
             after = apply_exclude(introspect(conn), document.exclude)
             report.converged = fingerprint(after) == document.expected
         return report
-
-    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
-        """A bounded drift report: the live schema against the desired one."""
-        live = self.inspect(exclude)
-        desired = self.desired(desired_path, exclude)
-        return drift_report(sqlite_diff(live, desired), live.dialect)

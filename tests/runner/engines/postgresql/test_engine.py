@@ -351,7 +351,9 @@ def test_plans_are_byte_identical_across_processes_and_hash_seeds(
         + "CREATE TABLE b (a_s status);"
         + "CREATE VIEW v2 AS SELECT * FROM big_orders; CREATE INDEX b_idx ON b (a_s);",
     )
-    outputs = {plan(runner, db, desired, seed=seed).stdout for seed in ("1", "2", "987")}
+    outputs = {
+        plan(runner, db, desired, "--no-cache", seed=seed).stdout for seed in ("1", "2", "987")
+    }
     assert len(outputs) == 1
     assert json.loads(outputs.pop())["statements"]
 
@@ -450,7 +452,7 @@ def test_an_explicit_sandbox_must_be_another_server_and_empty(
                 "SELECT datname FROM pg_database WHERE datname LIKE 'seshat%'"
             ).fetchall()
         assert left == []
-        refused = plan(runner, db, desired, "--dev-url", dev)
+        refused = plan(runner, db, desired, "--dev-url", dev, "--no-cache")
         assert refused.returncode == 1
         assert "the dev database is not empty" in refused.stdout
         with psycopg.connect(dev, autocommit=True) as conn:

@@ -1,0 +1,274 @@
+"""The engine core: how a plan and a drift report are made, once for every dialect.
+
+:class:`Engine` holds the sequence the seed and DESIGN.md describe:
+
+1. **observe** the target, read-only (the live model and the facts a sandbox must match);
+2. **normalize** the desired files in a sandbox, unless the planning cache already holds
+   the model for exactly these files, this server and this engine;
+3. **diff, order, render, judge** (:func:`~runner.engines.planner.plan_changes`, with the
+   dialect's differ and renderer);
+4. **dry-run** the statements on a rebuild of the live schema in a fresh sandbox database,
+   unless the cache holds the verdict for exactly this live schema, this desired schema and
+   these statements.
+
+A sandbox is started only when a step needs one, so a plan whose results are all cached
+never starts a server. A dialect (``postgresql/``, ``mysql/``, ``sqlite/``) subclasses
+:class:`Engine` and supplies the hooks below; it never repeats the sequence. Capability
+switches (:attr:`Engine.transactional_ddl`, :attr:`Engine.journals`) say what shared code
+may expect of it. The engine for a URL comes from :func:`runner.engines.base.engine_for`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+from runner.digests import Digest, digest
+from runner.engines.cache import PlanCache, engine_version
+from runner.engines.desired import DesiredSchemaError, desired_files
+from runner.engines.drift import drift_report
+from runner.engines.model import Database
+from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement
+from runner.engines.planner import Planned, PlanOptions, fingerprint
+from runner.engines.report import ApplyReport
+from runner.url import DatabaseURL
+
+__all__ = ["Engine", "LoadPiece", "load_retrying"]
+
+FactsT = TypeVar("FactsT")
+SandboxT = TypeVar("SandboxT")
+
+
+class _Lazy(Generic[SandboxT]):
+    """A sandbox entered on first use and left with the plan (``stack``)."""
+
+    def __init__(
+        self, stack: contextlib.ExitStack, opener: Callable[[], AbstractContextManager[SandboxT]]
+    ) -> None:
+        self._stack, self._opener = stack, opener
+        self._sandbox: SandboxT | None = None
+        self._opened = False
+
+    def get(self) -> SandboxT:
+        if not self._opened:
+            self._sandbox = self._stack.enter_context(self._opener())
+            self._opened = True
+        return self._sandbox  # type: ignore[return-value]
+
+
+class Engine(Generic[FactsT, SandboxT]):
+    """One target database; subclasses supply the hooks (see the module docstring)."""
+
+    dialect: ClassVar[str]
+    transactional_ddl: ClassVar[bool] = True
+    """Whether a run of statements can be one transaction (PostgreSQL, SQLite) or each
+    statement commits on its own (MySQL)."""
+    journals: ClassVar[bool] = False
+    """Whether :meth:`apply` keeps a per-statement journal (``journal=``)."""
+
+    def __init__(
+        self,
+        url: DatabaseURL,
+        dev_url: DatabaseURL | None = None,
+        *,
+        cache: PlanCache | None = None,
+    ) -> None:
+        self.url = url
+        self.dev_url = dev_url
+        self.cache = cache if cache is not None else PlanCache(Path("."), enabled=False)
+        self.scratch_names: list[str] = []  # never printed: the caller redacts them
+
+    # -- the hooks -----------------------------------------------------------------------
+
+    def observe(self, exclude: Sequence[str]) -> tuple[Database, FactsT]:
+        """The live model (read-only) and the facts a sandbox must match."""
+        raise NotImplementedError
+
+    def server_key(self, facts: FactsT) -> dict[str, object]:
+        """What of the server decides a normalization or a dry run (version, settings)."""
+        raise NotImplementedError
+
+    def sandbox(self, facts: FactsT) -> AbstractContextManager[SandboxT]:
+        """Where desired SQL, rebuilds and dry runs execute; never the target."""
+        raise NotImplementedError
+
+    def normalize(
+        self,
+        sandbox: SandboxT,
+        files: list[tuple[str, str]],
+        live: Database,
+        exclude: Sequence[str],
+    ) -> Database:
+        """Load ``files`` into a fresh sandbox database and read them back."""
+        raise NotImplementedError
+
+    def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
+        """Diff, order, render and judge (the dialect's differ and renderer)."""
+        raise NotImplementedError
+
+    def dry_run(
+        self,
+        sandbox: SandboxT,
+        live: Database,
+        desired: Database,
+        statements: Sequence[PlanStatement],
+        options: PlanOptions,
+    ) -> tuple[list[PlanStatement], str]:
+        """Run ``statements`` on a rebuild of ``live`` in a fresh sandbox database; the
+        statements as the dry run judged them, and the fingerprint it reached."""
+        raise NotImplementedError
+
+    def drift_differ(self, live: Database, desired: Database) -> list[Any]:
+        from runner.engines.diff import diff
+
+        return diff(live, desired)
+
+    def apply(self, document: PlanDocument, *, lock_timeout_ms: int = 30_000) -> ApplyReport:
+        raise NotImplementedError
+
+    # -- the sequence --------------------------------------------------------------------
+
+    def inspect(self, exclude: Sequence[str] = ()) -> Database:
+        return self.observe(exclude)[0]
+
+    def _desired(
+        self,
+        lazy: _Lazy[SandboxT],
+        path: Path,
+        live: Database,
+        facts: FactsT,
+        exclude: Sequence[str],
+    ) -> Database:
+        files = desired_files(path)
+        key = digest(
+            "desired-model",
+            {
+                "dialect": self.dialect,
+                "files": [[name, digest("file", {"text": text})] for name, text in files],
+                "server": self.server_key(facts),
+                "engine": engine_version(),
+                "exclude": sorted(set(exclude)),
+                "liveSchemas": sorted(
+                    d.definition for d in live.definitions.values() if d.kind == "schema"
+                ),
+            },
+        )
+        found = self.cache.desired(key)
+        if found is not None:
+            return found
+        model = self.normalize(lazy.get(), files, live, exclude)
+        self.cache.keep_desired(key, model)
+        return model
+
+    def _verdict_key(
+        self,
+        live: Database,
+        desired: Database,
+        statements: Sequence[PlanStatement],
+        facts: FactsT,
+        options: PlanOptions,
+    ) -> Digest:
+        return digest(
+            "dry-run-verdict",
+            {
+                "dialect": self.dialect,
+                "live": fingerprint(live),
+                "desired": fingerprint(desired),
+                "statements": [s.model_dump(mode="json") for s in statements],
+                "server": self.server_key(facts),
+                "engine": engine_version(),
+                "exclude": sorted(set(options.exclude)),
+            },
+        )
+
+    def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
+        """A verified plan from the live schema to ``desired_path`` (see the module
+        docstring); :class:`~runner.engines.planner.PlanRefused` when it may not be made."""
+        live, facts = self.observe(options.exclude)
+        with contextlib.ExitStack() as stack:
+            lazy = _Lazy(stack, lambda: self.sandbox(facts))
+            desired = self._desired(lazy, desired_path, live, facts, options.exclude)
+            planned = self.changes(live, desired, options)
+            key = self._verdict_key(live, desired, planned.statements, facts, options)
+            cached = self.cache.verdict(key)
+            if cached is not None:
+                statements = [PlanStatement.model_validate(s) for s in cached["statements"]]
+                expected = str(cached["expected"])
+            else:
+                statements, expected = self.dry_run(
+                    lazy.get(), live, desired, planned.statements, options
+                )
+                self.cache.keep_verdict(
+                    key,
+                    {
+                        "statements": [s.model_dump(mode="json") for s in statements],
+                        "expected": expected,
+                    },
+                )
+        return Planned(planned.changes, tuple(statements)).document(
+            live, desired, expected, options
+        )
+
+    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
+        """A bounded drift report: the live schema against the desired one."""
+        live, facts = self.observe(exclude)
+        with contextlib.ExitStack() as stack:
+            lazy = _Lazy(stack, lambda: self.sandbox(facts))
+            desired = self._desired(lazy, desired_path, live, facts, exclude)
+        return drift_report(self.drift_differ(live, desired), live.dialect)
+
+
+# -- loading desired SQL, shared by the dialects ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPiece:
+    """One statement of a desired file: where it is, and its text."""
+
+    file: str
+    line: int
+    sql: str
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def load_retrying(
+    pieces: Sequence[LoadPiece],
+    run: Callable[[LoadPiece], str | None],
+    *,
+    when_stuck: Callable[[], bool] = lambda: False,
+) -> None:
+    """Run ``pieces`` with ``run`` (which returns an error message, or None when the piece
+    ran); pieces that fail are retried while any piece succeeds, so desired files may create
+    objects before what they use. When a whole round fails, ``when_stuck`` may unblock the
+    load (and says whether it did); else the first failure is the
+    :class:`~runner.engines.desired.DesiredSchemaError`, naming its file and line."""
+    pending = list(pieces)
+    while pending:
+        failed: list[tuple[LoadPiece, str]] = []
+        for piece in pending:
+            error = run(piece)
+            if error is not None:
+                failed.append((piece, error))
+        if not failed:
+            return
+        if len(failed) == len(pending) and not when_stuck():
+            piece, error = failed[0]
+            raise DesiredSchemaError(f"{piece.file}:{piece.line}: {error}")
+        pending = [piece for piece, _ in failed]
+
+
+def probed_hazards(statement: PlanStatement, algorithm: str | None) -> PlanStatement:
+    """``statement`` with its lock hazard replaced by what a dry-run probe found."""
+    hazards = [h for h in statement.hazards if h.kind != "lock"]
+    if algorithm in ("INPLACE", "COPY"):
+        hazards.append(HazardEntry(kind="lock", code=f"ALGORITHM_{algorithm}"))
+    hazards.sort(key=lambda h: (h.kind, h.code))
+    return statement.model_copy(update={"hazards": hazards})

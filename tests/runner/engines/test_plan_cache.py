@@ -1,0 +1,72 @@
+"""The planning cache: a plan whose inputs are unchanged reuses the normalized desired model
+and the dry-run verdict, never starts a sandbox, and gives the same bytes; damaged entries
+are computed again; ``--no-cache`` plans cold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.postgres import PostgresDatabase
+from harness.runner_cli import RunnerCLI, write
+
+from runner.engines.cache import model_from_document
+from runner.engines.planner import fingerprint, model_document
+from runner.engines.postgresql.connection import connection
+from runner.engines.postgresql.introspect import introspect
+from runner.url import parse_url
+
+BASE = """
+CREATE TYPE mood AS ENUM ('ok', 'sad');
+CREATE TABLE people (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, m mood,
+                     name text COLLATE "C" NOT NULL DEFAULT 'x' CHECK (name <> ''));
+CREATE INDEX people_name ON people (lower(name)) WHERE m = 'ok';
+CREATE VIEW happy AS SELECT id, name FROM people WHERE m = 'ok';
+COMMENT ON TABLE people IS 'everyone';
+"""
+
+
+def test_a_model_survives_its_cached_form(postgres_database: PostgresDatabase) -> None:
+    with postgres_database.connect() as conn:
+        conn.execute(BASE)
+    with connection(parse_url(postgres_database.server.url(postgres_database.name))) as conn:
+        model = introspect(conn)
+    depends = sorted([a, b] for a, b in model.depends)
+    again = model_from_document(json.loads(json.dumps(model_document(model))), depends)
+    assert again == model
+    assert fingerprint(again) == fingerprint(model)
+
+
+def test_an_unchanged_plan_reuses_the_cache_and_never_starts_a_sandbox(
+    postgres_database: PostgresDatabase, tmp_path: Path
+) -> None:
+    db = postgres_database
+    with db.connect() as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    desired = write(tmp_path / "s.sql", "CREATE TABLE t (id int PRIMARY KEY, n text);\n" + BASE)
+    cache = tmp_path / "cache"
+    runner = RunnerCLI()
+
+    def plan(*extra: str, bindir: str | None = None) -> tuple[int, str]:
+        env = {"TARGET_URL": db.server.url(db.name), "SESHAT_CACHE_DIR": str(cache)}
+        if bindir is not None:
+            env["SESHAT_PG_BINDIR"] = bindir
+        done = runner(
+            "schema", "plan", "--url-env", "TARGET_URL", "--desired", str(desired), *extra, env=env
+        )
+        return done.returncode, done.stdout
+
+    cold = plan()
+    assert cold[0] == 0, cold
+    entries = sorted(p.relative_to(cache).parts[1] for p in (cache / "plans").rglob("*.json"))
+    assert entries == ["desired", "verdict"]
+    # No server binaries: only a plan that needs no sandbox can be made.
+    assert plan(bindir="/nonexistent") == cold
+    refused = plan("--no-cache", bindir="/nonexistent")
+    assert refused[0] == 1 and json.loads(refused[1])["refusal"]["code"] == "sandbox_unavailable"
+    # A damaged entry is a miss: computed again (with a sandbox), the same bytes, rewritten.
+    for entry in (cache / "plans").rglob("*.json"):
+        entry.write_text(entry.read_text().replace('"', "'", 3))
+    assert plan(bindir="/nonexistent")[0] == 1
+    assert plan() == cold
+    assert plan(bindir="/nonexistent") == cold
