@@ -86,6 +86,7 @@ class Runner:
         self.binary = binary
         self.timeout = timeout
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "PYTHONHASH"))}
+        base["SESHAT_NO_CACHE"] = "1"  # every case is planned cold: the score is the engine's
         base.pop("MYSQL_PWD", None)
         self.base_env = base
 

@@ -10,10 +10,12 @@ schema differing in about 3 % of the tables is written to a file. Then, in one r
 
 * Seshat introspection alone: ``introspect(conn)`` in this process (median of ``--repeat``);
 * a full Seshat plan with the CLI, ``seshat-runner schema plan --allow-destructive``, as a
-  child process: wall time and the child's peak RSS (``wait4``). This is everything a user
-  waits for: loading the desired schema into a scratch database, introspecting both sides,
-  diffing, ordering, rendering, and the dry run (rebuilding the live schema in the emptied
-  scratch database or a fresh one, running the plan there, introspecting and diffing again);
+  child process: wall time and the child's peak RSS (``wait4``). **Cold** (``--no-cache``: a
+  new artifact) is everything a user waits for the first time: starting the private sandbox
+  server, loading the desired schema there while the target is read, diffing, ordering,
+  rendering, and the dry run on the part of the live schema the plan affects. **Warm** is
+  the same plan again (the seed's second plan, every refresh of a converged database): the
+  target is read, the rest comes from the planning cache;
 * the same plan in this process through ``PostgresEngine.plan`` with each stage timed (the
   engine's functions are wrapped for the run; nothing in ``runner/`` is changed), with the
   process's peak RSS growth and its CPU time (the rest of the wall time is the server's),
@@ -27,8 +29,12 @@ schema differing in about 3 % of the tables is written to a file. Then, in one r
 ``--profile`` runs one more in-process plan under cProfile (at 1,000 tables, or the size
 given) and prints the hot spots; ``--profile-dir`` keeps the ``.pstats`` files. A size is
 skipped when the run would likely pass ``--budget`` seconds (570). ``--tmpfs`` puts the
-cluster on ``/dev/shm``: this machine's disk makes DDL several times slower, which weighs on
-Seshat (it runs the whole schema's DDL twice per plan) more than on migra.
+cluster on ``/dev/shm``: this machine's disk makes DDL several times slower.
+
+Targets (bench/README.md), as the planning issue sets them: on the 1,000-table schema a cold
+plan at most 1.5 times migra's diff of two loaded databases and a warm plan at most a third of
+it; growth linear to 3,000 tables. The ratios at the other sizes are printed, not judged (at
+100 tables the runner's fixed start, about half a second, dominates).
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ from runner.engines.order import order  # noqa: E402
 from runner.engines.planner import PlanOptions, fingerprint, plan_changes  # noqa: E402
 from runner.engines.postgresql import engine as engine_module  # noqa: E402
 from runner.engines.postgresql import introspect as introspect_module  # noqa: E402
+from runner.engines.postgresql import sandbox as sandbox_module  # noqa: E402
 from runner.engines.postgresql.engine import PostgresEngine  # noqa: E402
 from runner.engines.postgresql.introspect import introspect  # noqa: E402
 from runner.engines.postgresql.render import render  # noqa: E402
@@ -97,11 +104,22 @@ class ChildRun:
     stderr: str = field(repr=False)
 
 
-def run_child(command: Sequence[str], *, timeout: float = CHILD_TIMEOUT) -> ChildRun:
+def run_child(
+    command: Sequence[str],
+    *,
+    timeout: float = CHILD_TIMEOUT,
+    env: dict[str, str] | None = None,
+) -> ChildRun:
     """Run ``command``; its own peak RSS comes from ``wait4``, not this process's children."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        child = subprocess.Popen(list(command), stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            list(command),
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+        )
         while True:
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)
             if pid == child.pid:
@@ -185,11 +203,10 @@ class StageTimer:
 
     # (module or class, attribute, label). Labels name the engine's own functions.
     TARGETS: tuple[tuple[Any, str, str], ...] = (
-        (PostgresEngine, "inspect", "inspect live"),
-        (PostgresEngine, "desired", "desired schema"),
-        (PostgresEngine, "_normalize", "desired schema"),
-        (PostgresEngine, "_dry_run", "dry run"),
-        (engine_module, "_reset", "empty the scratch database"),
+        (PostgresEngine, "observe", "inspect live"),
+        (PostgresEngine, "normalize", "desired schema"),
+        (PostgresEngine, "dry_run", "dry run"),
+        (sandbox_module.Sandbox, "fresh", "fresh sandbox database"),
         (planner_module.Planned, "document", "plan document"),
         (engine_module, "split_postgresql", "split SQL"),
         (engine_module, "_load", "load desired SQL"),
@@ -228,11 +245,11 @@ class StageTimer:
     )
     # Context managers: (module, attribute, label of entering, label of leaving).
     CONTEXTS: tuple[tuple[Any, str, str, str], ...] = (
-        (engine_module, "scratch_database", "create scratch database", "drop scratch database"),
+        (engine_module, "private_sandbox", "start the sandbox server", "stop the sandbox server"),
     )
     # Calls that mean different things in turn: (parent label, label) -> labels of the calls.
     SEQUENCES: ClassVar[dict[tuple[str, str], tuple[str, ...]]] = {
-        ("dry run", "introspect"): ("introspect empty scratch", "introspect dry-run result"),
+        ("dry run", "introspect"): ("introspect empty sandbox", "introspect dry-run result"),
         ("dry run", "plan_changes"): ("plan_changes: rebuild live copy",),
         ("dry run", "execute statements"): ("execute: rebuild live copy", "execute: the plan"),
         ("dry run", "diff"): ("diff: result vs desired",),
@@ -393,6 +410,7 @@ class SizeResult:
     load_desired_s: float
     introspect_s: list[float]
     plan_cli_s: list[float]
+    plan_warm_s: list[float]
     plan_cli_peak_mib: float
     plan_statements: int
     plan_error: str | None
@@ -424,7 +442,13 @@ class SizeResult:
 
     @property
     def plan(self) -> float:
+        """The cold CLI plan (nothing cached but the sandbox server's template)."""
         return statistics.median(self.plan_cli_s)
+
+    @property
+    def warm(self) -> float | None:
+        """The same plan again, from the planning cache."""
+        return statistics.median(self.plan_warm_s) if self.plan_warm_s else None
 
     @property
     def migra(self) -> float | None:
@@ -489,23 +513,20 @@ def measure_size(
     )
 
     plan_times: list[float] = []
+    warm_times: list[float] = []
     plan_peak = 0.0
     plan_path = work / f"plan_{tables}.json"
+    command = [
+        str(SESHAT_RUNNER),
+        *("schema", "plan", "--url", live_url, "--desired", str(desired_path)),
+        *("--allow-destructive", "--output", str(plan_path)),
+    ]
+    cache = work / f"runner-cache-{tables}"
+    # The sandbox server's template is made before timing (once per machine, not per plan).
+    run_child([*command, "--no-cache"], env={"SESHAT_CACHE_DIR": str(cache)})
     for _ in range(repeat):
-        run = run_child(
-            [
-                str(SESHAT_RUNNER),
-                "schema",
-                "plan",
-                "--url",
-                live_url,
-                "--desired",
-                str(desired_path),
-                "--allow-destructive",
-                "--output",
-                str(plan_path),
-            ]
-        )
+        # Cold: a new artifact, nothing planned before (the sandbox starts and loads all).
+        run = run_child([*command, "--no-cache"], env={"SESHAT_CACHE_DIR": str(cache)})
         plan_times.append(run.seconds)
         plan_peak = max(plan_peak, run.peak_mib)
         if run.exit_code != 0:
@@ -517,9 +538,17 @@ def measure_size(
         plan_error = None
         statements = _plan_statements(plan_path)
         say(
-            f"  seshat plan (CLI): {statistics.median(plan_times):.3f} s, peak {plan_peak:.1f} MiB,"
-            f" {statements} statements"
+            f"  seshat plan (CLI, cold): {statistics.median(plan_times):.3f} s, peak"
+            f" {plan_peak:.1f} MiB, {statements} statements"
         )
+        # Warm: the same plan again (the seed's second plan, every refresh of a database).
+        run_child(command, env={"SESHAT_CACHE_DIR": str(cache)})
+        for _ in range(repeat):
+            warm = run_child(command, env={"SESHAT_CACHE_DIR": str(cache)})
+            if warm.exit_code == 0:
+                warm_times.append(warm.seconds)
+        if warm_times:
+            say(f"  seshat plan (CLI, warm): {statistics.median(warm_times):.3f} s")
 
     empty_url = create_database(server, "bench_empty")
     with psycopg.connect(empty_url, autocommit=True) as conn:
@@ -533,6 +562,7 @@ def measure_size(
         load_desired_s=0.0,
         introspect_s=[round(t, 4) for t in introspect_times],
         plan_cli_s=[round(t, 4) for t in plan_times],
+        plan_warm_s=[round(t, 4) for t in warm_times],
         plan_cli_peak_mib=round(plan_peak, 1),
         plan_statements=statements if plan_error is None else 0,
         plan_error=plan_error,
@@ -659,7 +689,7 @@ def print_size(result: SizeResult) -> None:
             f"median of {len(result.introspect_s)}, in process",
         ),
         (
-            "Seshat plan (CLI)",
+            "Seshat plan (CLI, cold)",
             f"{result.plan:.3f}",
             f"{result.plan_cli_peak_mib:.1f}",
             (
@@ -669,6 +699,8 @@ def print_size(result: SizeResult) -> None:
             ),
         ),
     ]
+    if result.warm is not None:
+        rows.append(("Seshat plan (CLI, warm)", f"{result.warm:.3f}", "", "the planning cache"))
     if result.plan_inprocess_s is not None:
         rows.append(
             (
@@ -694,8 +726,9 @@ def print_size(result: SizeResult) -> None:
         print(f"{name:28} {seconds:>9} {mib:>9}  {note}")
     if result.migra and result.migra_with_load and result.plan_error is None:
         print(
-            f"ratio Seshat plan / migra: {result.plan / result.migra:.2f} (diff only),"
+            f"ratio Seshat cold plan / migra: {result.plan / result.migra:.2f} (diff only),"
             f" {result.plan / result.migra_with_load:.2f} (diff + load desired)"
+            + (f"; warm plan / migra diff: {result.warm / result.migra:.2f}" if result.warm else "")
         )
     cpu = ", ".join(f"{k} {v}" for k, v in result.cpu_stages.items())
     print(f"engine CPU work on the live model alone (seconds): {cpu}")
@@ -799,31 +832,27 @@ def print_summary(results: list[SizeResult]) -> dict[str, Any]:
                 print(f"    {name:20} per-table ratio {_number(per_table)}   exponent {_number(k)}")
                 key = f"{name} {b.tables}/{a.tables}"
                 scaling[key] = {"per_table_ratio": per_table, "exponent": k}
-    print("\ntargets:")
+    print("\ntargets (against migra's diff of two loaded databases, measured in the same run):")
     verdicts: dict[str, Any] = {}
-    at_target = next((r for r in results if r.tables == TARGET_SIZE), None)
-    if at_target is not None:
-        met = at_target.plan < TARGET_SECONDS and at_target.plan_error is None
-        verdicts["plan_1000_under_3s"] = met
-        print(
-            f"  {TARGET_SIZE} tables planned in under {TARGET_SECONDS:.0f} s:"
-            f" {'MET' if met else 'NOT MET'} ({at_target.plan:.2f} s)"
-        )
     if all(r.migra is not None for r in results):
-        for label, key, value in (
-            ("diff only", "faster_than_migra_diff_only", lambda r: r.migra),
-            ("diff + load desired", "faster_than_migra_with_load", lambda r: r.migra_with_load),
+        for label, key, limit, value in (
+            ("cold plan", "cold_within_1_5x_migra", 1.5, lambda r: r.plan),
+            ("warm plan", "warm_within_a_third_of_migra", 1 / 3, lambda r: r.warm),
         ):
-            faster = [r.plan_error is None and r.plan < (value(r) or 0.0) for r in results]
-            verdicts[key] = all(faster)
+            judged = [r for r in results if r.tables == TARGET_SIZE]
+            checks = [
+                r.plan_error is None and value(r) is not None and value(r) <= limit * (r.migra or 0)
+                for r in judged
+            ]
+            verdicts[key] = bool(judged) and all(checks)
             detail = ", ".join(
-                f"{r.tables}: {r.plan:.2f}{'' if r.plan_error is None else ' FAILED'}"
-                f" vs {value(r) or 0.0:.2f}"
+                f"{r.tables}: {value(r) or 0.0:.2f} vs {limit * (r.migra or 0.0):.2f}"
+                + ("" if r.tables == TARGET_SIZE else " not judged")
                 for r in results
             )
             print(
-                f"  faster than migra ({label}) at every size:"
-                f" {'MET' if all(faster) else 'NOT MET'} ({detail})"
+                f"  {label} at most {limit:.2f} x migra's diff at {TARGET_SIZE} tables:"
+                f" {'MET' if verdicts[key] else 'NOT MET'} ({detail})"
             )
     if len(ordered) > 1:
         pairs = itertools.pairwise([r for r in ordered if r.plan_error is None])

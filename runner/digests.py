@@ -169,9 +169,14 @@ def _check(value: object, path: str) -> None:
     raise CanonicalJSONError(f"{path}: {type(value).__name__} is not a JSON value")
 
 
-def canonical_json(value: object) -> bytes:
-    """Encode ``value`` as canonical JSON bytes (see the module docstring for the rules)."""
-    _check(value, "$")
+def canonical_json(value: object, *, checked: bool = True) -> bytes:
+    """Encode ``value`` as canonical JSON bytes (see the module docstring for the rules).
+
+    ``checked=False`` skips the walk that refuses floats and non-string keys, for documents
+    built by Seshat's own code from typed models (schema fingerprints), where it only costs.
+    """
+    if checked:
+        _check(value, "$")
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8")
 
@@ -181,7 +186,7 @@ def sha256_digest(data: bytes) -> Digest:
     return Digest("sha256:" + hashlib.sha256(data).hexdigest())
 
 
-def digest(contract: str, document: Mapping[str, object]) -> Digest:
+def digest(contract: str, document: Mapping[str, object], *, checked: bool = True) -> Digest:
     """The digest of a ``document`` under a named ``contract`` (``"plan"``, ``"uid"``, ...).
 
     What is hashed is ``{"contract": contract, "contract_version": CONTRACT_VERSION,
@@ -189,7 +194,7 @@ def digest(contract: str, document: Mapping[str, object]) -> Digest:
     agree, and a document may use any field name.
     """
     framed = {"contract": contract, "contract_version": CONTRACT_VERSION, "document": document}
-    return sha256_digest(canonical_json(framed))
+    return sha256_digest(canonical_json(framed, checked=checked))
 
 
 def digest_hex(value: str) -> str:

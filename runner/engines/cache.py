@@ -10,8 +10,8 @@ plan, and every refresh of a converged database):
   dry run judged them, lock probes included), keyed by the live fingerprint, the desired
   fingerprint, the statements' digest, the server and the engine.
 
-Each entry is a canonical JSON file named by its key and carrying the digest of its own
-content; an entry that does not verify, or cannot be read, is a miss (and removed). Entries
+Each entry is a file named by its key: the digest of the rest, then canonical JSON; an entry
+that does not verify, or cannot be read, is a miss (and removed). Entries
 are safe to delete at any time. ``--no-cache`` (``SESHAT_NO_CACHE=1``) plans without reading
 or writing them; the private servers' initialized data directories
 (:mod:`runner.engines.servers`) are kept either way, since they are no planning result.
@@ -19,16 +19,17 @@ or writing them; the private servers' initialized data directories
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from runner.digests import Digest, canonical_json, digest
+from runner.digests import Digest, canonical_json, sha256_digest
 from runner.engines.model import (
     Column,
     Comment,
@@ -39,9 +40,18 @@ from runner.engines.model import (
     Sequence,
     Table,
 )
-from runner.engines.planner import model_document
+from runner.engines.planner import fingerprint, model_rows, remember_fingerprint
 
-__all__ = ["MAX_ENTRY", "PlanCache", "engine_version", "model_from_document", "planning_cache"]
+__all__ = [
+    "MAX_ENTRY",
+    "PlanCache",
+    "engine_version",
+    "model_entry",
+    "model_from_entry",
+    "planning_cache",
+]
+
+T = TypeVar("T")
 
 MAX_ENTRY: Final = 256 * 1024 * 1024
 
@@ -62,43 +72,50 @@ def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(a), str(b)) for a, b in value)
 
 
-def model_from_document(document: Mapping[str, Any], depends: list[list[str]]) -> Database:
-    """The :class:`Database` a :func:`~runner.engines.planner.model_document` describes."""
+def _builder(kind: type[T], **convert: Callable[[Any], Any]) -> Callable[[list[Any]], T]:
+    """``kind`` from its fields' values in order, converting the named fields."""
+    names = [f.name for f in dataclasses.fields(kind)]  # type: ignore[arg-type]
+    steps = [(names.index(name), function) for name, function in convert.items()]
 
-    def column(data: Mapping[str, Any]) -> Column:
-        return Column(
-            **{
-                **data,
-                "identity_options": tuple(data["identity_options"]),
-                "extra": _pairs(data["extra"]),
-            }
-        )
+    def build(values: list[Any]) -> T:
+        if len(values) != len(names):
+            raise ValueError(f"{kind.__name__}: {len(values)} values for {len(names)} fields")
+        for index, function in steps:
+            values[index] = function(values[index])
+        return kind(*values)
 
+    return build
+
+
+_column = _builder(Column, identity_options=tuple, extra=_pairs)
+_table = _builder(Table, columns=lambda cs: tuple(_column(c) for c in cs), options=_pairs)
+_constraint = _builder(Constraint, columns=tuple)
+_index = _builder(Index)
+_sequence = _builder(Sequence)
+_definition = _builder(Definition, extra=_pairs)
+_comment = _builder(Comment)
+
+
+def model_entry(db: Database) -> dict[str, Any]:
+    """``db`` as a cache entry: its :func:`~runner.engines.planner.model_rows` (each object
+    as its fields' values in order; an entry is read back by the same engine version, so the
+    order is known) and its edges, sorted."""
+    return {**model_rows(db), "depends": sorted([a, b] for a, b in db.depends)}
+
+
+def model_from_entry(entry: Mapping[str, Any]) -> Database:
+    """The :class:`Database` :func:`model_entry` wrote; ``ValueError`` or ``TypeError`` when
+    the entry does not describe one."""
     return Database(
-        dialect=str(document["dialect"]),
-        server_major=int(document["serverMajor"]),
-        tables={
-            k: Table(
-                **{
-                    **v,
-                    "columns": tuple(column(c) for c in v["columns"]),
-                    "options": _pairs(v["options"]),
-                }
-            )
-            for k, v in document["tables"].items()
-        },
-        constraints={
-            k: Constraint(**{**v, "columns": tuple(v["columns"])})
-            for k, v in document["constraints"].items()
-        },
-        indexes={k: Index(**v) for k, v in document["indexes"].items()},
-        sequences={k: Sequence(**v) for k, v in document["sequences"].items()},
-        definitions={
-            k: Definition(**{**v, "extra": _pairs(v["extra"])})
-            for k, v in document["definitions"].items()
-        },
-        comments={k: Comment(**v) for k, v in document["comments"].items()},
-        depends=frozenset((str(a), str(b)) for a, b in depends),
+        dialect=str(entry["dialect"]),
+        server_major=int(entry["serverMajor"]),
+        tables={k: _table(v) for k, v in entry["tables"].items()},
+        constraints={k: _constraint(v) for k, v in entry["constraints"].items()},
+        indexes={k: _index(v) for k, v in entry["indexes"].items()},
+        sequences={k: _sequence(v) for k, v in entry["sequences"].items()},
+        definitions={k: _definition(v) for k, v in entry["definitions"].items()},
+        comments={k: _comment(v) for k, v in entry["comments"].items()},
+        depends=frozenset((str(a), str(b)) for a, b in entry["depends"]),
     )
 
 
@@ -109,41 +126,45 @@ class PlanCache:
     def __init__(self, root: Path, *, enabled: bool = True) -> None:
         self.root = root
         self.enabled = enabled
+        self._checked = False
 
     def _path(self, kind: str, key: Digest) -> Path:
+        if not self._checked:  # the first use: a cache others can write is refused
+            from runner.engines.servers import private_folder
+
+            private_folder(self.root.parent)
+            private_folder(self.root)
+            self._checked = True
         return self.root / kind / f"{key.hex}.json"
 
     def _read(self, kind: str, key: Digest) -> Any:
+        """An entry's body: its first line is the digest of the rest (canonical JSON)."""
         if not self.enabled:
             return None
         path = self._path(kind, key)
         try:
             with path.open("rb") as stream:
                 data = stream.read(MAX_ENTRY + 1)
-            entry = json.loads(data)
-            body = entry["body"]
-            if (
-                len(data) > MAX_ENTRY
-                or digest("plan-cache-entry", {"body": body}) != entry["digest"]
-            ):
+            header, _, body = data.partition(b"\n")
+            if len(data) > MAX_ENTRY or not Digest(header.decode("ascii")).matches(body):
                 raise ValueError("damaged")
+            return json.loads(body)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             path.unlink(missing_ok=True)  # a damaged entry is computed again
             return None
-        return body
 
     def _write(self, kind: str, key: Digest, body: Any) -> None:
         if not self.enabled:
             return
         path = self._path(kind, key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"body": body, "digest": digest("plan-cache-entry", {"body": body})}
+        data = canonical_json(body)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(handle, "wb") as out:
-                out.write(canonical_json(entry))
+                out.write(sha256_digest(data).encode("ascii") + b"\n" + data)
             os.replace(temporary, path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
@@ -156,16 +177,21 @@ class PlanCache:
         if body is None:
             return None
         try:
-            return model_from_document(body["model"], body["depends"])
+            model = model_from_entry(body["model"])
+            remember_fingerprint(model, str(body["fingerprint"]))
         except (KeyError, TypeError, ValueError):
             self._path("desired", key).unlink(missing_ok=True)
             return None
+        return model
 
     def keep_desired(self, key: Digest, model: Database) -> None:
         self._write(
             "desired",
             key,
-            {"model": model_document(model), "depends": sorted([a, b] for a, b in model.depends)},
+            {
+                "model": model_entry(model),
+                "fingerprint": fingerprint(model),
+            },
         )
 
     # -- the dry-run verdict -------------------------------------------------------------

@@ -7,12 +7,15 @@
    the model for exactly these files, this server and this engine;
 3. **diff, order, render, judge** (:func:`~runner.engines.planner.plan_changes`, with the
    dialect's differ and renderer);
-4. **dry-run** the statements on a rebuild of the live schema in a fresh sandbox database,
-   unless the cache holds the verdict for exactly this live schema, this desired schema and
-   these statements.
+4. **dry-run** the statements on a rebuild of the part of the live schema they can affect
+   (:mod:`runner.engines.dryscope`; the whole of it when that fails) in a fresh sandbox
+   database, unless the cache holds the verdict for exactly this live schema, this desired
+   schema and these statements.
 
 A sandbox is started only when a step needs one, so a plan whose results are all cached
-never starts a server. A dialect (``postgresql/``, ``mysql/``, ``sqlite/``) subclasses
+never starts a server. Reading the target and loading the desired files into the sandbox do
+not depend on each other, so they run side by side (the target in a second thread, on its
+own read-only connection). A dialect (``postgresql/``, ``mysql/``, ``sqlite/``) subclasses
 :class:`Engine` and supplies the hooks below; it never repeats the sequence. Capability
 switches (:attr:`Engine.transactional_ddl`, :attr:`Engine.journals`) say what shared code
 may expect of it. The engine for a URL comes from :func:`runner.engines.base.engine_for`.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +35,16 @@ from runner.digests import Digest, digest
 from runner.engines.cache import PlanCache, engine_version
 from runner.engines.desired import DesiredSchemaError, desired_files
 from runner.engines.drift import drift_report
+from runner.engines.dryscope import (
+    created_keys,
+    dry_run_scope,
+    merged,
+    restrict,
+    untouched_equal,
+)
 from runner.engines.model import Database
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement
-from runner.engines.planner import Planned, PlanOptions, fingerprint
+from runner.engines.planner import Planned, PlanOptions, PlanRefused, converged, fingerprint
 from runner.engines.report import ApplyReport
 from runner.url import DatabaseURL
 
@@ -69,6 +80,9 @@ class Engine(Generic[FactsT, SandboxT]):
     statement commits on its own (MySQL)."""
     journals: ClassVar[bool] = False
     """Whether :meth:`apply` keeps a per-statement journal (``journal=``)."""
+    partial_dry_run: ClassVar[bool] = True
+    """Whether :meth:`dry_run` may rebuild only a scope of the live schema (SQLite copies the
+    whole schema's text, which costs nothing to narrow)."""
 
     def __init__(
         self,
@@ -81,11 +95,16 @@ class Engine(Generic[FactsT, SandboxT]):
         self.dev_url = dev_url
         self.cache = cache if cache is not None else PlanCache(Path("."), enabled=False)
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
+        self.used_live = False  # the last normalization needed the live model
 
     # -- the hooks -----------------------------------------------------------------------
 
-    def observe(self, exclude: Sequence[str]) -> tuple[Database, FactsT]:
-        """The live model (read-only) and the facts a sandbox must match."""
+    def facts(self) -> FactsT:
+        """What a sandbox must match of the target (version, settings): a quick read."""
+        raise NotImplementedError
+
+    def observe(self, exclude: Sequence[str]) -> Database:
+        """The live model, read-only."""
         raise NotImplementedError
 
     def server_key(self, facts: FactsT) -> dict[str, object]:
@@ -100,10 +119,12 @@ class Engine(Generic[FactsT, SandboxT]):
         self,
         sandbox: SandboxT,
         files: list[tuple[str, str]],
-        live: Database,
+        live: Callable[[], Database],
         exclude: Sequence[str],
     ) -> Database:
-        """Load ``files`` into a fresh sandbox database and read them back."""
+        """Load ``files`` into a fresh sandbox database and read them back. ``live()`` waits
+        for the live model, for a load that needs it (PostgreSQL: a schema only the live
+        database has); such a normalization sets :attr:`used_live`."""
         raise NotImplementedError
 
     def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
@@ -113,13 +134,13 @@ class Engine(Generic[FactsT, SandboxT]):
     def dry_run(
         self,
         sandbox: SandboxT,
-        live: Database,
-        desired: Database,
+        baseline: Database,
         statements: Sequence[PlanStatement],
         options: PlanOptions,
-    ) -> tuple[list[PlanStatement], str]:
-        """Run ``statements`` on a rebuild of ``live`` in a fresh sandbox database; the
-        statements as the dry run judged them, and the fingerprint it reached."""
+    ) -> tuple[list[PlanStatement], Database]:
+        """Rebuild ``baseline`` (the live schema, or a scope of it) in a fresh sandbox
+        database and run ``statements`` there: the statements as the dry run judged them
+        (lock probes), and the schema it reached (``exclude`` applied)."""
         raise NotImplementedError
 
     def drift_differ(self, live: Database, desired: Database) -> list[Any]:
@@ -133,13 +154,14 @@ class Engine(Generic[FactsT, SandboxT]):
     # -- the sequence --------------------------------------------------------------------
 
     def inspect(self, exclude: Sequence[str] = ()) -> Database:
-        return self.observe(exclude)[0]
+        self.facts()  # what it refuses (a credential that cannot see everything), inspect too
+        return self.observe(exclude)
 
     def _desired(
         self,
         lazy: _Lazy[SandboxT],
         path: Path,
-        live: Database,
+        live: Callable[[], Database],
         facts: FactsT,
         exclude: Sequence[str],
     ) -> Database:
@@ -152,17 +174,29 @@ class Engine(Generic[FactsT, SandboxT]):
                 "server": self.server_key(facts),
                 "engine": engine_version(),
                 "exclude": sorted(set(exclude)),
-                "liveSchemas": sorted(
-                    d.definition for d in live.definitions.values() if d.kind == "schema"
-                ),
             },
         )
         found = self.cache.desired(key)
         if found is not None:
             return found
+        self.used_live = False
         model = self.normalize(lazy.get(), files, live, exclude)
-        self.cache.keep_desired(key, model)
+        if not self.used_live:  # a normalization that borrowed from the live schema is not
+            self.cache.keep_desired(key, model)  # this key's alone: not kept
         return model
+
+    @contextlib.contextmanager
+    def _reading(self, exclude: Sequence[str]) -> Iterator[Callable[[], Database]]:
+        """The live model, read in a second thread while the caller goes on."""
+
+        def observed() -> Database:
+            live = self.observe(exclude)
+            fingerprint(live)  # remembered: the plan needs it, and this thread has time
+            return live
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seshat-observe") as pool:
+            future = pool.submit(observed)
+            yield future.result
 
     def _verdict_key(
         self,
@@ -188,10 +222,12 @@ class Engine(Generic[FactsT, SandboxT]):
     def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
         """A verified plan from the live schema to ``desired_path`` (see the module
         docstring); :class:`~runner.engines.planner.PlanRefused` when it may not be made."""
-        live, facts = self.observe(options.exclude)
+        facts = self.facts()
         with contextlib.ExitStack() as stack:
+            read = stack.enter_context(self._reading(options.exclude))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
-            desired = self._desired(lazy, desired_path, live, facts, options.exclude)
+            desired = self._desired(lazy, desired_path, read, facts, options.exclude)
+            live = read()
             planned = self.changes(live, desired, options)
             key = self._verdict_key(live, desired, planned.statements, facts, options)
             cached = self.cache.verdict(key)
@@ -199,9 +235,7 @@ class Engine(Generic[FactsT, SandboxT]):
                 statements = [PlanStatement.model_validate(s) for s in cached["statements"]]
                 expected = str(cached["expected"])
             else:
-                statements, expected = self.dry_run(
-                    lazy.get(), live, desired, planned.statements, options
-                )
+                statements, expected = self._dry_run(lazy, live, desired, planned, options)
                 self.cache.keep_verdict(
                     key,
                     {
@@ -213,12 +247,43 @@ class Engine(Generic[FactsT, SandboxT]):
             live, desired, expected, options
         )
 
+    def _dry_run(
+        self,
+        lazy: _Lazy[SandboxT],
+        live: Database,
+        desired: Database,
+        planned: Planned,
+        options: PlanOptions,
+    ) -> tuple[list[PlanStatement], str]:
+        """The dry run on a scope of the live schema where that is enough, else on all of
+        it; the statements as judged and the fingerprint the plan promises."""
+        differ = self.drift_differ
+        if self.partial_dry_run:
+            scope = dry_run_scope(live, desired, planned.changes)
+            created = created_keys(live, desired)
+            left_out = (live.tables.keys() | live.definitions.keys()) - scope
+            if left_out and untouched_equal(live, desired, scope, differ):
+                try:
+                    statements, result = self.dry_run(
+                        lazy.get(), restrict(live, scope), planned.statements, options
+                    )
+                    wanted = scope | created
+                    converged(restrict(result, wanted), restrict(desired, wanted), differ)
+                    return statements, fingerprint(merged(live, result, scope, created))
+                except PlanRefused as refusal:
+                    if not refusal.reason.startswith("dry_run_"):
+                        raise  # else: the whole live schema, below, settles it
+        statements, result = self.dry_run(lazy.get(), live, planned.statements, options)
+        return statements, converged(result, desired, differ)
+
     def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
         """A bounded drift report: the live schema against the desired one."""
-        live, facts = self.observe(exclude)
+        facts = self.facts()
         with contextlib.ExitStack() as stack:
+            read = stack.enter_context(self._reading(exclude))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
-            desired = self._desired(lazy, desired_path, live, facts, exclude)
+            desired = self._desired(lazy, desired_path, read, facts, exclude)
+            live = read()
         return drift_report(self.drift_differ(live, desired), live.dialect)
 
 

@@ -8,16 +8,27 @@ for the same reasons.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
+import operator
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Any, Final
 
 from runner.digests import digest
 from runner.engines.changes import Change, Statement
 from runner.engines.diff import diff
 from runner.engines.hazards import hazards_of
-from runner.engines.model import Database
+from runner.engines.model import (
+    Column,
+    Comment,
+    Constraint,
+    Database,
+    Definition,
+    Index,
+    Table,
+)
+from runner.engines.model import Sequence as SequenceObject
 from runner.engines.order import order
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement, PlanSummary
 from runner.errors import SeshatError
@@ -30,6 +41,7 @@ __all__ = [
     "fingerprint",
     "model_document",
     "plan_changes",
+    "remember_fingerprint",
 ]
 
 Renderer = Callable[[Change], list[Statement]]
@@ -67,17 +79,81 @@ class PlanOptions:
         )
 
 
+_SCALARS = (str, int, bool, type(None))
+_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+
+
+def _plain(value: Any) -> Any:
+    """``dataclasses.asdict`` without its deep copies (the model is frozen): the same data.
+
+    Fields are read with one ``attrgetter`` per class and scalars are taken as they are;
+    a plan of a thousand tables fingerprints its models several times, so this is hot.
+    """
+    kind = type(value)
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        if not dataclasses.is_dataclass(value):
+            if kind is tuple or kind is list:
+                return [_plain(item) for item in value]
+            return value
+        names = tuple(f.name for f in dataclasses.fields(value))
+        getter = operator.attrgetter(*names)
+        read: Callable[[Any], tuple[Any, ...]] = (
+            getter if len(names) > 1 else (lambda v: (getter(v),))
+        )
+        fields = _FIELDS[kind] = (names, read)
+    names, read = fields
+    return {
+        name: item if type(item) in _SCALARS else _plain(item)
+        for name, item in zip(names, read(value), strict=True)
+    }
+
+
 def model_document(db: Database) -> dict[str, object]:
     """A schema model as plain data (what ``schema inspect`` prints and fingerprints cover)."""
     return {
         "dialect": db.dialect,
         "serverMajor": db.server_major,
-        "tables": {k: dataclasses.asdict(v) for k, v in db.tables.items()},
-        "constraints": {k: dataclasses.asdict(v) for k, v in db.constraints.items()},
-        "indexes": {k: dataclasses.asdict(v) for k, v in db.indexes.items()},
-        "sequences": {k: dataclasses.asdict(v) for k, v in db.sequences.items()},
-        "definitions": {k: dataclasses.asdict(v) for k, v in db.definitions.items()},
-        "comments": {k: dataclasses.asdict(v) for k, v in db.comments.items()},
+        "tables": {k: _plain(v) for k, v in db.tables.items()},
+        "constraints": {k: _plain(v) for k, v in db.constraints.items()},
+        "indexes": {k: _plain(v) for k, v in db.indexes.items()},
+        "sequences": {k: _plain(v) for k, v in db.sequences.items()},
+        "definitions": {k: _plain(v) for k, v in db.definitions.items()},
+        "comments": {k: _plain(v) for k, v in db.comments.items()},
+    }
+
+
+SECTIONS: Final = ("tables", "constraints", "indexes", "sequences", "definitions", "comments")
+_ROWS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+_FIELD_NAMES: Final = {  # every model class's fields, in the order rows hold them
+    kind.__name__: [f.name for f in dataclasses.fields(kind)]
+    for kind in (Table, Column, Constraint, Index, SequenceObject, Definition, Comment)
+}
+
+
+def _row(value: Any) -> Any:
+    """A model object as its fields' values in order (nested objects likewise, tuples as
+    lists): the compact form fingerprints and cache entries use."""
+    kind = type(value)
+    read = _ROWS.get(kind)
+    if read is None:
+        if not dataclasses.is_dataclass(value):
+            if kind is tuple or kind is list:
+                return [_row(item) for item in value]
+            return value
+        names = [f.name for f in dataclasses.fields(value)]
+        getter = operator.attrgetter(*names)
+        read = _ROWS[kind] = getter if len(names) > 1 else (lambda v: (getter(v),))
+    return [item if type(item) in _SCALARS else _row(item) for item in read(value)]
+
+
+def model_rows(db: Database) -> dict[str, Any]:
+    """A schema model's objects as rows of field values, per section, keyed as in the
+    model (what fingerprints cover and the planning cache stores; not the edges)."""
+    return {
+        "dialect": db.dialect,
+        "serverMajor": db.server_major,
+        **{name: {k: _row(v) for k, v in getattr(db, name).items()} for name in SECTIONS},
     }
 
 
@@ -95,9 +171,33 @@ def converged(result: Database, desired: Database, differ: Differ = diff) -> str
     return fingerprint(result)
 
 
+_FINGERPRINTS: OrderedDict[int, tuple[Database, str]] = OrderedDict()
+
+
 def fingerprint(db: Database) -> str:
-    """The digest of a schema model (its objects; not the dependency edges)."""
-    return digest("schema-model", model_document(db))
+    """The digest of a schema model (its objects; not the dependency edges).
+
+    A model is frozen, so its fingerprint is computed once: the last few are remembered
+    (with the model, so its id cannot be reused), since a plan asks for the same ones
+    several times (cache keys, the plan document, the dry run's verdict).
+    """
+    found = _FINGERPRINTS.get(id(db))
+    if found is not None and found[0] is db:
+        _FINGERPRINTS.move_to_end(id(db))
+        return found[1]
+    rows = model_rows(db)
+    # The rows with the field names of every class they use: a renamed or reordered field
+    # is a different fingerprint. Built by Seshat from typed models, so not checked again.
+    value = digest("schema-model", {"fields": _FIELD_NAMES, "objects": rows}, checked=False)
+    remember_fingerprint(db, value)
+    return value
+
+
+def remember_fingerprint(db: Database, value: str) -> None:
+    """Record ``value`` as ``db``'s fingerprint (it was stored beside a verified copy)."""
+    _FINGERPRINTS[id(db)] = (db, value)
+    while len(_FINGERPRINTS) > 8:
+        _FINGERPRINTS.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ import fcntl
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -150,6 +151,27 @@ def cache_root() -> Path:
     return Path(base) / "seshat" / "runner"
 
 
+def private_folder(folder: Path) -> Path:
+    """``folder``, created ``0700`` if missing; :class:`SandboxUnavailable` unless it is a
+    real folder of this user that no one else may write.
+
+    What is in the cache decides what a plan says (a sandbox's initial data, a dry run's
+    verdict), so a cache another user can write is a way to forge plans.
+    """
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if (
+        not stat.S_ISDIR(info.st_mode)
+        or info.st_uid != os.geteuid()
+        or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    ):
+        raise SandboxUnavailable(
+            f"the runner's cache {folder} must be a folder (not a symbolic link) owned by "
+            "this user that no other user can write; fix it or set SESHAT_CACHE_DIR"
+        )
+    return folder
+
+
 def copy_tree(source: Path, destination: Path) -> None:
     """``cp -a``: a data directory copied with its modes and owner."""
     subprocess.run(
@@ -176,8 +198,7 @@ def cached_template(
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return
-    root = cache_root() / "sandbox"
-    root.mkdir(parents=True, exist_ok=True)
+    root = private_folder(private_folder(cache_root()) / "sandbox")
     published = root / key
     if not published.is_dir():
         with (root / f".{key}.lock").open("w") as lock:

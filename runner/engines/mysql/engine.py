@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,7 +43,6 @@ from runner.engines.planner import (
     Planned,
     PlanOptions,
     PlanRefused,
-    converged,
     fingerprint,
     plan_changes,
 )
@@ -116,20 +115,24 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         except pymysql.MySQLError as error:
             raise CanNotRunError(self._scrub(f"database error: {error_text(error)}")) from None
 
-    def observe(self, exclude: Sequence[str]) -> tuple[Database, ServerFacts]:
+    def facts(self) -> ServerFacts:
+        """The server's facts, once the credential is known to see every object."""
+        with self._server_errors(), connection(self.url) as conn:
+            _refuse_invisible(conn, self.database)
+            return server_facts(conn, self.database)
+
+    def observe(self, exclude: Sequence[str]) -> Database:
         """The live schema, read only: in read-only transactions, twice, until two readings
-        agree (the data dictionary has no snapshot); and the server's facts."""
+        agree (the data dictionary has no snapshot)."""
         with self._server_errors(), connection(self.url) as conn:
             _execute(conn, "SET SESSION TRANSACTION READ ONLY")
-            _refuse_invisible(conn, self.database)
-            facts = server_facts(conn, self.database)
             for _ in range(3):
                 _execute(conn, "START TRANSACTION READ ONLY")
                 first = self._read(conn, self.database, exclude)
                 second = self._read(conn, self.database, exclude)
                 _execute(conn, "COMMIT")
                 if fingerprint(first) == fingerprint(second):
-                    return first, facts
+                    return first
         raise CanNotRunError("the live schema changed while it was read, three times; plan again")
 
     def server_key(self, facts: ServerFacts) -> dict[str, object]:
@@ -172,7 +175,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         self,
         sandbox: Sandbox,
         files: list[tuple[str, str]],
-        live: Database,
+        live: Callable[[], Database],
         exclude: Sequence[str],
     ) -> Database:
         """Load the desired schema into a fresh sandbox schema and read it back."""
@@ -231,36 +234,34 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
     def dry_run(
         self,
         sandbox: Sandbox,
-        live: Database,
-        desired: Database,
+        baseline: Database,
         statements: Sequence[PlanStatement],
         options: PlanOptions,
-    ) -> tuple[list[PlanStatement], str]:
-        """Rebuild ``live`` in a fresh sandbox schema, run the plan there probing each
-        ``ALTER TABLE``'s algorithm, compare."""
+    ) -> tuple[list[PlanStatement], Database]:
+        """Rebuild ``baseline`` in a fresh sandbox schema and run the plan there, probing
+        each ``ALTER TABLE``'s algorithm."""
         with self._server_errors():
             conn, name = sandbox.fresh()
             self.scratch_names.append(name)
             try:
-                return self._dry_run(conn, name, live, desired, statements, options)
+                return self._probe_run(conn, name, baseline, statements, options)
             finally:
                 conn.close()
 
-    def _dry_run(
+    def _probe_run(
         self,
         conn: Any,
         name: str,
-        live: Database,
-        desired: Database,
+        baseline: Database,
         statements: Sequence[PlanStatement],
         options: PlanOptions,
-    ) -> tuple[list[PlanStatement], str]:
-        baseline = introspect(conn, name)
+    ) -> tuple[list[PlanStatement], Database]:
+        empty = introspect(conn, name)
         copy = plan_changes(
+            empty,
             baseline,
-            live,
             PlanOptions(allow_destructive=True),
-            renderer(live, baseline),
+            renderer(baseline, empty),
             differ=diff,
         )
         _execute(conn, "SET SESSION foreign_key_checks = 0")
@@ -288,8 +289,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                     ),
                 ) from None
             probed.append(probed_hazards(statement, algorithm))
-        result = self._read(conn, name, options.exclude)
-        return probed, converged(result, desired, diff)
+        return probed, self._read(conn, name, options.exclude)
 
     # -- applying --------------------------------------------------------------------------
 

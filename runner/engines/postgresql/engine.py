@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 
 from runner.engines.core import Engine, LoadPiece, load_retrying
 from runner.engines.desired import DesiredSchemaError
-from runner.engines.diff import diff
 from runner.engines.model import Database
 from runner.engines.plan import PlanDocument, PlanStatement, plan_digest
 from runner.engines.planner import (
     Planned,
     PlanOptions,
     PlanRefused,
-    converged,
     fingerprint,
     plan_changes,
 )
@@ -62,7 +60,7 @@ def _load(
     files: list[tuple[str, str]],
     sandbox: Sandbox,
     database: DatabaseURL,
-    schemas: Sequence[str] = (),
+    schemas: Callable[[], Sequence[str]] = list,
 ) -> None:
     """Run the desired schema in the sandbox database ``conn``
     (:func:`~runner.engines.core.load_retrying`).
@@ -92,7 +90,7 @@ def _load(
                 pass
         left += chunk
     made_role = False
-    missing_schemas = list(schemas)
+    missing_schemas: list[str] | None = None  # asked of the live model only when stuck
 
     def run(piece: LoadPiece) -> str | None:
         nonlocal made_role
@@ -110,6 +108,9 @@ def _load(
         if made_role:
             made_role = False
             return True
+        if missing_schemas is not None:
+            return False
+        missing_schemas = list(schemas())
         if not missing_schemas:
             return False
         try:
@@ -121,7 +122,6 @@ def _load(
             raise DesiredSchemaError(
                 f"the desired schema left the sandbox unusable: {_error_text(error)}"
             ) from None
-        missing_schemas = []
         return True
 
     load_retrying(left, run, when_stuck=when_stuck)
@@ -148,11 +148,14 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     # -- reading ---------------------------------------------------------------------------
 
-    def observe(self, exclude: Sequence[str]) -> tuple[Database, ServerFacts]:
-        """The live schema and the server's facts, in one read-only snapshot."""
+    def facts(self) -> ServerFacts:
         with connection(self.url, read_only=True) as conn:
-            live = apply_exclude(introspect(conn), exclude)
-            return live, server_facts(conn)
+            return server_facts(conn)
+
+    def observe(self, exclude: Sequence[str]) -> Database:
+        """The live schema, in one read-only snapshot."""
+        with connection(self.url, read_only=True) as conn:
+            return apply_exclude(introspect(conn), exclude)
 
     def server_key(self, facts: ServerFacts) -> dict[str, object]:
         return {
@@ -185,12 +188,16 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         self,
         sandbox: Sandbox,
         files: list[tuple[str, str]],
-        live: Database,
+        live: Callable[[], Database],
         exclude: Sequence[str],
     ) -> Database:
         """Load the desired schema into a fresh sandbox database and read it back."""
         database = sandbox.fresh()
-        schemas = [d.definition for d in live.definitions.values() if d.kind == "schema"]
+
+        def schemas() -> list[str]:
+            self.used_live = True
+            return [d.definition for d in live().definitions.values() if d.kind == "schema"]
+
         with connection(database) as conn:
             _load(conn, files, sandbox, database, schemas)
         # Read back in a new session: nothing the desired SQL set on its own carries over.
@@ -210,16 +217,15 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     def dry_run(
         self,
         sandbox: Sandbox,
-        live: Database,
-        desired: Database,
+        baseline: Database,
         statements: Sequence[PlanStatement],
         options: PlanOptions,
-    ) -> tuple[list[PlanStatement], str]:
-        """Rebuild ``live`` in a fresh sandbox database, run ``statements`` there, compare."""
+    ) -> tuple[list[PlanStatement], Database]:
+        """Rebuild ``baseline`` in a fresh sandbox database, run ``statements`` there."""
         database = sandbox.fresh()
         with connection(database) as conn:
-            baseline = introspect(conn)
-            copy = plan_changes(baseline, live, PlanOptions(allow_destructive=True), render)
+            empty = introspect(conn)
+            copy = plan_changes(empty, baseline, PlanOptions(allow_destructive=True), render)
             try:
                 # Committed in batches: one transaction over a large schema would exhaust
                 # the server's lock table, and the copy needs no atomicity.
@@ -252,7 +258,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             raise PlanRefused(
                 "dry_run_failed", f"the dry run's result cannot be read: {_error_text(error)}"
             ) from None
-        return list(statements), converged(result, desired, diff)
+        return list(statements), result
 
     # -- applying --------------------------------------------------------------------------
 
@@ -351,7 +357,17 @@ def _execute(
             index += 1
             if batch is not None and len(group) >= batch:
                 break
-        while True:
+        done = False
+        if batch is not None and len(group) > 1:
+            # A copy's statements go in one round trip; if that fails, they run again one by
+            # one below (the batch was rolled back whole), which names the failing one.
+            try:
+                with conn.transaction():
+                    conn.execute(";\n".join(statements[i][0] for i in group).encode("utf-8"))
+                done = True
+            except psycopg.Error:
+                pass
+        while not done:
             current = group[0]
             try:
                 with conn.transaction():

@@ -68,6 +68,9 @@ def prepare_session(conn: psycopg.Connection[Any]) -> None:
         pass
 
 
+_IDENTITY = {"a": "ALWAYS", "d": "BY DEFAULT"}
+
+
 def _rows(conn: psycopg.Connection[Any], sql: str) -> list[tuple[Any, ...]]:
     with conn.cursor() as cur:
         cur.execute(sql)
@@ -83,6 +86,7 @@ class _Reader:
         self.conn = conn
         self.ids: dict[ObjectId, str] = {}  # catalog object -> model key
         self.comment_targets: dict[ObjectId, tuple[str, str]] = {}  # -> (key, SQL target)
+        self.column_names: dict[ObjectId, tuple[str, str, str]] = {}  # -> (schema, table, name)
         names = _rows(
             conn,
             "SELECT c, c::regclass::oid FROM unnest(ARRAY['pg_class', 'pg_type', 'pg_proc',"
@@ -284,6 +288,7 @@ class _Reader:
                 "CYCLE" if cycle else "NO CYCLE",
             )
         by_oid = {row[0]: row for row in rows}
+        pg_class, pg_attrdef = self.catalog["pg_class"], self.catalog["pg_attrdef"]
         for (
             relid,
             num,
@@ -299,16 +304,14 @@ class _Reader:
         ) in column_rows:
             if relid not in by_oid:
                 continue
-            schema, table = by_oid[relid][1], by_oid[relid][2]
+            relation = by_oid[relid]
+            schema, table = relation[1], relation[2]
             key = f"table:{schema}.{table}"
-            self.ids[(self.catalog["pg_class"], relid, num)] = key
-            self.comment_targets[(self.catalog["pg_class"], relid, num)] = (
-                f"column:{schema}.{table}.{name}",
-                f"COLUMN {qualified(schema, table)}.{ident(name)}",
-            )
+            self.ids[(pg_class, relid, num)] = key
+            self.column_names[(pg_class, relid, num)] = (schema, table, name)
             if defoid is not None:
-                self.ids[(self.catalog["pg_attrdef"], defoid, 0)] = key
-            if by_oid[relid][8] is not None and not local:
+                self.ids[(pg_attrdef, defoid, 0)] = key
+            if relation[8] is not None and not local:
                 continue  # a partition's inherited columns belong to its parent
             columns[relid].append(
                 Column(
@@ -316,7 +319,7 @@ class _Reader:
                     type=type_,
                     not_null=bool(notnull),
                     default=None if generated == "s" else default,
-                    identity={"a": "ALWAYS", "d": "BY DEFAULT"}.get(identity, ""),
+                    identity=_IDENTITY.get(identity, ""),
                     identity_options=identity_options.get((relid, num), ()),
                     generated=default if generated == "s" else None,
                     collation=coll,
@@ -582,6 +585,12 @@ class _Reader:
             self.conn, "SELECT classoid, objoid, objsubid, description FROM pg_description"
         ):
             target = self.comment_targets.get((catalog, oid, sub))
+            if target is None and (catalog, oid, sub) in self.column_names:
+                schema, table, name = self.column_names[(catalog, oid, sub)]
+                target = (
+                    f"column:{schema}.{table}.{name}",
+                    f"COLUMN {qualified(schema, table)}.{ident(name)}",
+                )
             if target is not None:
                 comment = Comment(target[0], target[1], text)
                 found[comment.key] = comment

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["ident", "literal", "qualified"]
@@ -113,6 +114,7 @@ _RESERVED = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a schema's names recur; introspection quotes each often
 def ident(name: str) -> str:
     """``name`` as an identifier: bare when PostgreSQL would fold it to itself, else quoted."""
     if _PLAIN.match(name) and name not in _RESERVED:

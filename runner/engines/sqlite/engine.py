@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -33,7 +33,6 @@ from runner.engines.planner import (
     Planned,
     PlanOptions,
     PlanRefused,
-    converged,
     fingerprint,
     plan_changes,
 )
@@ -115,6 +114,7 @@ class SqliteEngine(Engine[None, None]):
 
     dialect = "sqlite"
     transactional_ddl = True
+    partial_dry_run = False  # the dry run copies the live schema's text: all of it is cheap
 
     def __init__(
         self,
@@ -147,13 +147,16 @@ class SqliteEngine(Engine[None, None]):
 
     # -- the hooks -----------------------------------------------------------------------
 
-    def observe(self, exclude: Sequence[str]) -> tuple[Database, None]:
+    def facts(self) -> None:
+        return None
+
+    def observe(self, exclude: Sequence[str]) -> Database:
         """The live schema read-only (``mode=ro``); a missing file is an empty schema (what a
         first apply would create), never created."""
         if not self.path.exists():
-            return Database(dialect="sqlite", server_major=server_major()), None
+            return Database(dialect="sqlite", server_major=server_major())
         with self._connect("ro") as conn:
-            return apply_exclude(introspect(conn), exclude), None
+            return apply_exclude(introspect(conn), exclude)
 
     def inspect(self, exclude: Sequence[str] = ()) -> Database:
         with self._connect("ro") as conn:
@@ -169,7 +172,7 @@ class SqliteEngine(Engine[None, None]):
         self,
         sandbox: None,
         files: list[tuple[str, str]],
-        live: Database,
+        live: Callable[[], Database],
         exclude: Sequence[str],
     ) -> Database:
         """The desired schema, loaded into an in-memory sandbox and read back."""
@@ -192,12 +195,12 @@ class SqliteEngine(Engine[None, None]):
     def dry_run(
         self,
         sandbox: None,
-        live: Database,
-        desired: Database,
+        baseline: Database,
         statements: Sequence[PlanStatement],
         options: PlanOptions,
-    ) -> tuple[list[PlanStatement], str]:
-        """The plan on an in-memory copy of the live schema (never its rows)."""
+    ) -> tuple[list[PlanStatement], Database]:
+        """The plan on an in-memory copy of the live schema (its stored ``CREATE`` text,
+        never its rows; ``baseline`` is the model of that same file)."""
         conn = open_sandbox()
         try:
             if self.path.exists():
@@ -223,7 +226,7 @@ class SqliteEngine(Engine[None, None]):
             result = apply_exclude(introspect(conn), options.exclude)
         finally:
             conn.close()
-        return list(statements), converged(result, desired, sqlite_diff)
+        return list(statements), result
 
     def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
         """A bounded drift report; the database file must exist."""

@@ -10,8 +10,8 @@ from pathlib import Path
 from harness.postgres import PostgresDatabase
 from harness.runner_cli import RunnerCLI, write
 
-from runner.engines.cache import model_from_document
-from runner.engines.planner import fingerprint, model_document
+from runner.engines.cache import model_entry, model_from_entry
+from runner.engines.planner import fingerprint
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.introspect import introspect
 from runner.url import parse_url
@@ -31,8 +31,7 @@ def test_a_model_survives_its_cached_form(postgres_database: PostgresDatabase) -
         conn.execute(BASE)
     with connection(parse_url(postgres_database.server.url(postgres_database.name))) as conn:
         model = introspect(conn)
-    depends = sorted([a, b] for a, b in model.depends)
-    again = model_from_document(json.loads(json.dumps(model_document(model))), depends)
+    again = model_from_entry(json.loads(json.dumps(model_entry(model))))
     assert again == model
     assert fingerprint(again) == fingerprint(model)
 
@@ -70,3 +69,29 @@ def test_an_unchanged_plan_reuses_the_cache_and_never_starts_a_sandbox(
     assert plan(bindir="/nonexistent")[0] == 1
     assert plan() == cold
     assert plan(bindir="/nonexistent") == cold
+
+
+def test_a_cache_other_users_could_write_is_refused(
+    postgres_database: PostgresDatabase, tmp_path: Path
+) -> None:
+    """Cache entries decide what a plan says: a cache folder that is a symbolic link, or
+    that group or others may write, is never used."""
+    desired = write(tmp_path / "s.sql", "CREATE TABLE t (id int PRIMARY KEY);\n")
+    runner = RunnerCLI()
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    for folder in (link, shared):
+        env = {"TARGET_URL": postgres_database.server.url(postgres_database.name)}
+        env["SESHAT_CACHE_DIR"] = str(folder)
+        done = runner(
+            "schema", "plan", "--url-env", "TARGET_URL", "--desired", str(desired), env=env
+        )
+        refusal = json.loads(done.stdout)["refusal"]
+        assert done.returncode == 1 and refusal["code"] == "sandbox_unavailable", done
+        assert str(folder) in refusal["message"]
+    assert list(real.iterdir()) == [] and list(shared.iterdir()) == []
