@@ -19,6 +19,12 @@ from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE, APPROVAL_NAMESPACE
 from gitops.approvals.verify import load_bundles, sigstore_path, verify_statement
 from gitops.approvals.write import approval_path, signature_path
 from gitops.approvals.write import approve as write_approval
+from gitops.repo.files import (
+    MAX_SIGNATURE_BYTES,
+    MAX_STATEMENT_BYTES,
+    UnreadableFile,
+    read_regular,
+)
 from gitops.repo.loader import Repository, load_repository
 from gitops.repo.single import load_one
 from gitops.repo.yamlfile import FileError, read_documents
@@ -49,6 +55,15 @@ _KEY_HELP = "Your SSH private key (or its .pub when the private key is in ssh-ag
 def _fail(message: str) -> None:
     click.echo(f"seshat: {message}", err=True)
     sys.exit(EXIT_CANNOT_RUN)
+
+
+def _read(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, at most ``limit`` of them (empty when there is none)."""
+    try:
+        return read_regular(path, limit) or b""
+    except UnreadableFile as error:
+        _fail(str(error))
+        raise
 
 
 def _repository(repo: Path) -> Repository:
@@ -164,9 +179,10 @@ def _add_bundle(path: Path, bundle: Path, root: Path) -> None:
             f"{path.relative_to(root)} does not exist yet: a bundle signs an approval file's "
             "bytes, so the file is written first (seshat approve --key by the first approver)"
         )
-    data = path.read_bytes()
+    data = _read(path, MAX_STATEMENT_BYTES)
+    raw = _read(bundle, MAX_SIGNATURE_BYTES)
     try:
-        document = json.loads(bundle.read_bytes())
+        document = json.loads(raw)
         stated = document["messageSignature"]["messageDigest"]["digest"]
         signed = base64.b64decode(stated, validate=True)
     except (OSError, ValueError, KeyError, TypeError):
@@ -176,7 +192,8 @@ def _add_bundle(path: Path, bundle: Path, root: Path) -> None:
         _fail(f"{bundle} signs other bytes than {path.relative_to(root)}")
     target = sigstore_path(path)
     try:
-        existing = load_bundles(target.read_text(encoding="utf-8")) if target.exists() else []
+        text = _read(target, MAX_SIGNATURE_BYTES).decode("utf-8", errors="replace")
+        existing = load_bundles(text)
     except SeshatError as error:
         _fail(str(error))
         return
@@ -219,8 +236,9 @@ def verify_approval(
     Exit status: 0 accepted, 1 refused with the reason, 2 could not run.
     """
     repository = _repository(repo)
+    data = _read(file, MAX_STATEMENT_BYTES)
     try:
-        documents = read_documents(file.read_bytes())
+        documents = read_documents(data)
     except FileError as error:
         _fail(f"{file}: {error.message}")
         return
@@ -234,13 +252,11 @@ def verify_approval(
     try:
         statement = load_one(file, model)
         sig = signature_path(file)
-        signatures = sig.read_text(encoding="ascii") if sig.exists() else ""
+        # Armor is ASCII: other bytes cannot be part of a signature, and are not an error.
+        signatures = _read(sig, MAX_SIGNATURE_BYTES).decode("ascii", errors="replace")
         keyless = sigstore_path(file)
-        bundles = (
-            load_bundles(keyless.read_text(encoding="utf-8"), str(keyless))
-            if keyless.exists()
-            else []
-        )
+        keyless_text = _read(keyless, MAX_SIGNATURE_BYTES).decode("utf-8", errors="replace")
+        bundles = load_bundles(keyless_text, str(keyless))
         named = statement.spec.resource
         loaded = repository.find(named.kind, named.namespace, named.name)
         expected = (
@@ -258,7 +274,7 @@ def verify_approval(
         ]
         verdict = verify_statement(
             statement,
-            file.read_bytes(),
+            data,
             signatures,
             policies,
             repository.root,

@@ -1,63 +1,52 @@
 """Reading a statement and its signatures from the repository: regular files, bounded.
 
 Statements and signatures are written by people with commit access, so they are read as
-untrusted input: never through a symbolic link, a FIFO or a device (``O_NOFOLLOW``,
-``O_NONBLOCK``, then ``fstat``), and never more than a bound. Anything else is a
+untrusted input, through :func:`gitops.repo.files.read_in_repository`: regular files inside
+the repository, never a FIFO or a device, never more than a bound. Anything else is a
 :class:`~runner.errors.ConfigurationError` naming the file, for the caller to report.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
-from typing import Final
 
+from gitops.repo.files import (
+    MAX_SIGNATURE_BYTES,
+    MAX_STATEMENT_BYTES,
+    UnreadableFile,
+    read_in_repository,
+)
 from runner.errors import ConfigurationError
 
 __all__ = [
     "MAX_SIGNATURE_BYTES",
     "MAX_STATEMENT_BYTES",
-    "read_regular",
     "read_signature_file",
     "read_signatures",
     "read_statement",
 ]
 
-MAX_STATEMENT_BYTES: Final = 1024 * 1024
-MAX_SIGNATURE_BYTES: Final = 256 * 1024
 
-
-def read_regular(path: Path, limit: int) -> bytes | None:
-    """The bytes of the regular file ``path`` (None if there is none), at most ``limit``."""
+def _read(root: Path, path: Path, limit: int) -> bytes | None:
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        kind = "a symbolic link" if path.is_symlink() else error.strerror
-        raise ConfigurationError(f"{path.name}: cannot be read ({kind})") from None
-    with os.fdopen(handle, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-            raise ConfigurationError(f"{path.name}: not a regular file")
-        data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise ConfigurationError(f"{path.name}: larger than {limit} bytes")
-    return data
+        return read_in_repository(root, path, limit)
+    except UnreadableFile as error:
+        raise ConfigurationError(str(error)) from None
 
 
-def read_statement(path: Path) -> bytes:
-    data = read_regular(path, MAX_STATEMENT_BYTES)
+def read_statement(root: Path, path: Path) -> bytes:
+    """An approval or acknowledgment file of the repository at ``root``."""
+    data = _read(root, path, MAX_STATEMENT_BYTES)
     if data is None:
         raise ConfigurationError(f"{path.name}: missing")
     return data
 
 
-def read_signature_file(path: Path) -> bytes:
+def read_signature_file(root: Path, path: Path) -> bytes:
     """A ``.sig`` or ``.sigstore.json`` file's bytes; empty when there is none."""
-    return read_regular(path, MAX_SIGNATURE_BYTES) or b""
+    return _read(root, path, MAX_SIGNATURE_BYTES) or b""
 
 
-def read_signatures(path: Path) -> str:
+def read_signatures(root: Path, path: Path) -> str:
     """A ``.sig`` file's armored text (bytes that are not ASCII cannot be armor)."""
-    return read_signature_file(path).decode("ascii", errors="replace")
+    return read_signature_file(root, path).decode("ascii", errors="replace")

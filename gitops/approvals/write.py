@@ -152,7 +152,7 @@ def _add_signature(path: Path, key: Path, namespace: str, created: bool) -> Sign
     """Sign the statement's bytes and append the signature to ``<file>.sig``."""
     block = sign(path.read_bytes(), key, namespace)
     sig = signature_path(path)
-    current = sig.read_text(encoding="ascii") if sig.exists() else ""
+    current = sig.read_text(encoding="ascii", errors="replace") if sig.exists() else ""
     with sig.open("a", encoding="ascii") as out:
         out.write(block)
     return Signed(path, sig, len(split_signatures(current + block)), created)

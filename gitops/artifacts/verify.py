@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from gitops.artifacts.errors import ArtifactError
 from gitops.artifacts.format import DEFAULT_LIMITS, Limits, Manifest, parse_manifest
@@ -34,6 +35,7 @@ from gitops.artifacts.signing import (
     verify_signature,
 )
 from gitops.artifacts.store import Store
+from gitops.repo.files import UnreadableFile, read_in_repository
 from gitops.resources.policies import Authority, SignatureMode, VerificationPolicySpec
 from gitops.trust.sigstore import BAD_SIGNATURE, verify_bundle
 from runner.digests import Digest
@@ -112,6 +114,20 @@ class _Keyless:
     mismatched: int
 
 
+MAX_PUBLIC_KEY: Final = 64 * 1024
+
+
+def _key_file(repo: Path, relative: str) -> bytes:
+    """A policy's public key file: a regular file of the repository, bounded."""
+    try:
+        data = read_in_repository(repo, Path(relative), MAX_PUBLIC_KEY)
+    except UnreadableFile as error:
+        raise ArtifactError("invalid_reference", str(error)) from None
+    if data is None:
+        raise ArtifactError("invalid_reference", f"{relative}: no such file in the repository")
+    return data
+
+
 def _keyless(
     authorities: list[Authority], repo: Path, digest: str, found: list[FoundBundle]
 ) -> _Keyless:
@@ -152,8 +168,9 @@ def _signature_checks(
     keys = {}
     for authority in requirements.authorities:
         if authority.key is not None:
-            path = repo / authority.key.public_key
-            keys[authority.name] = load_public_key(path.read_bytes(), str(path))
+            keys[authority.name] = load_public_key(
+                _key_file(repo, authority.key.public_key), authority.key.public_key
+            )
     # Each signature is checked once against each key; everything below reads this table.
     valid_by = {
         name: [s for s in found if verify_signature(key, s.payload, s.signature)]

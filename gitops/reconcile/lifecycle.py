@@ -403,9 +403,10 @@ class ResourcePass(Generic[StatusT]):
                 continue
             path = repository.root / loaded.path
             try:
-                data = read_statement(path)
-                ssh_bytes = read_signature_file(path.with_name(path.name + ".sig"))
-                keyless = read_signature_file(sigstore_path(path))
+                root = repository.root
+                data = read_statement(root, path)
+                ssh_bytes = read_signature_file(root, path.with_name(path.name + ".sig"))
+                keyless = read_signature_file(root, sigstore_path(path))
             except ConfigurationError as error:
                 self.ctx.log(f"{self.key}: approval {loaded.path} not read: {error}")
                 continue
@@ -460,8 +461,8 @@ class ResourcePass(Generic[StatusT]):
                 continue
             path = repository.root / loaded.path
             try:
-                data = read_statement(path)
-                signatures = read_signatures(path.with_name(path.name + ".sig"))
+                data = read_statement(repository.root, path)
+                signatures = read_signatures(repository.root, path.with_name(path.name + ".sig"))
             except ConfigurationError as error:
                 self.ctx.log(f"{self.key}: acknowledgment {loaded.path} not read: {error}")
                 continue

@@ -18,6 +18,7 @@ from typing import Final
 
 from pydantic import ValidationError
 
+from gitops.repo.files import MAX_SIGNATURE_BYTES, UnreadableFile, read_in_repository
 from gitops.repo.messages import FieldPath, field_errors, format_field
 from gitops.repo.problems import Problem, ResourceKey
 from gitops.repo.uids import GitHistoryUids, UidSource
@@ -113,21 +114,23 @@ class _Loader:
     # -- files --------------------------------------------------------------------------
 
     def read(self, path: Path) -> list[Document] | None:
+        """The documents of one file, or None when it has a problem (reported here)."""
         rel = _relative(self.root, path)
         try:
-            size = path.stat().st_size
-            if size > MAX_FILE_BYTES:
-                raise FileError(f"file is {size} bytes; the limit is {MAX_FILE_BYTES}")
-            return read_documents(path.read_bytes())
+            data = read_in_repository(self.root, path, MAX_FILE_BYTES)
+            if data is None:
+                self.problem(rel, None, "", "no such file")
+                return None
+            return read_documents(data)
         except FileError as error:
             self.problem(rel, error.line, "", error.message)
-        except OSError as error:
-            self.problem(rel, None, "", f"cannot be read: {error.strerror}")
+        except UnreadableFile as error:
+            self.problem(rel, None, "", error.reason)
         return None
 
     def config(self) -> Config:
         path = self.root / CONFIG_FILE
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return Config()
         documents = self.read(path)
         if documents is None:
@@ -230,7 +233,7 @@ class _Loader:
                 f"a Config belongs in {CONFIG_FILE} at the repository root",
             )
             return None
-        if kind not in KINDS:
+        if not isinstance(kind, str) or kind not in KINDS:
             choices = ", ".join(KINDS)
             message = (
                 "required field is missing"
@@ -297,7 +300,11 @@ class _Loader:
                     key,
                 )
         unique = self._one_database_per_name(unique)
-        kept = [c for c in unique if self._paths_ok(c) and self._location_ok(c)]
+        kept = [
+            c
+            for c in unique
+            if self._paths_ok(c) and self._location_ok(c) and self._signatures_ok(c)
+        ]
         valid = {_candidate_key(c) for c in kept}
         return [c for c in kept if self._references_ok(c, valid)]
 
@@ -380,6 +387,22 @@ class _Loader:
             )
             return False
         return True
+
+    def _signatures_ok(self, candidate: _Candidate) -> bool:
+        """The ``.sig`` and ``.sigstore.json`` files beside a statement, when there are any,
+        are regular files inside the repository and within the bound."""
+        if not isinstance(candidate.resource, (Approval, RunAcknowledgment)):
+            return True
+        ok = True
+        for suffix in (".sig", ".sigstore.json"):
+            path = self.root / (candidate.path + suffix)
+            try:
+                read_in_repository(self.root, path, MAX_SIGNATURE_BYTES)
+            except UnreadableFile as error:
+                key = _candidate_key(candidate)
+                self.problem(candidate.path + suffix, None, "", error.reason, key)
+                ok = False
+        return ok
 
     def _references_ok(self, candidate: _Candidate, valid: set[ResourceKey]) -> bool:
         resource = candidate.resource

@@ -11,8 +11,9 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from gitops.repo.files import UnreadableFile, read_regular
 from gitops.repo.messages import field_errors, format_field
-from gitops.repo.yamlfile import FileError, read_documents
+from gitops.repo.yamlfile import MAX_FILE_BYTES, FileError, read_documents
 from runner.errors import ConfigurationError
 
 __all__ = ["load_one"]
@@ -23,9 +24,12 @@ M = TypeVar("M", bound=BaseModel)
 def load_one(path: Path, model: type[M]) -> M:
     """The single ``model`` document in ``path``; :class:`ConfigurationError` lists problems."""
     try:
-        documents = read_documents(path.read_bytes())
-    except OSError as error:
-        raise ConfigurationError(f"{path}: {error.strerror}") from None
+        data = read_regular(path, MAX_FILE_BYTES)
+        if data is None:
+            raise ConfigurationError(f"{path}: no such file")
+        documents = read_documents(data)
+    except UnreadableFile as error:
+        raise ConfigurationError(str(error)) from None
     except FileError as error:
         where = f"{path}:{error.line}" if error.line else str(path)
         raise ConfigurationError(f"{where}: {error.message}") from None

@@ -28,10 +28,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, Protocol
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from gitops.repo.problems import ResourceKey
+from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.kinds import KINDS
 from runner.digests import digest
 
@@ -60,21 +58,24 @@ def uid_from(key: ResourceKey, introduced_in: str) -> str:
     return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:32]}"
 
 
-def declared_keys(text: str) -> set[ResourceKey]:
-    """The resource keys a YAML file declares; a file that does not parse declares none."""
+def declared_keys(raw: bytes) -> set[ResourceKey]:
+    """The resource keys a YAML file declares. It is read like any declaration file (the
+    same size, alias and type guards); a file that does not load declares none."""
     keys: set[ResourceKey] = set()
     try:
-        documents = list(YAML(typ="safe", pure=True).load_all(text))
-    except (YAMLError, ValueError, RecursionError):
+        documents = read_documents(raw)
+    except FileError:
         return keys
     for document in documents:
-        if not isinstance(document, dict) or document.get("kind") not in KINDS:
+        data = document.data
+        if not isinstance(data, dict):
             continue
-        metadata = document.get("metadata")
-        if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
-            namespace = metadata.get("namespace", "default")
-            if isinstance(namespace, str):
-                keys.add(ResourceKey(str(document["kind"]), namespace, metadata["name"]))
+        kind, metadata = data.get("kind"), data.get("metadata")
+        if not isinstance(kind, str) or kind not in KINDS or not isinstance(metadata, dict):
+            continue
+        name, namespace = metadata.get("name"), metadata.get("namespace", "default")
+        if isinstance(name, str) and isinstance(namespace, str):
+            keys.add(ResourceKey(kind, namespace, name))
     return keys
 
 
@@ -153,7 +154,7 @@ class GitHistoryUids:
             existed: dict[ResourceKey, bool] = {}
             while index < len(changes) and changes[index][0] == commit:
                 path, content = changes[index][1], contents[index]
-                now = declared_keys(content.decode("utf-8", "replace")) if content else set()
+                now = declared_keys(content) if content else set()
                 before = in_file.get(path, set())
                 for key in before ^ now:
                     existed.setdefault(key, present[key] > 0)

@@ -6,21 +6,23 @@ duplicate keys, and "YAML bombs": anchors and aliases let a few hundred bytes de
 billions of nodes, so the size of every document *after* alias expansion is computed (with
 memoization, never by expanding) and bounded by :data:`MAX_NODES`.
 
-What comes out is plain Python data (dicts, lists, str, int, float, bool, None, datetime)
-plus a map from each field's path to its 1-based line, so errors can say
-``path:line: field: message``.
+What comes out is plain Python data (dicts, lists, str, int, float, bool, None; dates and
+times stay text, for the models to parse) plus a map from each field's path to its 1-based
+line, so errors can say ``path:line: field: message``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Final
+from typing import Any, Final
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 __all__ = ["MAX_FILE_BYTES", "MAX_NODES", "Document", "FileError", "read_documents"]
@@ -58,6 +60,44 @@ class Document:
             if found is not None:
                 return found
         return self.line
+
+
+_INT_DIGITS: Final = 4300  # Python's own limit for turning text into an int
+
+
+def _strict(
+    convert: Callable[[RoundTripConstructor, Any], object], what: str
+) -> Callable[[RoundTripConstructor, Any], object]:
+    """``convert``, with a value it cannot convert reported as a YAML error at its line."""
+
+    def construct(self: RoundTripConstructor, node: Any) -> object:
+        text = node.value if isinstance(node.value, str) else ""
+        if what == "an integer" and len(text) > _INT_DIGITS:
+            raise ConstructorError(
+                None, None, f"an integer of more than {_INT_DIGITS} digits", node.start_mark
+            )
+        try:
+            return convert(self, node)
+        except (ValueError, TypeError, KeyError, OverflowError):
+            raise ConstructorError(None, None, f"not {what}", node.start_mark) from None
+
+    return construct
+
+
+class _Constructor(RoundTripConstructor):
+    """The round-trip constructor without surprises: a timestamp stays text (the models
+    parse dates and durations and say what is wrong with them), and a scalar that does not
+    convert to its tag's type (``!!int abc``, an integer of 5,000 digits) is a YAML error
+    at its line instead of an exception."""
+
+    def construct_text(self, node: Any) -> object:
+        return self.construct_scalar(node)
+
+
+for _tag, _what in (("int", "an integer"), ("float", "a number"), ("bool", "a boolean")):
+    _tag = f"tag:yaml.org,2002:{_tag}"
+    _Constructor.add_constructor(_tag, _strict(RoundTripConstructor.yaml_constructors[_tag], _what))
+_Constructor.add_constructor("tag:yaml.org,2002:timestamp", _Constructor.construct_text)
 
 
 def _expanded_size(node: object, memo: dict[int, int], active: set[int]) -> int:
@@ -125,6 +165,7 @@ def read_documents(raw: bytes) -> list[Document]:
         bad_line = raw[: error.start].count(b"\n") + 1
         raise FileError(f"not valid UTF-8 (byte {error.start})", bad_line) from None
     yaml = YAML(typ="rt", pure=True)
+    yaml.Constructor = _Constructor
     yaml.allow_duplicate_keys = False
     documents: list[Document] = []
     try:

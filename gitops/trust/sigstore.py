@@ -24,6 +24,7 @@ the public root's ``trusted_root.json`` in the repository and name it to use pub
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from sigstore.errors import Error as SigstoreError
 from sigstore.models import Bundle, TrustedRoot
 from sigstore.verify import Verifier
 
+from gitops.repo.files import UnreadableFile, read_in_repository
 from gitops.resources.policies import KeylessIdentity
 
 __all__ = [
@@ -139,6 +141,21 @@ def identity_matches(identity: KeylessIdentity, signer: SignerIdentity) -> bool:
     return any(_matches(s, identity.subject, identity.subject_reg_exp) for s in signer.subjects)
 
 
+MAX_TRUSTED_ROOT_BYTES: Final = 4 * 1024 * 1024
+
+
+def _trusted_root(repo: Path, relative: str) -> TrustedRoot:
+    """A trusted root file of the repository (a regular file inside it, bounded)."""
+    data = read_in_repository(repo, Path(relative), MAX_TRUSTED_ROOT_BYTES)
+    if data is None:
+        raise ValueError("no such file in the repository")
+    # sigstore reads a root only from a path: hand it a private copy of the checked bytes.
+    with tempfile.NamedTemporaryFile(prefix="seshat-root-", suffix=".json") as copy:
+        copy.write(data)
+        copy.flush()
+        return TrustedRoot.from_file(copy.name)
+
+
 def verify_bundle(
     payload: bytes, bundle: bytes, identities: Sequence[KeylessIdentity], repo: Path
 ) -> BundleVerdict:
@@ -161,8 +178,8 @@ def verify_bundle(
     verified: SignerIdentity | None = None
     for root_path, group in roots.items():
         try:
-            root = TrustedRoot.from_file(str(repo / root_path))
-        except (OSError, SigstoreError, ValueError) as error:
+            root = _trusted_root(repo, root_path)
+        except (UnreadableFile, SigstoreError, ValueError) as error:
             failures.append(f"{root_path}: unreadable trusted root ({error})")
             continue
         capture = _Capture()

@@ -4,6 +4,7 @@ real Git repository, with keys made by ssh-keygen; every refusal reason from a r
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -295,3 +296,31 @@ def test_run_acknowledgments_are_signed_in_their_own_namespace(
     assert _reason(verdict) is None
     assert [s["principal"] for s in json.loads(verdict.stdout)["signers"]] == ["eve@example.com"]
     assert not load_repository(repo).problems  # the file is at its canonical path
+
+
+def test_hostile_signature_files_are_problems_not_crashes(
+    seshat: SeshatRunner, repo: Path, people: dict[str, SSHIdentity]
+) -> None:
+    """A byte that is not ASCII in a .sig is not a signature (and no crash); a .sig that
+    is a link to a device or a FIFO is never read: validate names it, verify exits 2."""
+    assert _approve(seshat, repo, people["alice"]).returncode == 0
+    path = repo / "approvals/shop/orders" / f"{'ab' * 32}.yaml"
+    sig = path.with_name(path.name + ".sig")
+    sig.write_bytes(sig.read_bytes() + "\u00e9\n".encode("latin-1"))
+    assert _reason(_verify(seshat, repo, "--plan", PLAN)) is None
+    assert seshat("validate", repo).returncode == 0
+
+    sig.unlink()
+    sig.symlink_to("/dev/zero")
+    bundles = path.with_name(path.name + ".sigstore.json")
+    os.mkfifo(bundles)
+    listed = seshat("validate", repo)
+    assert listed.returncode == 1
+    assert listed.stdout.splitlines() == [
+        f"{sig.relative_to(repo)}: is a symbolic link that leads outside the repository",
+        f"{bundles.relative_to(repo)}: is not a regular file",
+    ]
+    refused = seshat("verify-approval", path, "--repo", repo)
+    assert refused.returncode == 2
+    assert "is not a regular file" in refused.stderr or "symbolic link" in refused.stderr
+    assert "Traceback" not in refused.stderr

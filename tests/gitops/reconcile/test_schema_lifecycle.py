@@ -96,6 +96,11 @@ def test_apply_policies_and_blocked_verdicts(world: World) -> None:
     world.remote.write_file(
         "databases/broken.yaml", schema_yaml("broken", layout).replace("OnApproval", "Sometimes")
     )
+    # Files that once stopped the whole pass: problems of their own, the rest reconciles.
+    world.remote.write_file("databases/kind.yaml", "kind: [DatabaseSchema]\n")
+    world.remote.write_file(
+        "databases/tagged.yaml", schema_yaml("tagged", layout) + "  interval: !!int abc\n"
+    )
     world.remote.commit_all("many resources")
     verdicts = world.reconcile()
     assert verdicts == {

@@ -8,6 +8,7 @@ the documents that are fine still load.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -215,3 +216,68 @@ def test_a_schema_and_a_migration_may_not_share_a_name(tmp_path: Path) -> None:
         "DatabaseMigration need different names (they would share a status file and a review "
         "branch)",
     ]
+
+
+def _schema_with(name: str, extra: str) -> str:
+    return _database("DatabaseSchema", name) + extra + "\n"
+
+
+def test_one_hostile_value_is_a_problem_of_its_own_file(tmp_path: Path) -> None:
+    """Values that crashed the loader (a kind that is not text, YAML tags with nonsense,
+    dates, huge integers) are problems of their file; every other resource still loads."""
+    repo = tmp_path / "repo"
+    (repo / "databases").mkdir(parents=True)
+    (repo / "databases" / "policy.yaml").write_text(POLICY)
+    (repo / "databases" / "fine.yaml").write_text(_database("DatabaseSchema", "fine"))
+    header = "apiVersion: seshat.dev/v1alpha1\n"
+    hostile = {
+        "kind-list": f"{header}kind: [DatabaseSchema]\nmetadata: {{name: a}}\n",
+        "kind-map": f"{header}kind: {{a: 1}}\nmetadata: {{name: b}}\n",
+        "date": _schema_with("c", "  interval: 2020-02-30"),
+        "int-tag": _schema_with("d", "  interval: !!int abc"),
+        "float-tag": _schema_with("e", "  interval: !!float abc"),
+        "timestamp-tag": _schema_with("f", "  interval: !!timestamp nonsense"),
+        "huge-int": _schema_with("g", "  interval: " + "9" * 5000),
+    }
+    for file, text in hostile.items():
+        (repo / "databases" / f"{file}.yaml").write_text(text)
+    result = validate(repo, "--format", "json")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    kinds = "DatabaseSchema, DatabaseMigration, VerificationPolicy, ApprovalPolicy, Approval"
+    duration = "must be a duration such as 30s, 10m or 1h30m"
+    assert [(p["path"], p["line"], p["field"], p["message"]) for p in report["problems"]] == [
+        ("databases/date.yaml", 7, "spec.interval", duration),
+        ("databases/float-tag.yaml", 7, "", "invalid YAML: not a number"),
+        ("databases/huge-int.yaml", 7, "", "invalid YAML: an integer of more than 4300 digits"),
+        ("databases/int-tag.yaml", 7, "", "invalid YAML: not an integer"),
+        ("databases/kind-list.yaml", 2, "kind", f"must be one of {kinds}, RunAcknowledgment"),
+        ("databases/kind-map.yaml", 2, "kind", f"must be one of {kinds}, RunAcknowledgment"),
+        ("databases/timestamp-tag.yaml", 7, "spec.interval", duration),
+    ]
+    assert sorted(r["metadata"]["name"] for r in report["resources"]) == ["ci", "fine"]
+
+
+def test_only_regular_files_inside_the_repository_are_read(tmp_path: Path) -> None:
+    """seshat.yaml leading outside is refused without echoing its keys; a FIFO does not
+    hang the loader; a device is never read."""
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("secret-key-name: 1\n")
+    repo = tmp_path / "repo"
+    (repo / "databases").mkdir(parents=True)
+    (repo / "seshat.yaml").symlink_to(outside)
+    (repo / "databases" / "policy.yaml").write_text(POLICY)
+    os.mkfifo(repo / "databases" / "fifo.yaml")
+    (repo / "databases" / "zero.yaml").symlink_to("/dev/zero")
+    (repo / "databases" / "inside.yaml").symlink_to("policy.yaml")
+    (repo / "databases" / "dangling.yaml").symlink_to("nowhere.yaml")
+    result = validate(repo)
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "databases/dangling.yaml: is a symbolic link to nothing",
+        "databases/fifo.yaml: is not a regular file",
+        "databases/zero.yaml: symbolic link leads outside the repository",
+        "seshat.yaml: is a symbolic link that leads outside the repository",
+    ]
+    assert "secret-key-name" not in result.stdout + result.stderr

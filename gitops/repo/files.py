@@ -1,0 +1,88 @@
+"""Reading a file of the declarations repository: a regular file inside it, bounded.
+
+Everything in the repository is written by people with commit access, so every file the
+control plane reads from it goes through :func:`read_in_repository`: the path must resolve
+inside the repository (a symbolic link may point to another file of the repository, never
+out of it), the file is opened without following a last symbolic link and without blocking
+(``O_NOFOLLOW``, ``O_NONBLOCK``: a FIFO cannot hang the controller), it must be a regular
+file (``fstat``: not a device such as ``/dev/zero``), and at most ``limit`` bytes are read.
+Anything else is an :class:`UnreadableFile` whose message names the path relative to the
+repository, for the caller to report as a problem of that path.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Final
+
+from gitops.repo.yamlfile import MAX_FILE_BYTES
+
+__all__ = [
+    "MAX_SIGNATURE_BYTES",
+    "MAX_STATEMENT_BYTES",
+    "UnreadableFile",
+    "read_in_repository",
+    "read_regular",
+]
+
+MAX_STATEMENT_BYTES: Final = MAX_FILE_BYTES
+"""An approval or acknowledgment file: the bound of any declaration file."""
+MAX_SIGNATURE_BYTES: Final = 256 * 1024
+"""A ``.sig`` or ``.sigstore.json`` file beside a statement."""
+
+
+class UnreadableFile(Exception):
+    """A file the control plane will not read; ``reason`` says why, without its content."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def read_regular(path: Path, limit: int, shown: str | None = None) -> bytes | None:
+    """The bytes of the regular file ``path``, at most ``limit`` of them; None when there
+    is no such file. ``shown`` is how messages name it (default: the path)."""
+    name = shown if shown is not None else str(path)
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if path.is_symlink():
+            raise UnreadableFile(name, "is a symbolic link") from None
+        raise UnreadableFile(name, f"cannot be read ({error.strerror})") from None
+    with os.fdopen(handle, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableFile(name, "is not a regular file")
+        if info.st_size > limit:
+            raise UnreadableFile(name, f"file is {info.st_size} bytes; the limit is {limit}")
+        data = stream.read(limit + 1)
+    if len(data) > limit:  # it grew while being read
+        raise UnreadableFile(name, f"file is over {limit} bytes; the limit is {limit}")
+    return data
+
+
+def read_in_repository(root: Path, path: Path, limit: int) -> bytes | None:
+    """The bytes of ``path`` (absolute, or relative to ``root``) if it is a regular file
+    inside the repository at ``root``; None when it does not exist."""
+    base = root.resolve()
+    full = path if path.is_absolute() else base / path
+    try:
+        shown = full.relative_to(base).as_posix()
+    except ValueError:
+        shown = full.as_posix()
+    try:
+        resolved = full.resolve(strict=True)
+    except FileNotFoundError:
+        if full.is_symlink():
+            raise UnreadableFile(shown, "is a symbolic link to nothing") from None
+        return None
+    except (OSError, RuntimeError):  # a loop of symbolic links
+        raise UnreadableFile(shown, "cannot be resolved (a loop of symbolic links?)") from None
+    if resolved != base and base not in resolved.parents:
+        raise UnreadableFile(shown, "is a symbolic link that leads outside the repository")
+    return read_regular(resolved, limit, shown)
