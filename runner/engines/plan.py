@@ -4,6 +4,13 @@
 UTF-8, integers only) followed by one newline; the plan's content digest is the SHA-256 of
 those bytes. ``plan.sql`` is rendered from the document only, so what a reviewer reads in
 Git is exactly what the apply path executes. Nothing host- or time-specific is in it.
+
+Its comment lines carry names chosen by whoever wrote the desired schema (a table may be
+called ``"x<newline>DROP TABLE important; --"``). A line break in a comment would end it and
+make the rest a statement for ``psql -f``, the ``mariadb`` client or the ``sqlite3`` shell
+(whose dot commands run programs), so :func:`comment_text` writes every character of a
+comment that is not printable (control, format, line and paragraph separators) as an
+escape (``\\n``, ``\\x1b``, ``\\u2028``).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ __all__ = [
     "PlanDocument",
     "PlanStatement",
     "PlanSummary",
+    "comment_text",
     "plan_bytes",
     "plan_digest",
     "plan_sql",
@@ -95,18 +103,44 @@ def read_plan(data: bytes) -> PlanDocument:
     return PlanDocument.model_validate(json.loads(data))
 
 
+_NAMED_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(char: str) -> str:
+    """One character as it may appear in a comment line (``str.isprintable`` is false for
+    control, format, separator, surrogate and unassigned characters)."""
+    if char in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[char]
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def comment_text(text: str) -> str:
+    """``text`` made safe for one SQL comment line: characters that could end the line or
+    hide text from a reader are escaped, and so is the backslash (the escape is unambiguous)."""
+    if text.isascii() and text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_escape(char) for char in text)
+
+
 def plan_sql(document: PlanDocument) -> str:
     """``plan.sql``: a commented SQL rendering of the document and nothing else."""
     lines = [
         f"-- Seshat plan {plan_digest(document)}",
-        f"-- {document.dialect} {document.server_major}; {document.summary.statements} statements"
+        f"-- {comment_text(str(document.dialect))} {document.server_major}; "
+        f"{document.summary.statements} statements"
         + ("; DESTRUCTIVE" if document.summary.destructive else ""),
         "",
     ]
     for number, statement in enumerate(document.statements, start=1):
-        hazards = ",".join(h.code for h in statement.hazards) or "none"
+        hazards = comment_text(",".join(h.code for h in statement.hazards) or "none")
         where = "" if statement.transactional else " (outside a transaction)"
-        lines.append(f"-- [{number:04d}] {statement.op} {statement.key} hazards={hazards}{where}")
+        op, key = comment_text(statement.op), comment_text(statement.key)
+        lines.append(f"-- [{number:04d}] {op} {key} hazards={hazards}{where}")
         lines.append(f"{statement.sql};")
         lines.append("")
     return "\n".join(lines)
