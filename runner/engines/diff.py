@@ -235,12 +235,20 @@ class _Differ:
         live, desired = self.live.indexes, self.desired.indexes
         for key in sorted(live.keys() | desired.keys()):
             old, new = live.get(key), desired.get(key)
-            changed = old is not None and (new is None or old.definition != new.definition)
+            # An invalid index (a CREATE INDEX CONCURRENTLY that did not finish) is rebuilt.
+            changed = old is not None and (
+                new is None or old.definition != new.definition or not old.valid
+            )
             if old is not None and changed and old.table not in self.dropped_tables:
-                self.add(Change("drop_index", key, Phase.DROP, (old.table,), before=old))
-            if new is not None and (
-                old is None or old.definition != new.definition or old.table in self.dropped_tables
-            ):
+                # Dropped without blocking writes, unless on a partitioned table (where
+                # PostgreSQL cannot drop concurrently).
+                table = self.live.tables.get(old.table)
+                on_partitioned = table is not None and table.partition_key is not None
+                detail = "" if old.valid or on_partitioned else "invalid"
+                self.add(
+                    Change("drop_index", key, Phase.DROP, (old.table,), before=old, detail=detail)
+                )
+            if new is not None and (old is None or changed or old.table in self.dropped_tables):
                 existing = new.table in self.live.tables and new.table not in self.new_tables
                 parent = self.desired.tables.get(new.table)
                 partitioned = parent is not None and parent.partition_key is not None

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from runner.digests import digest
 from runner.engines.changes import Change
 from runner.engines.hazards import hazards_of
-from runner.engines.model import Constraint
+from runner.engines.model import Constraint, Index
 
 __all__ = ["drift_report"]
 
@@ -20,7 +20,8 @@ def drift_report(changes: Sequence[Change], dialect: str) -> dict[str, object]:
     """Digest, total, highest severity and per-category counts of what differs.
 
     Counted per object: missing (only in the desired schema), extra (only in the live one),
-    changed, and invalid (a constraint left NOT VALID where the desired one is validated).
+    changed, and invalid (a constraint left NOT VALID where the desired one is validated, or
+    an index a failed concurrent build left INVALID where the desired one is the same).
     Objects the plan would merely rebuild because something they depend on changes are not
     drift and are not counted.
     """
@@ -67,6 +68,10 @@ def drift_report(changes: Sequence[Change], dialect: str) -> dict[str, object]:
 
 
 def _only_validation(group: Sequence[Change]) -> bool:
+    indexes = [c.before for c in group if isinstance(c.before, Index)]
+    built = [c.after for c in group if isinstance(c.after, Index)]
+    if len(indexes) == len(built) == 1 and not indexes[0].valid:
+        return indexes[0].definition == built[0].definition
     befores = [c.before for c in group if isinstance(c.before, Constraint)]
     afters = [c.after for c in group if isinstance(c.after, Constraint)]
     return (

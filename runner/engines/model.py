@@ -95,6 +95,9 @@ class Index:
     table: str
     definition: str
     unique: bool = False
+    valid: bool = True
+    """False for a PostgreSQL index an interrupted ``CREATE INDEX CONCURRENTLY`` left
+    behind (``pg_index.indisvalid``/``indisready``): it is drift, and a plan rebuilds it."""
 
     @property
     def key(self) -> str:

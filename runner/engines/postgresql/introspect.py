@@ -378,10 +378,10 @@ class _Reader:
     # -- indexes and sequences -------------------------------------------------------------
 
     def indexes_(self) -> None:
-        for oid, schema, name, definition, unique, table_schema, table, kind in _rows(
+        for oid, schema, name, definition, unique, table_schema, table, kind, valid in _rows(
             self.conn,
             "SELECT i.indexrelid, n.nspname, ic.relname, pg_get_indexdef(i.indexrelid),"
-            " i.indisunique, tn.nspname, t.relname, t.relkind"
+            " i.indisunique, tn.nspname, t.relname, t.relkind, i.indisvalid AND i.indisready"
             " FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid"
             " JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = ic.relnamespace"
             " JOIN pg_namespace tn ON tn.oid = t.relnamespace"
@@ -392,7 +392,14 @@ class _Reader:
             " ORDER BY 2, 3",
         ):
             owner = f"{'matview' if kind == 'm' else 'table'}:{table_schema}.{table}"
-            index = Index(schema, name, owner, definition.replace(" ON ONLY ", " ON ", 1), unique)
+            index = Index(
+                schema,
+                name,
+                owner,
+                definition.replace(" ON ONLY ", " ON ", 1),
+                unique,
+                valid=bool(valid),
+            )
             self.register("pg_class", oid, index.key, f"INDEX {qualified(schema, name)}")
             self.indexes[index.key] = index
 

@@ -3,7 +3,8 @@
 Safe forms by default: an index on a table that already holds rows is built
 ``CONCURRENTLY`` outside the transaction; a CHECK or FOREIGN KEY added to such a table is
 added ``NOT VALID`` and validated afterwards (a brief lock, then a scan that lets reads and
-writes continue); enum values are added with ``ADD VALUE`` in their own committed step.
+writes continue); enum values are added with ``ADD VALUE`` in their own committed step. An
+index a failed concurrent build left INVALID is dropped ``CONCURRENTLY`` and built again.
 Nothing is dropped with ``CASCADE``: dependents are dropped explicitly, in order.
 """
 
@@ -208,6 +209,13 @@ def _on_partitioned(change: Change) -> bool:
 def _drop_index(change: Change) -> list[Statement]:
     index = change.before
     assert isinstance(index, Index)
+    if change.detail == "invalid":  # left by a failed concurrent build: nothing reads it
+        return [
+            Statement(
+                f"DROP INDEX CONCURRENTLY {qualified(index.schema, index.name)}",
+                transactional=False,
+            )
+        ]
     return [Statement(f"DROP INDEX {qualified(index.schema, index.name)}")]
 
 

@@ -462,3 +462,51 @@ def test_an_explicit_sandbox_must_be_another_server_and_empty(
     finally:
         with other.connect() as admin:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_an_invalid_index_is_drift_and_the_plan_rebuilds_it(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    """A CREATE INDEX CONCURRENTLY that failed leaves an INVALID index: the schema is not
+    converged, drift says so, and the plan drops and builds it again."""
+    table = "CREATE TABLE accounts (id int PRIMARY KEY, email text NOT NULL);\n"
+    load(db, table + "INSERT INTO accounts VALUES (1, 'a@x'), (2, 'a@x');")
+    with db.connect_as_app() as conn, pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute("CREATE UNIQUE INDEX CONCURRENTLY accounts_email ON accounts (email)")
+    load(db, "DELETE FROM accounts WHERE id = 2")  # the duplicate that made it fail is gone
+    assert query(
+        db, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'accounts_email'::regclass"
+    ) == [(False,)]
+    desired = write(
+        tmp_path / "schema.sql", table + "CREATE UNIQUE INDEX accounts_email ON accounts (email);\n"
+    )
+    drift = runner(
+        "schema", "drift", "--url-env", "TARGET_URL", "--desired", str(desired), env=env(db)
+    )
+    assert drift.returncode == 1, drift.stderr  # 1: the schema drifted
+    report = json.loads(drift.stdout)
+    assert (report["total"], report["categories"]["invalid"]) == (1, 1), report
+    planned = plan(runner, db, desired, "--output", str(tmp_path / "plan.json"))
+    assert planned.returncode == 0, planned.stderr
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert [s["sql"] for s in document["statements"]] == [
+        "DROP INDEX CONCURRENTLY public.accounts_email",
+        "CREATE UNIQUE INDEX CONCURRENTLY accounts_email ON public.accounts USING btree (email)",
+    ]
+    applied = runner(
+        "schema",
+        "apply",
+        "--url-env",
+        "TARGET_URL",
+        "--plan",
+        str(tmp_path / "plan.json"),
+        "--expect-digest",
+        sha256_digest((tmp_path / "plan.json").read_bytes()),
+        env=env(db),
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["converged"] is True
+    assert query(
+        db, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'accounts_email'::regclass"
+    ) == [(True,)]
+    assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
