@@ -20,6 +20,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 import pytest
+from harness import secret_scan
 from harness.gitrepo import GitRemote, git_remote_with_clone
 from harness.mariadb import (
     MariaDBDatabase,
@@ -63,6 +64,13 @@ def pytest_configure(config: pytest.Config) -> None:
     in_main_thread = threading.current_thread() is threading.main_thread()
     if in_main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    secret_scan.watch_processes()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """What pytest captured from a test (its output, its log records) is scanned too."""
+    for title, content in report.sections:
+        secret_scan.scan_bytes(content, f"{report.nodeid} ({title})")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -87,6 +95,21 @@ def harness_base_dir() -> Iterator[Path]:
             print(f"\nseshat harness: keeping {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def secret_scan_at_the_end(
+    harness_base_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Fails the session if a credential the harness created is in anything the suite
+    wrote (see ``harness/secret_scan.py``); set up first, so it runs after every test."""
+    yield
+    roots = [tmp_path_factory.getbasetemp(), harness_base_dir]
+    scanned = secret_scan.scan_tree(roots)
+    print(f"\nsecret scan: {scanned / 2**20:.0f} MiB scanned, {len(secret_scan.hits)} hits")
+    if secret_scan.hits:
+        listed = "\n".join(sorted(set(secret_scan.hits))[:50])
+        pytest.fail(f"credentials found in what the suite wrote:\n{listed}", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -20,6 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pymysql
@@ -151,11 +152,12 @@ def test_postgres_app_role_needs_its_password(
         row = conn.execute("select current_user").fetchone()
     assert row == (postgres_server.app_user,)
 
-    without = postgres_server.url_with_password().replace(f":{postgres_server.app_password}@", "@")
-    assert postgres_server.app_password not in without
+    encoded = quote(postgres_server.app_password, safe="")  # the URL holds it percent-encoded
+    without = postgres_server.url_with_password().replace(f":{encoded}@", "@")
+    assert encoded not in without
     with pytest.raises(psycopg.OperationalError, match="no password supplied"):
         psycopg.connect(without).close()
-    wrong = postgres_server.url_with_password().replace(postgres_server.app_password, "wrong")
+    wrong = postgres_server.url_with_password().replace(encoded, "wrong")
     with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
         psycopg.connect(wrong).close()
 
@@ -214,8 +216,9 @@ def test_mariadb_app_user_needs_its_password(mariadb_server: MariaDBServer) -> N
     with mariadb_server.connect_as_app() as conn, conn.cursor() as cur:
         cur.execute("SELECT CURRENT_USER()")
         assert cur.fetchone() == (f"{mariadb_server.app_user}@127.0.0.1",)
+    encoded = quote(mariadb_server.app_password, safe="")
     assert mariadb_server.url_with_password().startswith(
-        f"mysql://{mariadb_server.app_user}:{mariadb_server.app_password}@127.0.0.1:"
+        f"mysql://{mariadb_server.app_user}:{encoded}@127.0.0.1:"
     )
     for password in ("", "wrong"):
         with pytest.raises(pymysql.err.OperationalError) as denied:

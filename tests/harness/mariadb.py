@@ -16,7 +16,6 @@ password and is granted each per-test database.
 from __future__ import annotations
 
 import contextlib
-import secrets
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 import pymysql
 import pymysql.connections
 
+from . import secret_scan
 from .databases import database_url, unique_database_name
 from .ports import LOOPBACK
 from .processes import (
@@ -246,7 +246,7 @@ def running_mariadb(base_dir: Path, *, attempts: int = 3) -> Iterator[MariaDBSer
             user=ROOT_USER,
             password="",
             app_user=APP_USER,
-            app_password=secrets.token_urlsafe(24),
+            app_password=secret_scan.new_password(),
             data_dir=install.data_dir,
             socket_path=install.socket_path,
             log_path=install.error_log,

@@ -15,7 +15,6 @@ credential to exercise: the ``seshat_app`` role with a random password.
 from __future__ import annotations
 
 import contextlib
-import secrets
 import shlex
 import signal
 from collections.abc import Iterator, Sequence
@@ -26,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from . import watchdog
+from . import secret_scan, watchdog
 from .databases import database_url, unique_database_name
 from .pids import pid_alive, terminate_pid
 from .ports import LOOPBACK
@@ -270,7 +269,7 @@ def running_postgres(base_dir: Path, *, attempts: int = 3) -> Iterator[PostgresS
             port=port,
             user=SUPERUSER,
             app_user=APP_USER,
-            app_password=secrets.token_urlsafe(24),
+            app_password=secret_scan.new_password(),
             data_dir=postmaster.data_dir,
             socket_dir=postmaster.socket_dir,
             log_path=postmaster.log_path,

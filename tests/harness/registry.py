@@ -29,6 +29,7 @@ from email.message import Message
 from pathlib import Path
 from typing import TypeVar
 
+from . import secret_scan
 from .ports import LOOPBACK
 from .processes import (
     ManagedProcess,
@@ -324,7 +325,7 @@ def running_auth_registry(
     """A registry requiring basic auth (random password) over TLS, in *base_dir*/registry-auth."""
     root = base_dir / "registry-auth"
     root.mkdir()
-    password = secrets.token_urlsafe(24)
+    password = secret_scan.remember(secrets.token_urlsafe(24))
     tls = make_self_signed_cert(root, root / "tools.log")
     htpasswd = root / "htpasswd"
     make_htpasswd(htpasswd, username, password)

@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
 
+from . import secret_scan
 from .ports import LOOPBACK
 from .registry import RegistryServer, _running
 
@@ -99,7 +100,7 @@ def running_token_registry(base_dir: Path) -> Iterator[TokenRegistry]:
     root = base_dir / "registry-token"
     root.mkdir()
     key, cert, bundle = _signer(root)
-    username, password = "robot", secrets.token_urlsafe(18)
+    username, password = "robot", secret_scan.remember(secrets.token_urlsafe(18))
     issued: list[str] = []
     expected = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
 

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+from harness import secret_scan
 from harness.mariadb import MariaDBDatabase
 from harness.postgres import PostgresDatabase
 
@@ -111,8 +112,9 @@ def test_the_mariadb_client_runs_exactly_the_plan(
     plan.write_text(check_rendering(document), encoding="utf-8")
     server = mariadb_database.server
     client = shutil.which("mariadb") or "mariadb"
-    options = tmp_path / "client.cnf"  # the password stays off the command line
-    options.write_text(f"[client]\npassword={server.app_password}\n")
+    # The password stays off the command line; an option file is a test input.
+    options = secret_scan.input_file(tmp_path / "client.cnf")
+    options.write_text(f'[client]\npassword="{server.app_password}"\n')
     command: list[str | Path] = [
         client,
         f"--defaults-file={options}",

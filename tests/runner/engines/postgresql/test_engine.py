@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -406,7 +407,9 @@ def test_inspect_prints_the_model_as_canonical_json(
 
 
 def test_connection_errors_are_redacted(runner: RunnerCLI, db: PostgresDatabase) -> None:
-    wrong = db.url_with_password.replace(db.server.app_password, db.server.app_password + "x")
+    encoded = quote(db.server.app_password, safe="")  # the URL holds it percent-encoded
+    wrong = db.url_with_password.replace(encoded, encoded + "x")
+    assert wrong != db.url_with_password
     runner.secrets.append(db.server.app_password + "x")
     result = runner("schema", "inspect", "--url-env", "TARGET_URL", env={"TARGET_URL": wrong})
     assert result.returncode == 2
