@@ -126,12 +126,21 @@ def _stop_on_sigterm() -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="seshat", prog_name="seshat-runner")
-def cli() -> None:
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="SESHAT_CACHE_DIR",
+    help="Where sandbox templates and the planning cache live (a folder only this user can "
+    "write; created if missing). Default: SESHAT_CACHE_DIR, else ~/.cache/seshat/runner.",
+)
+def cli(cache_dir: Path | None) -> None:
     """Seshat's runner: one database operation per process.
 
     It never holds a Git, forge or Kubernetes credential; the control plane starts it with
     the one database credential an operation needs and reads its single framed result.
     """
+    if cache_dir is not None:  # one place reads it: runner.engines.servers.cache_root
+        os.environ["SESHAT_CACHE_DIR"] = str(cache_dir.absolute())
     _stop_on_sigterm()
     _output()
 
@@ -180,8 +189,7 @@ no_cache_option = click.option(
     "--no-cache",
     is_flag=True,
     help="Plan cold: neither read nor keep normalized models and dry-run verdicts "
-    "(SESHAT_NO_CACHE=1 does the same). The cache is SESHAT_CACHE_DIR, else "
-    "~/.cache/seshat/runner.",
+    "(SESHAT_NO_CACHE=1 does the same). The cache is --cache-dir.",
 )
 exclude_option = click.option(
     "--exclude", multiple=True, help="Leave objects matching this glob alone."

@@ -71,6 +71,10 @@ class JobSettings:
     limits: dict[str, str] = field(default_factory=lambda: {"memory": "1Gi"})
     poll: float = 2.0  # the longest wait between looks at a running Job
     grace: float = 60.0  # beyond the deadline: scheduling, image pull
+    cache_claim: str | None = None
+    """A PersistentVolumeClaim every Job mounts at ``cache_mount`` for the runner's cache
+    (sandbox templates, planning cache); without one, each Job plans cold."""
+    cache_mount: str = "/var/cache/seshat"
 
 
 def _name(request: OperationInput) -> str:
@@ -169,6 +173,27 @@ class KubernetesExecutor:
             {"name": "HOME", "value": scratch},
             {"name": "TMPDIR", "value": scratch},
         ]
+        mounts: list[Json] = [
+            {"name": "input", "mountPath": inputs, "readOnly": True},
+            {"name": "work", "mountPath": scratch},
+        ]
+        volumes: list[Json] = [
+            {
+                "name": "input",
+                "configMap": {
+                    "name": name,
+                    "items": [{"key": f"f{i}", "path": path} for i, (path, _) in enumerate(files)],
+                },
+            },
+            {"name": "work", "emptyDir": {}},
+        ]
+        if s.cache_claim is not None:
+            # The runner keeps its cache in a folder of its own below the mount (it must be
+            # the only one able to write it, see docs/engine.md).
+            cache = s.cache_mount.rstrip("/")
+            env.append({"name": "SESHAT_CACHE_DIR", "value": f"{cache}/runner"})
+            mounts.append({"name": "cache", "mountPath": cache})
+            volumes.append({"name": "cache", "persistentVolumeClaim": {"claimName": s.cache_claim}})
         for variable, value in sorted(environment.items()):
             if isinstance(value, SecretEnv):
                 env.append(
@@ -220,25 +245,10 @@ class KubernetesExecutor:
                                     "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]},
                                 },
-                                "volumeMounts": [
-                                    {"name": "input", "mountPath": inputs, "readOnly": True},
-                                    {"name": "work", "mountPath": scratch},
-                                ],
+                                "volumeMounts": mounts,
                             }
                         ],
-                        "volumes": [
-                            {
-                                "name": "input",
-                                "configMap": {
-                                    "name": name,
-                                    "items": [
-                                        {"key": f"f{i}", "path": path}
-                                        for i, (path, _) in enumerate(files)
-                                    ],
-                                },
-                            },
-                            {"name": "work", "emptyDir": {}},
-                        ],
+                        "volumes": volumes,
                     },
                 },
             },

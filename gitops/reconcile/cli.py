@@ -48,6 +48,12 @@ def _mode_options(command: F) -> F:
             help="Kubernetes: the Jobs' service account (no roles, no token mounted).",
         ),
         click.option(
+            "--runner-cache-claim",
+            metavar="PVC",
+            help="Kubernetes: a PersistentVolumeClaim every runner Job mounts for its cache "
+            "(sandbox templates, planning cache); without one each Job plans cold.",
+        ),
+        click.option(
             "--lease-namespace",
             default="seshat-system",
             show_default=True,
@@ -98,7 +104,9 @@ def _mode(say: Callable[[str], None], **options: Any) -> _Mode:
 
     api = load_api(options["kubeconfig"])
     settings = JobSettings(
-        image=options["runner_image"], service_account=options["runner_service_account"]
+        image=options["runner_image"],
+        service_account=options["runner_service_account"],
+        cache_claim=options["runner_cache_claim"],
     )
     mode = _Mode(
         KubernetesExecutor(api, settings),

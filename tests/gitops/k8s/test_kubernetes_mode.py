@@ -559,3 +559,44 @@ def test_the_input_configmap_belongs_to_its_job_and_goes_with_it(
     thread.join(60)
     (outcome,) = results
     assert outcome.kind == "lost" and "disappeared" in outcome.detail
+
+
+def test_a_cache_claim_gives_every_job_the_same_runner_cache(
+    kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+) -> None:
+    """Without a claim each Job starts cold (its cache is in the Job's scratch volume); with
+    one, the second plan of an unchanged artifact finds the first one's entries."""
+    database = _sqlite(tmp_path)
+    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    cache = tmp_path / "cache-volume"  # where the fake kubelet mounts the claim
+    executor = _executor(api, tmp_path, cache_claim="runner-cache", cache_mount=str(cache))
+    url, env = executor.bind(SECRET, "url")
+    desired = tmp_path / "desired"
+    desired.mkdir()
+    (desired / "schema.sql").write_text("CREATE TABLE items (id INTEGER PRIMARY KEY, n TEXT);\n")
+    digests = []
+    for number in range(2):
+        request = OperationInput(
+            operation="plan", id=f"plan-{number}", url=url, desired=str(desired)
+        )
+        outcome = executor.run(request, env, 60, namespace="shop")
+        assert outcome.kind == "done", outcome.detail
+        assert outcome.result is not None and outcome.result.result is not None
+        digests.append(outcome.result.result["planDigest"])
+        if number == 0:
+            entries = (cache / "runner" / "plans").rglob("*.json")
+            kinds = sorted(p.relative_to(cache / "runner").parts[1] for p in entries)
+            assert kinds == ["desired", "verdict"], kinds
+    assert digests[0] == digests[1]
+    entries = (cache / "runner" / "plans").rglob("*.json")  # the second plan added no key
+    assert sorted(p.relative_to(cache / "runner").parts[1] for p in entries) == [
+        "desired",
+        "verdict",
+    ]
+    for job in kube.jobs_created:
+        pod = job["spec"]["template"]["spec"]
+        assert {"name": "cache", "persistentVolumeClaim": {"claimName": "runner-cache"}} in pod[
+            "volumes"
+        ]
+        (container,) = pod["containers"]
+        assert {"name": "SESHAT_CACHE_DIR", "value": f"{cache}/runner"} in container["env"]

@@ -47,12 +47,12 @@ def test_an_unchanged_plan_reuses_the_cache_and_never_starts_a_sandbox(
     runner = RunnerCLI()
 
     def plan(*extra: str, bindir: str | None = None) -> tuple[int, str]:
-        env = {"TARGET_URL": db.server.url(db.name), "SESHAT_CACHE_DIR": str(cache)}
+        # --cache-dir wins over SESHAT_CACHE_DIR (the session's own cache, set in conftest).
+        env = {"TARGET_URL": db.server.url(db.name)}
         if bindir is not None:
             env["SESHAT_PG_BINDIR"] = bindir
-        done = runner(
-            "schema", "plan", "--url-env", "TARGET_URL", "--desired", str(desired), *extra, env=env
-        )
+        command = ["--cache-dir", str(cache), "schema", "plan", "--url-env", "TARGET_URL"]
+        done = runner(*command, "--desired", str(desired), *extra, env=env)
         return done.returncode, done.stdout
 
     cold = plan()
