@@ -1,0 +1,1 @@
+"""Property-based fuzz tests (hypothesis); profiles in ``conftest.py``."""
