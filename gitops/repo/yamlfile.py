@@ -14,6 +14,7 @@ line, so errors can say ``path:line: field: message``.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 __all__ = ["MAX_FILE_BYTES", "MAX_NODES", "Document", "FileError", "read_documents"]
 
@@ -63,6 +65,10 @@ class Document:
 
 
 _INT_DIGITS: Final = 4300  # Python's own limit for turning text into an int
+# An int below 2 ** _INT_BITS has at most _INT_DIGITS decimal digits, so it can be printed:
+# ``0x`` and 4,000 hex digits is short text but a number of 4,817 digits that ``str()``
+# (an error message quoting it) refuses to convert.
+_INT_BITS: Final = int((_INT_DIGITS - 1) * math.log2(10))
 
 
 def _strict(
@@ -77,21 +83,68 @@ def _strict(
                 None, None, f"an integer of more than {_INT_DIGITS} digits", node.start_mark
             )
         try:
-            return convert(self, node)
-        except (ValueError, TypeError, KeyError, OverflowError):
+            value = convert(self, node)
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError):
             raise ConstructorError(None, None, f"not {what}", node.start_mark) from None
+        if isinstance(value, int) and value.bit_length() > _INT_BITS:
+            raise ConstructorError(
+                None, None, f"an integer of more than {_INT_DIGITS} digits", node.start_mark
+            )
+        return value
 
     return construct
+
+
+_YAML_TAG: Final = "tag:yaml.org,2002:"
+_NODE_KINDS: Final = {
+    **{f"{_YAML_TAG}{name}": ScalarNode for name in ("str", "int", "float", "bool", "null")},
+    f"{_YAML_TAG}timestamp": ScalarNode,
+    f"{_YAML_TAG}map": MappingNode,
+    f"{_YAML_TAG}seq": SequenceNode,
+}
+"""The tags a declaration may use (the JSON-like core schema), each with its node kind."""
 
 
 class _Constructor(RoundTripConstructor):
     """The round-trip constructor without surprises: a timestamp stays text (the models
     parse dates and durations and say what is wrong with them), and a scalar that does not
     convert to its tag's type (``!!int abc``, an integer of 5,000 digits) is a YAML error
-    at its line instead of an exception."""
+    at its line instead of an exception.
+
+    Only the core schema's tags construct, each on its own kind of node, and mapping keys
+    are scalars: ``!!set``, ``!!omap``, ``!!binary``, ``!!python/...``, local tags, a tag on
+    the wrong kind of node (``!!omap x``) and complex keys (``? [a, b]``) mean nothing in a
+    declaration, and ruamel's constructors for them fail in ways of their own."""
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        kind = _NODE_KINDS.get(node.tag)
+        if kind is None:
+            raise ConstructorError(
+                None, None, f"the tag {_shown_tag(node.tag)} is not allowed", node.start_mark
+            )
+        if not isinstance(node, kind):
+            raise ConstructorError(
+                None,
+                None,
+                f"the tag {_shown_tag(node.tag)} does not fit this value",
+                node.start_mark,
+            )
+        if isinstance(node, MappingNode):
+            for key, _value in node.value:
+                if not isinstance(key, ScalarNode):
+                    raise ConstructorError(
+                        None, None, "a mapping key must be a plain value", key.start_mark
+                    )
+        return super().construct_object(node, deep)
 
     def construct_text(self, node: Any) -> object:
         return self.construct_scalar(node)
+
+
+def _shown_tag(tag: object) -> str:
+    text = str(tag)
+    text = "!!" + text.removeprefix(_YAML_TAG) if text.startswith(_YAML_TAG) else text
+    return repr(text[:40] + ("..." if len(text) > 40 else ""))
 
 
 for _tag, _what in (("int", "an integer"), ("float", "a number"), ("bool", "a boolean")):
@@ -121,15 +174,42 @@ def _expanded_size(node: object, memo: dict[int, int], active: set[int]) -> int:
     return total
 
 
+def _text(value: str, line: int | None) -> str:
+    """``value`` as Unicode text. YAML's ``\\u`` escapes are UTF-16 code units, so JSON's
+    spelling of a character outside the BMP (``"\\ud83d\\ude00"``) is a surrogate pair:
+    it is joined into its character. A lone surrogate (``"\\ud800"``) spells no character
+    and could never be written as UTF-8 again: it is refused."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        pass
+    units = value.encode("utf-16-le", "surrogatepass")
+    try:
+        return units.decode("utf-16-le")
+    except UnicodeDecodeError as error:
+        code = int.from_bytes(units[error.start : error.start + 2], "little")
+        raise FileError(
+            f"invalid YAML: a string holds \\u{code:04x}, a lone surrogate, not a character",
+            line,
+        ) from None
+
+
 def _plain(node: object, path: Path, lines: dict[Path, int]) -> object:
     """Convert ruamel's round-trip objects to plain data, recording each field's line."""
     if isinstance(node, CommentedMap):
         out: dict[str, object] = {}
         for key, value in node.items():
-            name = key if isinstance(key, str) else str(key)
-            here = (*path, name)
+            line: int | None = None
             with contextlib.suppress(KeyError, TypeError):
-                lines[here] = node.lc.key(key)[0] + 1
+                line = node.lc.key(key)[0] + 1
+            name = _text(key if isinstance(key, str) else str(key), line or lines.get(path))
+            if name in out:  # `1:` and `"1":`, or a character and its escaped spelling
+                shown = name[:40] + ("..." if len(name) > 40 else "")
+                raise FileError(f'invalid YAML: duplicate key "{shown}"', line)
+            here = (*path, name)
+            if line is not None:
+                lines[here] = line
             out[name] = _plain(value, here, lines)
         return out
     if isinstance(node, CommentedSeq):
@@ -147,7 +227,7 @@ def _plain(node: object, path: Path, lines: dict[Path, int]) -> object:
     if isinstance(node, float):
         return float(node)
     if isinstance(node, str):
-        return str(node)
+        return _text(str(node), lines.get(path))
     if isinstance(node, datetime):
         return datetime.fromisoformat(node.isoformat())
     if isinstance(node, date):
@@ -172,7 +252,8 @@ def read_documents(raw: bytes) -> list[Document]:
         for loaded in yaml.load_all(text):
             if loaded is None:
                 continue
-            start = getattr(getattr(loaded, "lc", None), "line", 0) + 1
+            first = getattr(getattr(loaded, "lc", None), "line", None)
+            start = first + 1 if isinstance(first, int) else 1
             if _expanded_size(loaded, {}, set()) > MAX_NODES:
                 raise FileError(
                     f"a document expands to more than {MAX_NODES} nodes through YAML aliases",
