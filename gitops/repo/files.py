@@ -54,12 +54,17 @@ def read_regular(path: Path, limit: int, shown: str | None = None) -> bytes | No
         if path.is_symlink():
             raise UnreadableFile(name, "is a symbolic link") from None
         raise UnreadableFile(name, f"cannot be read ({error.strerror})") from None
-    with os.fdopen(handle, "rb") as stream:
-        info = os.fstat(stream.fileno())
+    try:
+        # Checked on the descriptor itself: os.fdopen refuses a folder with its own error.
+        info = os.fstat(handle)
         if not stat.S_ISREG(info.st_mode):
             raise UnreadableFile(name, "is not a regular file")
         if info.st_size > limit:
             raise UnreadableFile(name, f"file is {info.st_size} bytes; the limit is {limit}")
+    except BaseException:
+        os.close(handle)
+        raise
+    with os.fdopen(handle, "rb") as stream:
         data = stream.read(limit + 1)
     if len(data) > limit:  # it grew while being read
         raise UnreadableFile(name, f"file is over {limit} bytes; the limit is {limit}")

@@ -10,6 +10,7 @@ that can be told. A resource with a problem is not returned; the reconciler give
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from runner.errors import CanNotRunError
 __all__ = ["CONFIG_FILE", "MAX_FILES", "LoadedResource", "Repository", "load_repository"]
 
 CONFIG_FILE: Final = "seshat.yaml"
+_MAX_PATH, _MAX_PATHS = 1024, 64  # ConfigSpec.paths: the length of one path, of the list
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 MAX_FILES: Final = 10_000
 """More declaration files than this under the configured paths is refused."""
 
@@ -81,8 +84,18 @@ def _relative(root: Path, path: Path) -> str:
 
 
 def _inside(root: Path, path: Path) -> bool:
-    resolved = path.resolve()
-    return resolved == root or root in resolved.parents
+    return _outside(root, path) is None
+
+
+def _outside(root: Path, path: Path) -> str | None:
+    """Why ``path`` does not resolve inside ``root``; None when it does."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # Python 3.11 reports a loop as RuntimeError
+        return "cannot be resolved (a loop of symbolic links?)"
+    if resolved == root or root in resolved.parents:
+        return None
+    return "symbolic link leads outside the repository"
 
 
 class _Loader:
@@ -157,8 +170,8 @@ class _Loader:
             if Path(entry).is_absolute() or os.path.normpath(entry).startswith(".."):
                 self.problem(CONFIG_FILE, line, where, "leads outside the repository")
                 continue
-            if not _inside(self.root, base):
-                self.problem(entry, None, "", "symbolic link leads outside the repository")
+            if (reason := _outside(self.root, base)) is not None:
+                self.problem(entry, None, "", reason)
                 continue
             if not base.exists():
                 if explicit:
@@ -185,26 +198,18 @@ class _Loader:
                 here = Path(folder)
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in dirs:
-                    if (here / name).is_symlink() and not _inside(self.root, here / name):
-                        self.problem(
-                            _relative(self.root, here / name),
-                            None,
-                            "",
-                            "symbolic link leads outside the repository",
-                        )
+                    if (here / name).is_symlink() and (
+                        reason := _outside(self.root, here / name)
+                    ) is not None:
+                        self.problem(_relative(self.root, here / name), None, "", reason)
                 candidates += [
                     here / n
                     for n in sorted(names)
                     if not n.startswith(".") and n.endswith((".yaml", ".yml"))
                 ]
         for path in candidates:
-            if not _inside(self.root, path):
-                self.problem(
-                    _relative(self.root, path),
-                    None,
-                    "",
-                    "symbolic link leads outside the repository",
-                )
+            if (reason := _outside(self.root, path)) is not None:
+                self.problem(_relative(self.root, path), None, "", reason)
                 continue
             yield path
 
@@ -426,7 +431,10 @@ def _usable_paths(data: object) -> list[str]:
     spec = data.get("spec") if isinstance(data, dict) else None
     paths = spec.get("paths") if isinstance(spec, dict) else None
     if isinstance(paths, list) and paths and all(isinstance(p, str) and p for p in paths):
-        return list(paths)
+        # Only paths the model takes (it reported the others): a NUL names no folder.
+        usable = [p for p in paths if len(p) <= _MAX_PATH and not _CONTROL.search(p)]
+        if usable:
+            return usable[:_MAX_PATHS]
     return list(DEFAULT_PATHS)
 
 

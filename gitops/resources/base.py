@@ -36,6 +36,7 @@ __all__ = [
     "SchemaLockTimeout",
     "format_duration",
     "parse_duration",
+    "plain_path",
     "storable_name",
 ]
 
@@ -80,6 +81,17 @@ def storable_name(name: str) -> str:
             "stored_name", "must not end in .lock: it names the resource's review branch"
         )
     return name
+
+
+def plain_path(path: str) -> str:
+    """``path`` if it can name a file and be shown on one line: a NUL cannot be part of a
+    file name (every file call refuses it), and a line break or an escape sequence in a path
+    would be printed as it is in ``path:line: message``."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        raise PydanticCustomError(
+            "path_characters", "must not hold control characters (a NUL, a line break, ...)"
+        )
+    return path
 
 
 class ObjectMeta(Model):

@@ -10,10 +10,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from gitops.resources.base import API_VERSION, Model
+from gitops.resources.base import API_VERSION, Model, plain_path
 from gitops.resources.database import ENV_NAME
 
 __all__ = ["CommitIdentity", "CommitSettings", "Config", "ConfigSpec", "Reviews", "Signing"]
@@ -84,7 +84,7 @@ class ConfigSpec(Model):
 
     branch: Annotated[str, Field(pattern=BRANCH)] = "main"
     paths: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=1024)]],
+        list[Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(plain_path)]],
         Field(min_length=1, max_length=64),
     ] = Field(default_factory=lambda: list(DEFAULT_PATHS))
     status_branch: Annotated[str, Field(pattern=BRANCH)] = "seshat/status"

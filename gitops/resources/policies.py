@@ -11,10 +11,10 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from gitops.resources.base import API_VERSION, MaxAge, Model, ObjectMeta
+from gitops.resources.base import API_VERSION, MaxAge, Model, ObjectMeta, plain_path
 
 __all__ = [
     "ApprovalPolicy",
@@ -32,7 +32,7 @@ __all__ = [
     "VerificationPolicySpec",
 ]
 
-RepoPath = Annotated[str, Field(min_length=1, max_length=1024)]
+RepoPath = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(plain_path)]
 """A file in the repository, relative to its root."""
 
 MEDIA_TYPE = r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$"
