@@ -66,29 +66,29 @@ class _Guard:
 
 _GUARD = _Guard()
 _WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-# Audit events that change the file system, and which of their arguments are paths.
-_PATH_EVENTS: Final = {
-    "os.mkdir": (0,),
-    "os.rename": (0, 1),
-    "os.remove": (0,),
-    "os.rmdir": (0,),
-    "os.symlink": (1,),
-    "os.link": (1,),
-    "os.chmod": (0,),
-    "os.chown": (0,),
-    "os.truncate": (0,),
-    "os.utime": (0,),
-    "os.mkfifo": (0,),
-    "os.mknod": (0,),
-    "shutil.rmtree": (0,),
-    "shutil.copyfile": (1,),
-    "shutil.move": (1,),
-    "tempfile.mkstemp": (0,),
-    "tempfile.mkdtemp": (0,),
+# Audit events that change the file system: (path argument, its dir_fd argument) pairs.
+_PATH_EVENTS: Final[dict[str, tuple[tuple[int, int | None], ...]]] = {
+    "os.mkdir": ((0, 2),),
+    "os.rename": ((0, 2), (1, 3)),
+    "os.remove": ((0, 1),),
+    "os.rmdir": ((0, 1),),
+    "os.symlink": ((1, 2),),
+    "os.link": ((1, 3),),
+    "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),),
+    "os.truncate": ((0, None),),
+    "os.utime": ((0, 3),),
+    "os.mkfifo": ((0, 2),),
+    "os.mknod": ((0, 3),),
+    "shutil.rmtree": ((0, 1),),
+    "shutil.copyfile": ((1, None),),
+    "shutil.move": ((1, None),),
+    "tempfile.mkstemp": ((0, None),),
+    "tempfile.mkdtemp": ((0, None),),
 }
 
 
-def _outside(path: object) -> str | None:
+def _outside(path: object, dir_fd: object = None) -> str | None:
     """``path`` (resolved) if it is a path outside every allowed folder."""
     if isinstance(path, int) or path is None:
         return None  # a file descriptor: its opening was checked
@@ -96,6 +96,8 @@ def _outside(path: object) -> str | None:
         name = os.fsdecode(path)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return repr(path)
+    if isinstance(dir_fd, int) and not os.path.isabs(name):
+        name = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), name)
     resolved = os.path.realpath(name)
     if any(resolved == root or resolved.startswith(root + os.sep) for root in _GUARD.allowed):
         return None
@@ -114,9 +116,11 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             return
         where = _outside(path)
     elif event in _PATH_EVENTS:
-        where = next(
-            (w for i in _PATH_EVENTS[event] if i < len(args) and (w := _outside(args[i]))), None
-        )
+        where = None
+        for at, fd_at in _PATH_EVENTS[event]:
+            if at < len(args):
+                fd = args[fd_at] if fd_at is not None and fd_at < len(args) else None
+                where = where or _outside(args[at], fd)
     else:
         return
     if where is not None:

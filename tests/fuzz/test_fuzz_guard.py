@@ -20,10 +20,15 @@ def test_writes_inside_and_temporary_files_pass(tmp_path: Path) -> None:
         os.replace(inside / "a", inside / "b" / "c")
         with tempfile.NamedTemporaryFile() as handle:
             assert Path(handle.name).parent == inside / ".tmp"
+        with tempfile.TemporaryDirectory() as folder:  # removed through dir_fd
+            (Path(folder) / "sub").mkdir()
+            (Path(folder) / "sub" / "f").write_text("x")
         assert Path("/etc/hostname").read_bytes() is not None  # reading is not writing
 
 
-@pytest.mark.parametrize("how", ["open", "os.open", "mkdir", "rename", "symlink", "through-link"])
+@pytest.mark.parametrize(
+    "how", ["open", "os.open", "mkdir", "rename", "symlink", "through-link", "dir_fd"]
+)
 def test_writes_outside_fail(tmp_path: Path, how: str) -> None:
     inside, outside = tmp_path / "inside", tmp_path / "outside"
     inside.mkdir()
@@ -41,5 +46,11 @@ def test_writes_outside_fail(tmp_path: Path, how: str) -> None:
             os.rename(outside / "f", outside / "g")
         elif how == "symlink":
             os.symlink("/etc", outside / "s")
+        elif how == "dir_fd":
+            handle = os.open(outside, os.O_RDONLY)
+            try:
+                os.unlink("f", dir_fd=handle)
+            finally:
+                os.close(handle)
         else:
             (inside / "link" / "h").write_text("x")
