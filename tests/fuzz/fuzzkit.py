@@ -35,6 +35,7 @@ __all__ = [
     "confined",
     "hostile_json",
     "hostile_scalars",
+    "hostile_strings",
     "hostile_text",
     "json_values",
     "mutated_bytes",
@@ -651,3 +652,25 @@ def hostile_json(seed: Any) -> st.SearchStrategy[Any]:
         return document
 
     return build()
+
+
+def hostile_strings(seed: Any) -> st.SearchStrategy[Any]:
+    """``seed`` with some of its strings replaced by hostile ones (the shape is kept, so
+    the document gets past type checks to what is done with the text)."""
+    leaves = [path for path in _paths(seed) if path and isinstance(_at(seed, path), str)]
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Any:
+        document = seed
+        for _ in range(draw(st.integers(1, 3))):
+            path = draw(st.sampled_from(leaves))
+            document = _replace(document, path, _constant(draw(hostile_text | st.text())))
+        return document
+
+    return build()
+
+
+def _at(node: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        node = node[part]
+    return node
