@@ -7,8 +7,8 @@ including the frame. Errors become a stable code and a bounded message.
 
 from __future__ import annotations
 
-import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,20 @@ from runner.errors import CanNotRunError, SeshatError
 from runner.identity import target_identity
 from runner.protocol.frame import encode_frame
 from runner.protocol.messages import OperationError, OperationInput, OperationResult, UrlReference
+from runner.protocol.results import (
+    ApplyReportModel,
+    ApplyResult,
+    DriftReport,
+    DriftResult,
+    ErrorCode,
+    HistoryReport,
+    HistoryResult,
+    InspectResult,
+    MigrateReport,
+    MigrateResult,
+    OperationPayload,
+    PlanResult,
+)
 from runner.redact import Redactor
 from runner.url import DatabaseURL, InvalidURL, UnsupportedScheme, parse_url, secrets_of_unreadable
 
@@ -35,7 +49,8 @@ def _read_reference(reference: UrlReference) -> str:
         value = os.environ.get(reference.from_env)
         if not value:
             raise _Failure(
-                "credential_unavailable", f"environment variable {reference.from_env} is not set"
+                ErrorCode.CREDENTIAL_UNAVAILABLE,
+                f"environment variable {reference.from_env} is not set",
             )
         return value.strip()
     assert reference.from_file is not None
@@ -44,14 +59,14 @@ def _read_reference(reference: UrlReference) -> str:
             data = stream.read(MAX_URL_FILE + 1)
     except OSError as error:
         raise _Failure(
-            "credential_unavailable", f"cannot read {reference.from_file}: {error.strerror}"
+            ErrorCode.CREDENTIAL_UNAVAILABLE, f"cannot read {reference.from_file}: {error.strerror}"
         ) from None
     if len(data) > MAX_URL_FILE:
-        raise _Failure("invalid_url", f"{reference.from_file} is too large to hold a URL")
+        raise _Failure(ErrorCode.INVALID_URL, f"{reference.from_file} is too large to hold a URL")
     try:
         return data.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise _Failure("invalid_url", f"{reference.from_file} is not UTF-8") from None
+        raise _Failure(ErrorCode.INVALID_URL, f"{reference.from_file} is not UTF-8") from None
 
 
 def _resolve(reference: UrlReference, secrets: list[str]) -> DatabaseURL:
@@ -60,36 +75,41 @@ def _resolve(reference: UrlReference, secrets: list[str]) -> DatabaseURL:
     try:
         url = parse_url(text)
     except UnsupportedScheme as error:
-        raise _Failure("unsupported_engine", str(error)) from None
+        raise _Failure(ErrorCode.UNSUPPORTED_ENGINE, str(error)) from None
     except InvalidURL as error:
         secrets += secrets_of_unreadable(text)
-        raise _Failure("invalid_url", str(error)) from None
+        raise _Failure(ErrorCode.INVALID_URL, str(error)) from None
     secrets += url.secrets()
     return url
 
 
 class _Failure(Exception):
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.reason = reason
 
 
-def _migrations(request: OperationInput, url: DatabaseURL) -> dict[str, Any]:
+def _refused(reason: str, message: str) -> _Failure:
+    """A refusal: its reason travels in a field of its own (and starts the message)."""
+    return _Failure(ErrorCode.PLAN_REFUSED, f"{reason}: {message}", reason)
+
+
+def _migrations(request: OperationInput, url: DatabaseURL) -> OperationPayload:
     """``history`` (read-only) and ``migrate`` (the migration family's Apply)."""
     from runner.errors import ConfigurationError
     from runner.migrations.apply import MigrationRefused, apply_pending
     from runner.migrations.files import read_directory
     from runner.migrations.history import judge
     from runner.migrations.stores import open_store
-    from runner.protocol.messages import HistoryReport
 
     assert request.migrations is not None
     settings = request.settings
     try:
         files = read_directory(Path(request.migrations))
     except ConfigurationError as error:
-        raise _Failure("migrations_invalid", str(error)) from None
+        raise _Failure(ErrorCode.MIGRATIONS_INVALID, str(error)) from None
     store = open_store(url, max(1, settings.lock_timeout_ms // 1000))
     try:
         if request.operation == "history":
@@ -98,7 +118,7 @@ def _migrations(request: OperationInput, url: DatabaseURL) -> dict[str, Any]:
             reading = HistoryReport.model_validate(
                 verdict.to_json() | {"pendingChecksums": pending}
             )
-            return {"history": reading.model_dump(mode="json", by_alias=True)}
+            return HistoryResult(history=reading)
         expected = [(version, checksum) for version, checksum in request.expect_pending or []]
         try:
             _, report = apply_pending(
@@ -109,57 +129,56 @@ def _migrations(request: OperationInput, url: DatabaseURL) -> dict[str, Any]:
                 allow_out_of_order=settings.out_of_order,
             )
         except MigrationRefused as refusal:
-            raise _Failure("plan_refused", f"{refusal.reason}: {refusal.message}") from None
-        return {"migrate": report.to_json()}
+            raise _refused(refusal.reason, refusal.message) from None
+        return MigrateResult(migrate=MigrateReport.model_validate(report.to_json()))
     finally:
         store.close()
 
 
 def _execute(
     request: OperationInput, url: DatabaseURL, dev_url: DatabaseURL | None, secrets: list[str]
-) -> dict[str, Any]:
+) -> OperationPayload:
     if request.operation in ("history", "migrate"):
         return _migrations(request, url)
     from runner.engines.base import engine_for
     from runner.engines.cache import planning_cache
     from runner.engines.desired import DesiredSchemaError
-    from runner.engines.plan import plan_bytes, plan_digest, read_plan
+    from runner.engines.plan import plan_digest, read_plan
     from runner.engines.planner import PlanOptions, PlanRefused, model_document
     from runner.errors import ConfigurationError
 
     try:
         engine = engine_for(url, dev_url, cache=planning_cache())
     except ConfigurationError as error:
-        raise _Failure("unsupported_engine", str(error)) from None
+        raise _Failure(ErrorCode.UNSUPPORTED_ENGINE, str(error)) from None
     settings = request.settings
     options = PlanOptions(
         settings.allow_destructive, tuple(settings.protected_tables), tuple(settings.exclude)
     )
     try:
         if request.operation == "inspect":
-            return {"model": model_document(engine.inspect(options.exclude))}
+            return InspectResult(model=model_document(engine.inspect(options.exclude)))
         if request.operation == "drift":
             assert request.desired is not None
-            return {"drift": engine.drift(Path(request.desired), options.exclude)}
+            report = engine.drift(Path(request.desired), options.exclude)
+            return DriftResult(drift=DriftReport.model_validate(report))
         if request.operation == "plan":
             assert request.desired is not None
             document = engine.plan(Path(request.desired), options)
-            return {"planDigest": plan_digest(document), "plan": json.loads(plan_bytes(document))}
+            return PlanResult(plan_digest=plan_digest(document), plan=document)
         assert request.plan is not None
         data = Path(request.plan).read_bytes()
         if sha256_digest(data) != request.expect_digest:
-            raise _Failure(
-                "plan_refused", "digest_mismatch: the plan does not hash to the expected digest"
-            )
+            raise _refused("digest_mismatch", "the plan does not hash to the expected digest")
         extra: dict[str, Any] = {}
         if request.journal and getattr(engine, "journals", False):
             extra["journal"] = Path(request.journal)
-        report = engine.apply(read_plan(data), lock_timeout_ms=settings.lock_timeout_ms, **extra)
-        return {"apply": report.to_json()}
+        applied = engine.apply(read_plan(data), lock_timeout_ms=settings.lock_timeout_ms, **extra)
+        return ApplyResult(apply=ApplyReportModel.model_validate(applied.to_json()))
     except PlanRefused as refusal:
-        raise _Failure("plan_refused", f"{refusal.reason}: {refusal.message}") from None
+        raise _refused(refusal.reason, refusal.message) from None
     except DesiredSchemaError as error:
-        raise _Failure("desired_schema_invalid", str(error)) from None
+        raise _Failure(ErrorCode.DESIRED_SCHEMA_INVALID, str(error)) from None
     finally:
         secrets.extend(engine.scratch_names)
 
@@ -182,7 +201,7 @@ def run_operation(input_path: Path) -> tuple[str, int]:
                     )
                 )
             )
-            raise _Failure("invalid_input", f"invalid operation input: {detail}") from None
+            raise _Failure(ErrorCode.INVALID_INPUT, f"invalid operation input: {detail}") from None
         operation, operation_id = request.operation, request.id
         url = _resolve(request.url, secrets)
         dev_url = _resolve(request.dev_url, secrets) if request.dev_url else None
@@ -193,38 +212,36 @@ def run_operation(input_path: Path) -> tuple[str, int]:
         )
         status = 0
     except _Failure as failure:
-        payload = _error(operation, operation_id, identity, failure.code, failure.message)
-        status = 1 if failure.code == "plan_refused" else 2
+        payload = _error(
+            operation, operation_id, identity, failure.code, failure.message, failure.reason
+        )
+        status = 1 if failure.code is ErrorCode.PLAN_REFUSED else 2
     except CanNotRunError as error:
-        payload = _error(operation, operation_id, identity, "cannot_connect", str(error))
+        payload = _error(operation, operation_id, identity, ErrorCode.CANNOT_CONNECT, str(error))
         status = 2
     except SeshatError as error:
-        payload = _error(operation, operation_id, identity, "operation_failed", str(error))
+        payload = _error(operation, operation_id, identity, ErrorCode.OPERATION_FAILED, str(error))
         status = 2
     except KeyboardInterrupt:
-        payload = _error(
-            operation, operation_id, identity, "interrupted", "the runner was interrupted"
-        )
+        message = "the runner was interrupted"
+        payload = _error(operation, operation_id, identity, ErrorCode.INTERRUPTED, message)
         status = 2
     except Exception as error:  # the protocol promises one frame, whatever went wrong
-        payload = _error(
-            operation, operation_id, identity, "internal", f"{type(error).__name__}: {error}"
-        )
+        message = f"{type(error).__name__}: {error}"
+        payload = _error(operation, operation_id, identity, ErrorCode.INTERNAL, message)
         status = 2
     redact = Redactor(secrets)
-    document = payload.model_dump(mode="json", exclude_none=True)
+    document = payload.model_dump(mode="json", by_alias=True, exclude_none=True)
     # Keys and the protocol fields are Seshat's own words (operation, id, digests, the error
     # code) and stay as they are, so a short password cannot break the frame; every other
     # string may quote what a server or a file said, and is redacted.
     framed = {k: v if k in _PROTOCOL_FIELDS else _redacted(v, redact) for k, v in document.items()}
     if "error" in document:
-        framed["error"] = {
-            "code": document["error"]["code"],
-            "message": redact(document["error"]["message"]),
-        }
+        framed["error"] = document["error"] | {"message": redact(document["error"]["message"])}
     return encode_frame(framed), status
 
 
+_REASON = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _PROTOCOL_FIELDS = frozenset({"protocol", "operation", "id", "target_identity"})
 
 
@@ -239,12 +256,19 @@ def _redacted(value: Any, redact: Redactor) -> Any:
 
 
 def _error(
-    operation: str, operation_id: str, identity: str | None, code: str, message: str
+    operation: str,
+    operation_id: str,
+    identity: str | None,
+    code: ErrorCode,
+    message: str,
+    reason: str | None = None,
 ) -> OperationResult:
     bounded = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+    if reason is not None and not _REASON.fullmatch(reason):
+        reason = None  # reasons are Seshat's own constants; anything else is not sent
     return OperationResult(
         operation=operation,
         id=operation_id,
         target_identity=identity,
-        error=OperationError(code=code, message=bounded),
+        error=OperationError(code=code, reason=reason, message=bounded),
     )

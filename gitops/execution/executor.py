@@ -36,6 +36,7 @@ from gitops.resources.database import UrlReference
 from runner.protocol.frame import Found, find_last_frame
 from runner.protocol.messages import OperationInput, OperationResult
 from runner.protocol.messages import UrlReference as RunnerUrl
+from runner.protocol.results import ErrorCode
 
 __all__ = [
     "CredentialUnavailable",
@@ -127,7 +128,7 @@ def outcome_from_output(stdout: bytes, request: OperationInput, exit_code: int |
     if result.error is None:
         return Outcome("done", result, "", exit_code)
     kind: Literal["refused", "failed"] = (
-        "refused" if result.error.code == "plan_refused" else "failed"
+        "refused" if result.error.code is ErrorCode.PLAN_REFUSED else "failed"
     )
     return Outcome(kind, result, f"{result.error.code}: {result.error.message}", exit_code)
 

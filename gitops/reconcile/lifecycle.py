@@ -57,12 +57,23 @@ from gitops.writeback.status_files import status_bytes, status_path
 from runner.digests import sha256_digest
 from runner.errors import ConfigurationError, SeshatError
 from runner.protocol.messages import OperationInput, PlanSettings
+from runner.protocol.results import ErrorCode, OperationPayload
 
 __all__ = ["SUPPORTED_ENGINES", "PassContext", "ResourcePass", "Stop"]
 
 SUPPORTED_ENGINES = ("postgresql", "mysql", "sqlite")
 
 StatusT = TypeVar("StatusT", DatabaseSchemaStatus, DatabaseMigrationStatus)
+PayloadT = TypeVar("PayloadT", bound=OperationPayload)
+
+BLOCKED_BY_CODE: dict[ErrorCode, Reason] = {
+    ErrorCode.UNSUPPORTED_ENGINE: Reason.UNSUPPORTED_ENGINE,
+    ErrorCode.INVALID_URL: Reason.CONFIGURATION_ERROR,
+    ErrorCode.DESIRED_SCHEMA_INVALID: Reason.ARTIFACT_REFUSED,
+    ErrorCode.MIGRATIONS_INVALID: Reason.ARTIFACT_REFUSED,
+}
+"""The Blocked reason of each runner error code that blocks (a refusal's reason is looked up
+in the lifecycle's own ``refusals``); every other code is a Failed operation."""
 
 
 @dataclass
@@ -104,7 +115,7 @@ class ResourcePass(Generic[StatusT]):
 
     artifact_kind: ClassVar[str]  # "schema" | "migrations"
     phases: ClassVar[type[SchemaPhase] | type[MigrationPhase]]
-    refusals: ClassVar[dict[str, Reason]]  # runner refusal code -> Blocked reason
+    refusals: ClassVar[dict[str, Reason]]  # runner refusal reason -> Blocked reason
 
     def __init__(self, loaded: LoadedResource, ctx: PassContext, previous: StatusT | None) -> None:
         resource = loaded.resource
@@ -160,29 +171,28 @@ class ResourcePass(Generic[StatusT]):
         self.ctx.log(f"{self.key}: {operation}")
         return executor.run(operation_input, env, self.ctx.deadline, namespace=self.ref.namespace)
 
-    def result(self, outcome: Outcome, what: str) -> dict[str, object]:
-        """The operation's result, or the Stop its failure means."""
+    def result(self, outcome: Outcome, what: str, kind: type[PayloadT]) -> PayloadT:
+        """The operation's result, or the Stop its failure means: Blocked with the reason
+        the tables below give for the error code (or the refusal's reason), else Failed."""
         if self.lease is not None and not self.ctx.lease_store.holds(self.lease):
             raise Stop(
                 FAILED,
                 Reason.LEASE_CONTINUITY_LOST,
                 f"the realm lease changed hands during {what}; its result is discarded",
             )
-        if outcome.kind == "done" and outcome.result is not None and outcome.result.result:
-            return outcome.result.result
-        error = outcome.result.error if outcome.result is not None else None
-        if outcome.kind == "refused":
-            code = (error.message if error else "").split(":", 1)[0]
-            reason = self.refusals.get(code)
-            if reason is not None:
-                raise Stop(BLOCKED, reason, outcome.detail)
-            raise Stop(FAILED, Reason.OPERATION_FAILED, f"{what}: {outcome.detail}")
-        if error is not None and error.code == "unsupported_engine":
-            raise Stop(BLOCKED, Reason.UNSUPPORTED_ENGINE, outcome.detail)
-        if error is not None and error.code == "invalid_url":
-            raise Stop(BLOCKED, Reason.CONFIGURATION_ERROR, f"{what}: {outcome.detail}")
-        if error is not None and error.code in ("desired_schema_invalid", "migrations_invalid"):
-            raise Stop(BLOCKED, Reason.ARTIFACT_REFUSED, f"{what}: {outcome.detail}")
+        answer = outcome.result
+        if outcome.kind == "done" and answer is not None and answer.result is not None:
+            if not isinstance(answer.result, kind):
+                detail = f"{what}: the runner answered a {answer.result.operation} result"
+                raise Stop(FAILED, Reason.OPERATION_FAILED, detail)
+            return answer.result
+        error = answer.error if answer is not None else None
+        if error is not None and error.code is ErrorCode.PLAN_REFUSED:
+            blocked = self.refusals.get(error.reason or "")
+            if blocked is not None:
+                raise Stop(BLOCKED, blocked, outcome.detail)
+        elif error is not None and error.code in BLOCKED_BY_CODE:
+            raise Stop(BLOCKED, BLOCKED_BY_CODE[error.code], f"{what}: {outcome.detail}")
         reason = Reason.DISPATCH_FAILED if outcome.kind == "lost" else Reason.OPERATION_FAILED
         raise Stop(FAILED, reason, f"{what}: {outcome.detail}")
 

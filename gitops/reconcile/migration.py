@@ -27,8 +27,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import ValidationError
-
 from gitops.reconcile.identities import (
     MigrationPlanBinding,
     coordination_digest,
@@ -50,7 +48,8 @@ from gitops.writeback.ledger import Settled
 from gitops.writeback.status_files import plan_paths
 from runner.digests import canonical_json, digest
 from runner.protocol.frame import PROTOCOL_VERSION
-from runner.protocol.messages import HistoryReport, PlanSettings
+from runner.protocol.messages import PlanSettings
+from runner.protocol.results import HistoryReport, HistoryResult, MigrateResult
 
 __all__ = ["VERDICT_REASONS", "migration_policy_digest", "reconcile_migration"]
 
@@ -61,20 +60,6 @@ VERDICT_REASONS = {
     "out_of_order": Reason.HISTORY_OUT_OF_ORDER,
 }
 """The blocking history verdicts and the Blocked reason each one is reported with."""
-
-
-_NOTHING_RAN = frozenset(
-    {
-        "invalid_input",
-        "credential_unavailable",
-        "cannot_connect",
-        "unsupported_engine",
-        "invalid_url",
-        "migrations_invalid",
-    }
-)
-"""Runner error codes raised before a migration touches the database (connecting, taking
-the lock, reading the directory); any other error of an Apply leaves its outcome unknown."""
 
 
 def migration_policy_digest(resource: DatabaseMigration) -> str:
@@ -237,13 +222,8 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     def _read(self, folder: Path, what: str) -> tuple[HistoryReport, str]:
         """A history reading and the identity of the target the runner reached."""
         outcome = self.run_operation("history", migrations=str(folder))
-        result = self.result(outcome, what)
+        history = self.result(outcome, what, HistoryResult).history
         assert outcome.result is not None
-        try:
-            history = HistoryReport.model_validate(result.get("history"))
-        except ValidationError as error:
-            detail = f"{what}: unreadable result: {error.errors()[0]['msg']}"
-            raise Stop(FAILED, Reason.OPERATION_FAILED, detail) from None
         self.status = self.status.model_copy(update={"history": _summary(history)})
         return history, outcome.result.target_identity or ""
 
@@ -340,8 +320,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             )
         error = outcome.result.error if outcome.result is not None else None
         if outcome.kind != "done" and outcome.kind != "refused":
-            code = error.code if error is not None else ""
-            if code in _NOTHING_RAN:
+            if error is not None and error.code.ran_nothing:
                 self._record(op_id, current, "Failed", [], outcome.detail, identity)
                 raise Stop(
                     FAILED, Reason.APPLY_FAILED, f"the Apply did not start: {outcome.detail}"
@@ -349,29 +328,27 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             # Lost, killed, or an error midway without a report: the evidence is missing.
             self._unresolved(op_id, current, "Unknown", [], outcome.detail, identity)
         if outcome.kind == "refused" and error is not None:
-            code = error.message.split(":", 1)[0]
             self._record(op_id, current, "Failed", [], f"refused: {error.message}", identity)
-            if code in VERDICT_REASONS:
+            blocked = VERDICT_REASONS.get(error.reason or "")
+            if blocked is not None:
                 refused = f"the Apply was refused: {error.message}"
-                raise Stop(BLOCKED, VERDICT_REASONS[code], refused)
+                raise Stop(BLOCKED, blocked, refused)
             raise Stop(
                 FAILED,
                 Reason.APPLY_FAILED,
                 f"the Apply was refused and changed nothing: {error.message}; the next pass "
                 "reads the history again and plans afresh",
             )
-        result = self.result(outcome, "Apply")
-        report = result.get("migrate")
-        assert isinstance(report, dict)
-        applied = [str(v) for v in report.get("applied", [])]
-        kind = str(report.get("outcome"))
+        report = self.result(outcome, "Apply", MigrateResult).migrate
+        applied = list(report.applied)
+        kind = report.outcome
         if kind in ("Partial", "Unknown"):
-            detail = json.dumps(report, sort_keys=True)
+            detail = json.dumps(report.model_dump(mode="json", by_alias=True), sort_keys=True)
             self._unresolved(op_id, current, kind, applied, detail, identity)
         if kind == "Failed":
             detail = (
-                f"version {report.get('failed')} failed at statement {report.get('statement')} "
-                f"and was rolled back: {report.get('error')}"
+                f"version {report.failed} failed at statement {report.statement} "
+                f"and was rolled back: {report.error}"
             )
             self._record(op_id, current, "Failed", applied, detail, identity)
             raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")

@@ -14,8 +14,6 @@ Apply does not run), and the verdict of the pass.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
@@ -38,6 +36,7 @@ from runner.digests import canonical_json, digest, digest_hex, sha256_digest
 from runner.engines.plan import PlanDocument, plan_bytes, plan_sql
 from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import PlanSettings
+from runner.protocol.results import ApplyResult, DriftReport, DriftResult, PlanResult
 
 __all__ = ["PassContext", "reconcile_schema", "schema_policy_digest"]
 
@@ -86,8 +85,8 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         # Resolving and Verifying.
         desired, artifact_digest, verification = self.resolve_and_verify()
         # Observing.
-        drift = self.result(self.run_operation("drift", desired=str(desired)), "Observe")["drift"]
-        assert isinstance(drift, dict)
+        observed = self.run_operation("drift", desired=str(desired))
+        drift = self.result(observed, "Observe", DriftResult).drift
         self.status = self.status.model_copy(update={"drift": _drift(drift)})
         # Planning, under the realm lease.
         coordination = coordination_digest(self.ref.namespace, spec.target)
@@ -176,19 +175,19 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         results = []
         for attempt in ("Plan", "Plan (second)"):
             outcome = self.run_operation("plan", desired=str(desired))
-            result = self.result(outcome, attempt)
+            result = self.result(outcome, attempt, PlanResult)
             assert outcome.result is not None
             results.append((result, outcome.result.target_identity or ""))
         (first, identity), (second, _) = results
-        if first["planDigest"] != second["planDigest"]:
+        if first.plan_digest != second.plan_digest:
             raise Stop(
                 FAILED,
                 Reason.OPERATION_FAILED,
                 "two plans of the same inputs differ; nothing is applied",
             )
-        document = PlanDocument.model_validate(first["plan"])
+        document = first.plan
         data = plan_bytes(document)
-        if sha256_digest(data) != first["planDigest"]:
+        if sha256_digest(data) != first.plan_digest:
             raise Stop(
                 FAILED,
                 Reason.OPERATION_FAILED,
@@ -242,18 +241,18 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                 f"the Apply's outcome is unknown ({outcome.detail}); the next pass "
                 "observes and plans afresh, and never starts this Apply again",
             )
-        report = self.result(outcome, "Apply") if outcome.kind == "done" else None
-        apply_report = report.get("apply") if report else None
-        if not isinstance(apply_report, dict) or apply_report.get("failed") is not None:
-            detail = json.dumps(apply_report) if apply_report else outcome.detail
+        report = (
+            self.result(outcome, "Apply", ApplyResult).apply if outcome.kind == "done" else None
+        )
+        if report is None or report.failed is not None:
+            detail = report.model_dump_json(by_alias=True) if report is not None else outcome.detail
             self._record(op_id, current, "Failed", now, detail[:1024])
             raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
         self._record(op_id, current, "Applied", now, "")
         # VerifyingConvergence: a fresh Observe and Plan under the same lease.
         observed = self.run_operation("drift", desired=str(desired))
-        drift = self.result(observed, "Observe after Apply")
-        assert isinstance(drift["drift"], dict)
-        self.status = self.status.model_copy(update={"drift": _drift(drift["drift"])})
+        drift = self.result(observed, "Observe after Apply", DriftResult).drift
+        self.status = self.status.model_copy(update={"drift": _drift(drift)})
         after, _, _ = self._plan(desired)
         if not after.empty:
             raise Stop(
@@ -297,18 +296,17 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         raise Stop(IN_SYNC, Reason.IN_SYNC, message)
 
 
-def _drift(report: Mapping[str, object]) -> DriftSummary:
-    categories = report.get("categories")
-    counts = categories if isinstance(categories, dict) else {}
+def _drift(report: DriftReport) -> DriftSummary:
+    counts = report.categories
     return DriftSummary(
-        digest=str(report["digest"]),
-        dialect=str(report["dialect"]),
-        total=int(str(report["total"])),
-        highest_severity=str(report["highestSeverity"]),
-        missing=int(counts.get("missing", 0)),
-        extra=int(counts.get("extra", 0)),
-        changed=int(counts.get("changed", 0)),
-        invalid=int(counts.get("invalid", 0)),
+        digest=report.digest,
+        dialect=report.dialect,
+        total=report.total,
+        highest_severity=report.highest_severity,
+        missing=counts.missing,
+        extra=counts.extra,
+        changed=counts.changed,
+        invalid=counts.invalid,
     )
 
 

@@ -10,35 +10,18 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
 
 from runner.digests import Sha256
 from runner.protocol.frame import PROTOCOL_VERSION
+from runner.protocol.results import ErrorCode, OperationPayload, Pending
 
 __all__ = [
-    "ERROR_CODES",
-    "HistoryReport",
     "OperationError",
     "OperationInput",
     "OperationResult",
     "PlanSettings",
     "UrlReference",
 ]
-
-ERROR_CODES = (
-    "invalid_input",
-    "credential_unavailable",
-    "invalid_url",
-    "cannot_connect",
-    "desired_schema_invalid",
-    "migrations_invalid",
-    "plan_refused",
-    "unsupported_engine",
-    "operation_failed",
-    "interrupted",
-    "internal",
-)
-"""Stable snake_case error codes an operation result may carry."""
 
 
 class _Frozen(BaseModel):
@@ -73,9 +56,6 @@ class PlanSettings(_Frozen):
     out_of_order: bool = False  # migrations: accept pending versions below an applied one
 
 
-Pending = tuple[Annotated[str, Field(pattern=r"^[0-9]{1,20}$")], Sha256]
-
-
 class OperationInput(_Frozen):
     """One operation for the runner."""
 
@@ -106,36 +86,27 @@ class OperationInput(_Frozen):
 
 
 class OperationError(_Frozen):
-    code: str
+    code: ErrorCode
+    reason: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")] | None = None
+    """A refusal's stable reason (``destructive_changes``, ``stale_plan``, ...)."""
     message: Annotated[str, Field(max_length=4096)]
 
 
 class OperationResult(_Frozen):
-    """The payload of the runner's one frame."""
+    """The payload of the runner's one frame: a result tagged by its operation, or an
+    error."""
 
     protocol: Literal[1] = PROTOCOL_VERSION
     operation: str
     id: str
     target_identity: str | None = None
-    result: dict[str, Any] | None = None
+    result: OperationPayload | None = None
     error: OperationError | None = None
 
-
-class HistoryReport(BaseModel):
-    """The ``history`` operation's result: the verdict and its evidence (camelCase on the
-    wire, as :meth:`runner.migrations.history.Verdict.to_json` writes it)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel)
-
-    verdict: Literal[
-        "dirty", "checksum_modified", "database_ahead", "out_of_order", "nothing_pending", "ready"
-    ]
-    fingerprint: Sha256
-    versions: list[str] = Field(default_factory=list)  # the versions involved
-    pending: list[str] = Field(default_factory=list)
-    pending_checksums: list[Pending] = Field(default_factory=list)
-    current_version: str | None = None
-    checkpoint_version: str | None = None
-    covered: list[str] = Field(default_factory=list)  # files a checkpoint stands for
-    applied_count: Annotated[int, Field(ge=0)] = 0
-    detail: str = ""
+    @model_validator(mode="after")
+    def _one_answer(self) -> Self:
+        if (self.result is None) == (self.error is None):
+            raise ValueError("a result holds exactly one of result or error")
+        if self.result is not None and self.result.operation != self.operation:
+            raise ValueError("the result is another operation's")
+        return self

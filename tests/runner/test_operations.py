@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import secret_scan
 from harness.postgres import PostgresDatabase
 from harness.runner_cli import RunnerCLI, write
 
@@ -135,7 +136,8 @@ def test_bad_inputs_get_stable_codes(
 def test_inspect_reads_the_url_from_a_file(
     runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
 ) -> None:
-    url_file = write(tmp_path / "url", db.url_with_password + "\n")
+    # A credential file the runner reads: an input of the test, not an output to scan.
+    url_file = write(secret_scan.input_file(tmp_path / "url"), db.url_with_password + "\n")
     status, payload = op(
         runner,
         db,

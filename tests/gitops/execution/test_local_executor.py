@@ -15,6 +15,7 @@ import pytest
 
 from gitops.execution.executor import LocalExecutor
 from runner.protocol.messages import OperationInput
+from runner.protocol.results import InspectResult, PlanResult
 
 
 def _database(tmp_path: Path) -> str:
@@ -33,8 +34,8 @@ def test_inspect_and_plan_through_the_real_runner(tmp_path: Path) -> None:
     )
     outcome = executor.run(inspect, {"APP_DB": url}, deadline=60)
     assert outcome.kind == "done", outcome.detail
-    assert outcome.result is not None and outcome.result.result is not None
-    assert "table:main.items" in outcome.result.result["model"]["tables"]
+    assert outcome.result is not None and isinstance(outcome.result.result, InspectResult)
+    assert "table:main.items" in outcome.result.result.model["tables"]  # type: ignore[operator]
 
     desired = tmp_path / "desired"
     desired.mkdir()
@@ -46,8 +47,8 @@ def test_inspect_and_plan_through_the_real_runner(tmp_path: Path) -> None:
     )
     planned = executor.run(plan, {"APP_DB": url}, deadline=60)
     assert planned.kind == "done", planned.detail
-    assert planned.result is not None and planned.result.result is not None
-    assert planned.result.result["planDigest"].startswith("sha256:")
+    assert planned.result is not None and isinstance(planned.result.result, PlanResult)
+    assert planned.result.result.plan_digest.startswith("sha256:")
     assert planned.result.target_identity is not None
     assert not list((tmp_path / "ops").iterdir())  # the input file is removed afterwards
 
@@ -62,7 +63,7 @@ sys.path[:0] = {path!r}
 from runner.protocol.frame import encode_frame
 request = json.load(open(sys.argv[sys.argv.index("--input") + 1]))
 print(encode_frame({{"protocol": 1, "operation": request["operation"], "id": request["id"],
-                    "result": {{"env": sorted(os.environ)}}}}))
+                    "result": {{"operation": "inspect", "model": {{"env": sorted(os.environ)}}}}}}))
 """
 
 
@@ -81,8 +82,8 @@ def test_the_runner_gets_only_the_credential_it_needs(
     )
     outcome = executor.run(request, {"APP_DB": "sqlite:///x.db"}, deadline=60)
     assert outcome.kind == "done", outcome.detail
-    assert outcome.result is not None and outcome.result.result is not None
-    seen = set(outcome.result.result["env"])
+    assert outcome.result is not None and isinstance(outcome.result.result, InspectResult)
+    seen = set(outcome.result.result.model["env"])  # type: ignore[arg-type]
     assert "APP_DB" in seen
     assert not seen & {"SESHAT_FORGE_TOKEN", "GIT_SSH_COMMAND", "OTHER_DB_URL"}
 

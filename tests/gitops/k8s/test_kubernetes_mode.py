@@ -33,6 +33,7 @@ from gitops.reconcile.leases import Leader
 from gitops.reconcile.passes import PassReport, run_pass
 from gitops.resources.database import SecretKeyRef, UrlReference
 from runner.protocol.messages import OperationInput
+from runner.protocol.results import PlanResult
 
 SECRET = UrlReference(secret_key_ref=SecretKeyRef(name="orders-db", key="url"))
 
@@ -120,7 +121,8 @@ def test_an_operation_runs_as_a_job_with_only_the_secret_the_pod_resolves(
 
     assert outcome.kind == "done", outcome.detail
     assert outcome.result is not None and outcome.result.result is not None
-    assert outcome.result.result["planDigest"].startswith("sha256:")
+    assert isinstance(outcome.result.result, PlanResult)
+    assert outcome.result.result.plan_digest.startswith("sha256:")
     (job,) = kube.jobs_created
     (configmap,) = kube.configmaps_created
     assert job["metadata"]["namespace"] == "shop"  # secretKeyRef is namespace-local
@@ -581,8 +583,8 @@ def test_a_cache_claim_gives_every_job_the_same_runner_cache(
         )
         outcome = executor.run(request, env, 60, namespace="shop")
         assert outcome.kind == "done", outcome.detail
-        assert outcome.result is not None and outcome.result.result is not None
-        digests.append(outcome.result.result["planDigest"])
+        assert outcome.result is not None and isinstance(outcome.result.result, PlanResult)
+        digests.append(outcome.result.result.plan_digest)
         if number == 0:
             entries = (cache / "runner" / "plans").rglob("*.json")
             kinds = sorted(p.relative_to(cache / "runner").parts[1] for p in entries)

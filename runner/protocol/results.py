@@ -1,0 +1,196 @@
+"""What each operation answers: one typed, frozen model per operation, and the error codes.
+
+A result crosses the process boundary as JSON in the runner's one frame
+(:class:`~runner.protocol.messages.OperationResult`); the control plane reads it back into
+the same models, tagged by ``operation``, and decides a verdict by looking codes and reasons
+up in tables. Nothing is recovered from message text: a refusal carries its stable
+``reason`` in a field of its own, and each :class:`ErrorCode` says whether the operation ran
+nothing and whether the resource is Blocked (a fault of its inputs or configuration, not
+retried until they change) or Failed.
+
+Keys are camelCase on the wire, as they have always been (``planDigest``, ``rolledBack``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+
+from runner.digests import Sha256
+from runner.engines.plan import PlanDocument
+
+__all__ = [
+    "ApplyReportModel",
+    "ApplyResult",
+    "DriftCategories",
+    "DriftReport",
+    "DriftResult",
+    "ErrorCode",
+    "HistoryReport",
+    "HistoryResult",
+    "InspectResult",
+    "MigrateReport",
+    "MigrateResult",
+    "OperationPayload",
+    "Pending",
+    "PlanResult",
+]
+
+
+class ErrorCode(StrEnum):
+    """Why an operation gave no result. Members know what their failure means."""
+
+    INVALID_INPUT = "invalid_input"
+    CREDENTIAL_UNAVAILABLE = "credential_unavailable"
+    INVALID_URL = "invalid_url"
+    CANNOT_CONNECT = "cannot_connect"
+    DESIRED_SCHEMA_INVALID = "desired_schema_invalid"
+    MIGRATIONS_INVALID = "migrations_invalid"
+    PLAN_REFUSED = "plan_refused"
+    UNSUPPORTED_ENGINE = "unsupported_engine"
+    OPERATION_FAILED = "operation_failed"
+    INTERRUPTED = "interrupted"
+    INTERNAL = "internal"
+
+    @property
+    def ran_nothing(self) -> bool:
+        """The runner stopped before it could change the database (reading its input,
+        connecting, taking the lock, reading the artifact, or refusing on evidence); for
+        any other code an Apply's outcome is unknown."""
+        return self not in _MAY_HAVE_RUN
+
+    @property
+    def blocked(self) -> bool:
+        """A fault of the resource's inputs or configuration (Blocked until they change);
+        otherwise the operation Failed and the next pass tries again. A refusal blocks when
+        its ``reason`` is one the lifecycle knows (see the control plane's tables)."""
+        return self in _BLOCKING
+
+
+_MAY_HAVE_RUN = frozenset({ErrorCode.OPERATION_FAILED, ErrorCode.INTERRUPTED, ErrorCode.INTERNAL})
+_BLOCKING = frozenset(
+    {
+        ErrorCode.INVALID_URL,
+        ErrorCode.DESIRED_SCHEMA_INVALID,
+        ErrorCode.MIGRATIONS_INVALID,
+        ErrorCode.PLAN_REFUSED,
+        ErrorCode.UNSUPPORTED_ENGINE,
+    }
+)
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+
+Count = Annotated[int, Field(ge=0)]
+Version = Annotated[str, Field(pattern=r"^[0-9]{1,20}$")]
+Pending = tuple[Version, Sha256]
+"""A pending migration as the approval binds it: its version and its file's checksum."""
+
+
+class DriftCategories(_Wire):
+    missing: Count = 0
+    extra: Count = 0
+    changed: Count = 0
+    invalid: Count = 0
+
+
+class DriftReport(_Wire):
+    """Bounded aggregates of what differs (see :func:`runner.engines.drift.drift_report`)."""
+
+    digest: Sha256
+    dialect: str
+    total: Count
+    highest_severity: Literal["none", "warning", "destructive"]
+    categories: DriftCategories
+
+
+class ApplyReportModel(_Wire):
+    """What an Apply did, statement by statement (:class:`runner.engines.report.ApplyReport`)."""
+
+    plan: str
+    ran: list[int] = Field(default_factory=list)
+    failed: int | None = None
+    error: str | None = None
+    rolled_back: list[int] = Field(default_factory=list)
+    converged: bool = False
+    interrupted: bool = False
+    unknown: int | None = None
+
+
+class HistoryReport(_Wire):
+    """The migration history's verdict and its evidence
+    (:meth:`runner.migrations.history.Verdict.to_json`)."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True
+    )
+
+    verdict: Literal[
+        "dirty", "checksum_modified", "database_ahead", "out_of_order", "nothing_pending", "ready"
+    ]
+    fingerprint: Sha256
+    versions: list[str] = Field(default_factory=list)  # the versions involved
+    pending: list[str] = Field(default_factory=list)
+    pending_checksums: list[Pending] = Field(default_factory=list)
+    current_version: str | None = None
+    checkpoint_version: str | None = None
+    covered: list[str] = Field(default_factory=list)  # files a checkpoint stands for
+    applied_count: Count = 0
+    detail: str = ""
+
+
+class MigrateReport(_Wire):
+    """What a migration Apply did (:class:`runner.migrations.apply.MigrationReport`)."""
+
+    outcome: Literal["UpToDate", "Applied", "Partial", "Failed", "Unknown"]
+    applied: list[str] = Field(default_factory=list)
+    failed: str | None = None
+    statement: int | None = None
+    statements_applied: Count = 0
+    error: str | None = None
+
+
+class InspectResult(_Wire):
+    operation: Literal["inspect"] = "inspect"
+    model: dict[str, JsonValue]
+    """The live schema model as canonical JSON (``seshat-runner schema inspect``)."""
+
+
+class DriftResult(_Wire):
+    operation: Literal["drift"] = "drift"
+    drift: DriftReport
+
+
+class PlanResult(_Wire):
+    operation: Literal["plan"] = "plan"
+    plan_digest: Sha256
+    plan: PlanDocument
+
+
+class ApplyResult(_Wire):
+    operation: Literal["apply"] = "apply"
+    apply: ApplyReportModel
+
+
+class HistoryResult(_Wire):
+    operation: Literal["history"] = "history"
+    history: HistoryReport
+
+
+class MigrateResult(_Wire):
+    operation: Literal["migrate"] = "migrate"
+    migrate: MigrateReport
+
+
+OperationPayload = Annotated[
+    InspectResult | DriftResult | PlanResult | ApplyResult | HistoryResult | MigrateResult,
+    Field(discriminator="operation"),
+]
+"""One operation's result, tagged by the operation that produced it."""
