@@ -1,0 +1,27 @@
+"""The control plane's verdict tables agree with what each runner error code says of itself."""
+
+from __future__ import annotations
+
+from gitops.reconcile.lifecycle import BLOCKED_BY_CODE
+from gitops.reconcile.migration import VERDICT_REASONS, _MigrationPass
+from gitops.reconcile.schema import _SchemaPass
+from runner.protocol.results import ErrorCode
+
+
+def test_every_blocking_code_has_a_reason_and_no_other_does() -> None:
+    blocking = {code for code in ErrorCode if code.blocked}
+    # A refusal blocks through its own reason, looked up in the lifecycle's table.
+    assert set(BLOCKED_BY_CODE) == blocking - {ErrorCode.PLAN_REFUSED}
+
+
+def test_codes_that_may_have_changed_the_database_never_block() -> None:
+    for code in ErrorCode:
+        if not code.ran_nothing:
+            assert not code.blocked, code
+
+
+def test_refusal_tables_name_the_runners_reasons() -> None:
+    assert _MigrationPass.refusals == dict(VERDICT_REASONS)
+    assert {"destructive_disallowed", "protected_table", "sandbox_refused"} <= set(
+        _SchemaPass.refusals
+    )
