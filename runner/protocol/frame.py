@@ -42,7 +42,11 @@ PROTOCOL_VERSION: Final = 1
 MAX_FRAME_BYTES: Final = 12 * 1024 * 1024
 """A payload larger than this is refused (a plan is at most 8 MiB, plus its envelope)."""
 
-_HEADER = re.compile(r"^<<<SESHAT-RESULT v(\d+) length=(\d+) sha256=([0-9a-f]{64})>>>$")
+# ASCII digits only (``\d`` takes any Unicode digit), and few enough that int() is cheap and
+# never refuses: a length of 5,000 digits is a damaged header, not a ValueError.
+_HEADER = re.compile(
+    r"^<<<SESHAT-RESULT v([0-9]{1,9}) length=([0-9]{1,15}) sha256=([0-9a-f]{64})>>>$"
+)
 _HEADER_START = "<<<SESHAT-RESULT v"
 _FOOTER: Final = "<<<SESHAT-RESULT END>>>"
 
@@ -92,7 +96,7 @@ def _check(lines: list[str], index: int, max_bytes: int) -> Found | NotFound:
         return NotFound(FrameStatus.TOO_LARGE, f"frame declares {length} bytes, limit {max_bytes}")
     if index + 1 >= len(lines):
         return NotFound(FrameStatus.INCOMPLETE, "output ends after a frame header")
-    body = lines[index + 1].encode("utf-8")
+    body = lines[index + 1].encode("utf-8", "surrogatepass")  # str output may hold them
     if len(body) < length and index + 2 >= len(lines):
         return NotFound(FrameStatus.INCOMPLETE, "output ends inside a frame")
     if len(body) != length or hashlib.sha256(body).hexdigest() != digest:
@@ -103,7 +107,7 @@ def _check(lines: list[str], index: int, max_bytes: int) -> Found | NotFound:
         return NotFound(FrameStatus.MALFORMED, "frame footer missing")
     try:
         payload = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
         return NotFound(FrameStatus.MALFORMED, "frame payload is not JSON")
     if not isinstance(payload, dict):
         return NotFound(FrameStatus.MALFORMED, "frame payload is not a JSON object")
