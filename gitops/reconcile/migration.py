@@ -49,15 +49,15 @@ from gitops.writeback.status_files import plan_paths
 from runner.digests import canonical_json, digest
 from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import PlanSettings
-from runner.protocol.results import HistoryReport, HistoryResult, MigrateResult
+from runner.protocol.results import HistoryReport, HistoryResult, HistoryVerdict, MigrateResult
 
 __all__ = ["VERDICT_REASONS", "migration_policy_digest", "reconcile_migration"]
 
 VERDICT_REASONS = {
-    "dirty": Reason.HISTORY_DIRTY,
-    "checksum_modified": Reason.CHECKSUM_MODIFIED,
-    "database_ahead": Reason.DATABASE_AHEAD,
-    "out_of_order": Reason.HISTORY_OUT_OF_ORDER,
+    HistoryVerdict.DIRTY: Reason.HISTORY_DIRTY,
+    HistoryVerdict.CHECKSUM_MODIFIED: Reason.CHECKSUM_MODIFIED,
+    HistoryVerdict.DATABASE_AHEAD: Reason.DATABASE_AHEAD,
+    HistoryVerdict.OUT_OF_ORDER: Reason.HISTORY_OUT_OF_ORDER,
 }
 """The blocking history verdicts and the Blocked reason each one is reported with."""
 
@@ -81,7 +81,7 @@ def _summary(history: HistoryReport) -> HistorySummary:
 class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     artifact_kind = "migrations"
     phases = MigrationPhase
-    refusals: ClassVar[dict[str, Reason]] = dict(VERDICT_REASONS)
+    refusals: ClassVar[dict[str, Reason]] = {v.value: r for v, r in VERDICT_REASONS.items()}
 
     def __init__(
         self, loaded: LoadedResource, ctx: PassContext, previous: DatabaseMigrationStatus | None
@@ -167,7 +167,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 VERDICT_REASONS[history.verdict],
                 f"{history.verdict} ({involved}): {history.detail}; see docs/migrations.md",
             )
-        if history.verdict == "nothing_pending":
+        if history.verdict is HistoryVerdict.NOTHING_PENDING:
             self._in_sync(history)
         # Planning: the pending files, exactly, bound to everything that decided them.
         names = self._names(folder)
@@ -240,7 +240,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         runs = self._uncertain_runs()
         remaining: list[RunRecord] = []
         for run in runs:
-            if history.verdict == "nothing_pending" and (
+            if history.verdict is HistoryVerdict.NOTHING_PENDING and (
                 run.target_identity_digest in (None, identity)
             ):
                 self.ctx.log(f"{self.key}: run {run.operation_id} settled: nothing is pending")
@@ -329,7 +329,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             self._unresolved(op_id, current, "Unknown", [], outcome.detail, identity)
         if outcome.kind == "refused" and error is not None:
             self._record(op_id, current, "Failed", [], f"refused: {error.message}", identity)
-            blocked = VERDICT_REASONS.get(error.reason or "")
+            blocked = self.refusals.get(error.reason or "")
             if blocked is not None:
                 refused = f"the Apply was refused: {error.message}"
                 raise Stop(BLOCKED, blocked, refused)
@@ -355,7 +355,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         self._record(op_id, current, kind, applied, "", identity)
         # VerifyingHistory: the history read back must show the sequence applied.
         after, _ = self._read(folder, "History after Apply")
-        if after.verdict != "nothing_pending":
+        if after.verdict is not HistoryVerdict.NOTHING_PENDING:
             raise Stop(
                 FAILED,
                 Reason.APPLY_FAILED,

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from gitops.resources.base import Model
 from runner.digests import Sha256
+from runner.protocol.results import HistoryVerdict, RunOutcome
 
 __all__ = [
     "Condition",
@@ -166,7 +167,7 @@ class RunRecord(Model):
 
     operation_id: str
     plan_id: Digest
-    outcome: Literal["Applied", "UpToDate", "Failed", "Partial", "Unknown"]
+    outcome: RunOutcome
     target_identity_digest: Digest | None = None
     recorded_at: datetime
     applied_versions: Annotated[list[str], Field(max_length=256)] = Field(default_factory=list)
@@ -176,9 +177,7 @@ class RunRecord(Model):
 class HistorySummary(Model):
     """What a migration history reading found (versions listed explicitly, never counted)."""
 
-    verdict: Literal[
-        "dirty", "checksum_modified", "database_ahead", "out_of_order", "nothing_pending", "ready"
-    ]
+    verdict: HistoryVerdict
     fingerprint: Digest
     current_version: str | None = None
     checkpoint_version: str | None = None  # the checkpoint floor, or the one a fresh DB runs

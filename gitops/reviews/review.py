@@ -25,6 +25,7 @@ from gitops.writeback.bare import BareClone, Identity
 from gitops.writeback.commits import Trailers, message
 from gitops.writeback.status_files import plan_paths
 from runner.errors import CanNotRunError
+from runner.protocol.results import HistoryVerdict
 
 __all__ = ["ReviewOutcome", "Reviews", "review_body", "review_branch"]
 
@@ -55,7 +56,7 @@ def review_body(
     if history is not None:
         current = code(history.current_version or "-")
         lines += ["", f"**History**: {code(history.verdict)}, current {current}"]
-        if history.involved_versions and history.verdict != "ready":
+        if history.involved_versions and history.verdict is not HistoryVerdict.READY:
             lines.append(f"Versions involved: {code(', '.join(history.involved_versions))}")
     run = status.unresolved_run if isinstance(status, DatabaseMigrationStatus) else None
     if run is not None:

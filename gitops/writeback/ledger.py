@@ -47,6 +47,7 @@ from pydantic.alias_generators import to_camel
 from gitops.writeback.bare import BareClone
 from runner.digests import Sha256, canonical_json
 from runner.errors import CanNotRunError
+from runner.protocol.results import RunOutcome
 
 __all__ = [
     "RECORD_TRAILER",
@@ -87,7 +88,7 @@ class Dispatched(_Record):
 
 class Finished(_Record):
     type: Literal["finished"] = "finished"
-    outcome: Literal["Applied", "UpToDate", "Failed", "Partial", "Unknown"]
+    outcome: RunOutcome
 
 
 class Settled(_Record):

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 
 from runner.digests import digest
 from runner.migrations.files import MigrationFile
+from runner.protocol.results import HistoryVerdict
 
 __all__ = ["BLOCKING", "HistoryRow", "Verdict", "judge"]
 
-BLOCKING = ("dirty", "checksum_modified", "database_ahead", "out_of_order")
+BLOCKING = tuple(verdict for verdict in HistoryVerdict if verdict.blocking)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ class HistoryRow:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    kind: str
+    kind: HistoryVerdict
     versions: tuple[str, ...]  # the versions involved (or the pending ones for ready)
     pending: tuple[str, ...]
     fingerprint: str
@@ -77,7 +78,7 @@ class Verdict:
 
     @property
     def blocking(self) -> bool:
-        return self.kind in BLOCKING
+        return self.kind.blocking
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -119,7 +120,10 @@ def judge(
     checkpoint: MigrationFile | None = None
 
     def verdict(
-        kind: str, versions: list[str], detail: str, pending: list[MigrationFile] | None = None
+        kind: HistoryVerdict,
+        versions: list[str],
+        detail: str,
+        pending: list[MigrationFile] | None = None,
     ) -> Verdict:
         pend = pending or []
         return Verdict(
@@ -138,7 +142,7 @@ def judge(
     dirty = [r.version for r in rows if r.state != "applied"]
     if dirty:
         return verdict(
-            "dirty",
+            HistoryVerdict.DIRTY,
             dirty,
             "a migration did not finish: "
             + ", ".join(
@@ -157,12 +161,16 @@ def judge(
     ]
     if modified:
         return verdict(
-            "checksum_modified", modified, "applied files changed since they were applied"
+            HistoryVerdict.CHECKSUM_MODIFIED,
+            modified,
+            "applied files changed since they were applied",
         )
     ahead = [r.version for r in applied if int(r.version) not in files_by_number]
     if ahead:
         return verdict(
-            "database_ahead", ahead, "the database has applied versions the directory lacks"
+            HistoryVerdict.DATABASE_AHEAD,
+            ahead,
+            "the database has applied versions the directory lacks",
         )
     regular = [f for f in files if not f.checkpoint]
     checkpoints = [f for f in files if f.checkpoint]
@@ -183,11 +191,11 @@ def judge(
     below = [f.version for f in pending if f.number < highest]
     if below and not allow_out_of_order:
         return verdict(
-            "out_of_order",
+            HistoryVerdict.OUT_OF_ORDER,
             below,
             f"pending versions below the highest applied one ({current})",
             pending,
         )
     if not pending:
-        return verdict("nothing_pending", [], "every file is applied")
-    return verdict("ready", [f.version for f in pending], "", pending)
+        return verdict(HistoryVerdict.NOTHING_PENDING, [], "every file is applied")
+    return verdict(HistoryVerdict.READY, [f.version for f in pending], "", pending)

@@ -31,12 +31,14 @@ __all__ = [
     "ErrorCode",
     "HistoryReport",
     "HistoryResult",
+    "HistoryVerdict",
     "InspectResult",
     "MigrateReport",
     "MigrateResult",
     "OperationPayload",
     "Pending",
     "PlanResult",
+    "RunOutcome",
 ]
 
 
@@ -80,6 +82,27 @@ _BLOCKING = frozenset(
         ErrorCode.UNSUPPORTED_ENGINE,
     }
 )
+
+
+class HistoryVerdict(StrEnum):
+    """The verdicts on a migration history, in precedence order: the first that holds wins."""
+
+    DIRTY = "dirty"
+    CHECKSUM_MODIFIED = "checksum_modified"
+    DATABASE_AHEAD = "database_ahead"
+    OUT_OF_ORDER = "out_of_order"
+    NOTHING_PENDING = "nothing_pending"
+    READY = "ready"
+
+    @property
+    def blocking(self) -> bool:
+        """Nothing may be applied until the history is repaired."""
+        return self not in (HistoryVerdict.NOTHING_PENDING, HistoryVerdict.READY)
+
+
+RunOutcome = Literal["Applied", "UpToDate", "Failed", "Partial", "Unknown"]
+"""How an Apply ended: nothing to do, all of it, part of it (committed), none of it (rolled
+back), or not known (the runner was lost midway)."""
 
 
 class _Wire(BaseModel):
@@ -132,9 +155,7 @@ class HistoryReport(_Wire):
         frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True
     )
 
-    verdict: Literal[
-        "dirty", "checksum_modified", "database_ahead", "out_of_order", "nothing_pending", "ready"
-    ]
+    verdict: HistoryVerdict
     fingerprint: Sha256
     versions: list[str] = Field(default_factory=list)  # the versions involved
     pending: list[str] = Field(default_factory=list)
@@ -149,7 +170,7 @@ class HistoryReport(_Wire):
 class MigrateReport(_Wire):
     """What a migration Apply did (:class:`runner.migrations.apply.MigrationReport`)."""
 
-    outcome: Literal["UpToDate", "Applied", "Partial", "Failed", "Unknown"]
+    outcome: RunOutcome
     applied: list[str] = Field(default_factory=list)
     failed: str | None = None
     statement: int | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gitops.reconcile.lifecycle import BLOCKED_BY_CODE
 from gitops.reconcile.migration import VERDICT_REASONS, _MigrationPass
 from gitops.reconcile.schema import _SchemaPass
-from runner.protocol.results import ErrorCode
+from runner.protocol.results import ErrorCode, HistoryVerdict
 
 
 def test_every_blocking_code_has_a_reason_and_no_other_does() -> None:
@@ -21,7 +21,8 @@ def test_codes_that_may_have_changed_the_database_never_block() -> None:
 
 
 def test_refusal_tables_name_the_runners_reasons() -> None:
-    assert _MigrationPass.refusals == dict(VERDICT_REASONS)
+    assert _MigrationPass.refusals == {verdict.value: r for verdict, r in VERDICT_REASONS.items()}
+    assert set(VERDICT_REASONS) == {verdict for verdict in HistoryVerdict if verdict.blocking}
     assert {"destructive_disallowed", "protected_table", "sandbox_refused"} <= set(
         _SchemaPass.refusals
     )
