@@ -10,6 +10,7 @@ read (it is verified again when read). ``write_files`` extracts into an empty fo
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from gitops.artifacts.format import (
     DEFAULT_LIMITS,
     Limits,
     Manifest,
+    check_titles,
     parse_digest,
     parse_manifest,
 )
@@ -118,23 +120,47 @@ def fetch(
 
 
 def write_files(fetched: Fetched, destination: Path) -> list[Path]:
-    """Write the artifact's files under ``destination`` (which must be empty or absent)."""
+    """Write the artifact's files under ``destination`` (which must be empty or absent).
+
+    Every title is judged first (:func:`check_titles`, the check :func:`parse_manifest`
+    made), so a title that is unsafe, too long, a duplicate or another's folder writes
+    nothing at all. A write that fails anyway (a full disk) removes what was written, so
+    the folder is left as it was found.
+    """
+    check_titles(title for title, _ in fetched.files)
     if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
         raise ArtifactError("unsafe_path", f"{destination}: not an empty folder")
+    created = not destination.exists()
     destination.mkdir(parents=True, exist_ok=True)
     root = destination.resolve()
     written: list[Path] = []
-    for title, data in fetched.files:
-        path = (root / title).resolve()
-        if not path.is_relative_to(root):  # parse_manifest already refused this; belt and braces
-            raise ArtifactError("unsafe_path", f"{title!r} leaves {destination}")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("xb") as out:
-                out.write(data)
-        except OSError as error:
-            raise ArtifactError(
-                "unsafe_path", f"{title!r} cannot be written ({error.strerror})"
-            ) from None
-        written.append(path)
+    try:
+        for title, data in fetched.files:
+            path = (root / title).resolve()
+            if not path.is_relative_to(root):  # check_titles refused this; belt and braces
+                raise ArtifactError("unsafe_path", f"{title!r} leaves {destination}")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with path.open("xb") as out:
+                    out.write(data)
+            except OSError as error:
+                raise ArtifactError(
+                    "unsafe_path", f"{title!r} cannot be written ({error.strerror})"
+                ) from None
+            written.append(path)
+    except ArtifactError:
+        _empty(root, remove=created)
+        raise
     return written
+
+
+def _empty(root: Path, *, remove: bool) -> None:
+    """Remove what a failed :func:`write_files` wrote under ``root`` (empty before it)."""
+    if remove:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for child in root.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)

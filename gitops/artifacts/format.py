@@ -15,9 +15,12 @@ same digest. docs/artifacts.md describes the format for people.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
@@ -42,9 +45,12 @@ __all__ = [
     "Manifest",
     "Packaged",
     "check_title",
+    "check_titles",
+    "load_json",
     "package_folder",
     "parse_descriptor",
     "parse_digest",
+    "parse_index",
     "parse_manifest",
 ]
 
@@ -68,6 +74,8 @@ EMPTY_CONFIG: Final[dict[str, str | int]] = {
     "size": 2,
 }
 EMPTY_CONFIG_BYTES: Final = b"{}"
+MAX_NAME_BYTES: Final = 255
+"""The longest path component a title may have: what every common filesystem allows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +86,7 @@ class Limits:
     max_file_bytes: int = 4 * 1024 * 1024
     max_total_bytes: int = 64 * 1024 * 1024
     max_manifest_bytes: int = 4 * 1024 * 1024
+    max_title_bytes: int = 1024
 
 
 DEFAULT_LIMITS: Final = Limits()
@@ -111,28 +120,65 @@ class Packaged:
     titles: tuple[str, ...]
 
 
+def _shown(title: str) -> str:
+    """A title for a message: quoted, control characters escaped, at most 60 characters."""
+    return repr(title[:60]) + ("..." if len(title) > 60 else "")
+
+
 def check_title(title: object, limits: Limits = DEFAULT_LIMITS) -> str:
-    """A layer title Seshat may write to disk: a plain relative path, or a refusal."""
+    """A layer title Seshat may write to disk: a plain relative path, or a refusal.
+
+    Only one title is judged here; :func:`check_titles` judges a whole artifact's titles
+    (duplicates, a title that is also another's folder) and is what every caller uses.
+    """
     if not isinstance(title, str) or not title:
         raise ArtifactError("invalid_name", "a layer has no title")
+    size = len(title.encode("utf-8", "surrogatepass"))
+    if size > limits.max_title_bytes:
+        raise ArtifactError(
+            "invalid_name",
+            f"layer title {_shown(title)} is {size} bytes (at most {limits.max_title_bytes})",
+        )
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in title) or "\\" in title:
-        raise ArtifactError("invalid_name", f"layer title {title!r} has control characters")
+        raise ArtifactError(
+            "invalid_name", f"layer title {_shown(title)} has control characters or a backslash"
+        )
     try:
         title.encode("utf-8")
     except UnicodeEncodeError:
-        raise ArtifactError("invalid_name", f"layer title {title!r} is not UTF-8") from None
-    path = PurePosixPath(title)
-    if path.is_absolute() or any(part in ("", ".", "..") for part in title.split("/")):
+        raise ArtifactError("invalid_name", f"layer title {_shown(title)} is not UTF-8") from None
+    parts = title.split("/")
+    if PurePosixPath(title).is_absolute() or any(part in ("", ".", "..") for part in parts):
         raise ArtifactError(
-            "unsafe_path", f"layer title {title!r} is absolute or leaves the artifact folder"
+            "unsafe_path", f"layer title {_shown(title)} is absolute or leaves the artifact folder"
         )
-    if len(title) > 1024:
-        raise ArtifactError("invalid_name", f"layer title {title[:40]!r}... is too long")
-    if any(len(part.encode("utf-8")) > 255 for part in title.split("/")):
+    if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):
         raise ArtifactError(
-            "invalid_name", f"layer title {title[:40]!r}...: a path component over 255 bytes"
+            "invalid_name",
+            f"layer title {_shown(title)}: a path component over {MAX_NAME_BYTES} bytes",
         )
     return title
+
+
+def check_titles(titles: Iterable[object], limits: Limits = DEFAULT_LIMITS) -> tuple[str, ...]:
+    """Every title of one artifact, judged together before any file is written: each is a
+    plain relative path (:func:`check_title`), no two are equal, and none is also the
+    folder of another (``a`` and ``a/b.sql`` cannot both be written)."""
+    checked = tuple(check_title(title, limits) for title in titles)
+    ordered = sorted(checked)
+    for before, after in itertools.pairwise(ordered):
+        if before == after:
+            raise ArtifactError("duplicate_title", f"two layers are titled {_shown(before)}")
+    for title in ordered:
+        # Titles under the folder ``title/`` sort together, right from ``title + "/"``.
+        found = bisect.bisect_left(ordered, title + "/")
+        if found < len(ordered) and ordered[found].startswith(title + "/"):
+            raise ArtifactError(
+                "duplicate_title",
+                f"{_shown(title)} is both a file and the folder of another layer "
+                f"({_shown(ordered[found])})",
+            )
+    return checked
 
 
 def _files(folder: Path) -> list[tuple[str, Path]]:
@@ -157,7 +203,8 @@ def _files(folder: Path) -> list[tuple[str, Path]]:
                 raise ArtifactError(
                     "invalid_name", f"{os.fsencode(path)!r}: file name is not UTF-8"
                 ) from None
-            found.append((check_title(relative), path))
+            found.append((relative, path))
+    check_titles(title for title, _ in found)  # what a pull would refuse is never pushed
     return sorted(found)
 
 
@@ -267,12 +314,92 @@ def parse_descriptor(value: object, where: str) -> Descriptor:
     media_type, artifact_type = value.get("mediaType", ""), value.get("artifactType", "")
     if not isinstance(media_type, str) or not isinstance(artifact_type, str):
         raise ArtifactError("manifest_invalid", f"{where}: mediaType and artifactType are strings")
-    notes = value.get("annotations") or {}
+    notes = value.get("annotations")
+    notes = {} if notes is None else notes
     if not isinstance(notes, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in notes.items()
     ):
         raise ArtifactError("manifest_invalid", f"{where}: annotations are not strings")
     return Descriptor(digest, size, media_type, artifact_type, tuple(sorted(notes.items())))
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:
+            # Two readers could each believe a different value: refuse, do not pick one.
+            raise ValueError(f"the key {_shown(key)} appears twice in one object")
+        document[key] = value
+    return document
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def load_json(raw: bytes, where: str) -> dict[str, Any]:
+    """The JSON object ``raw`` (an index or a manifest), or ``manifest_invalid`` naming
+    ``where``. The one place Seshat parses OCI JSON it was handed: bytes that are not UTF-8,
+    not JSON, nested too deeply, an integer of thousands of digits, ``NaN``, a key twice
+    in one object, or a document that is not an object are all refusals, never exceptions."""
+    try:
+        document = json.loads(
+            raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant
+        )
+    except UnicodeDecodeError as error:
+        raise ArtifactError(
+            "manifest_invalid", f"{where} is not UTF-8 (byte {error.start})"
+        ) from None
+    except RecursionError:
+        raise ArtifactError("manifest_invalid", f"{where} is not JSON: nested too deeply") from None
+    except ValueError as error:  # json.JSONDecodeError, and int() refusing 4,300+ digits
+        detail = str(error)
+        if "integer string conversion" in detail:
+            detail = "an integer with too many digits"
+        raise ArtifactError("manifest_invalid", f"{where} is not JSON: {detail[:200]}") from None
+    if not isinstance(document, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+        raise ArtifactError(
+            "manifest_invalid",
+            f"{where} is {kind.get(type(document), 'a number')} in JSON, not an object",
+        )
+    return document
+
+
+def _string_field(document: dict[str, Any], name: str, where: str) -> str:
+    """``document[name]``: absent or null is "", anything but a string is refused."""
+    value = document.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ArtifactError("manifest_invalid", f"{where}: {name} is not a string")
+    return value
+
+
+def _schema_version_2(document: dict[str, Any], where: str) -> None:
+    version = document.get("schemaVersion")
+    if type(version) is not int or version != 2:
+        raise ArtifactError("manifest_invalid", f"{where}: schemaVersion is not 2")
+
+
+def parse_index(raw: bytes, where: str) -> tuple[dict[str, Any], tuple[Descriptor, ...]]:
+    """An OCI image index (a layout's ``index.json``): the document and every entry of its
+    ``manifests``, each parsed; any shape error refuses the whole index (``manifest_invalid``)."""
+    document = load_json(raw, where)
+    _schema_version_2(document, where)
+    media_type = _string_field(document, "mediaType", where) or INDEX_MEDIA_TYPE
+    if media_type != INDEX_MEDIA_TYPE:
+        raise ArtifactError(
+            "manifest_invalid", f"{where}: media type {_shown(media_type)} is not an index"
+        )
+    entries = document.get("manifests")
+    if not isinstance(entries, list):
+        raise ArtifactError("manifest_invalid", f"{where}: manifests is not a list")
+    descriptors = tuple(
+        parse_descriptor(entry, f"{where} manifests[{number}]")
+        for number, entry in enumerate(entries)
+    )
+    return document, descriptors
 
 
 def parse_manifest(
@@ -285,22 +412,18 @@ def parse_manifest(
         raise ArtifactError(
             "digest_mismatch", f"the manifest does not hash to {digest}: it was altered"
         )
-    try:
-        document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ArtifactError("manifest_invalid", f"manifest {digest} is not JSON: {error}") from None
-    if not isinstance(document, dict) or document.get("schemaVersion") != 2:
-        raise ArtifactError("manifest_invalid", f"manifest {digest} is not an OCI manifest")
-    if document.get("mediaType", MANIFEST_MEDIA_TYPE) != MANIFEST_MEDIA_TYPE:
-        raise ArtifactError(
-            "manifest_invalid", f"manifest {digest} has media type {document.get('mediaType')!r}"
-        )
+    where = f"manifest {digest}"
+    document = load_json(raw, where)
+    _schema_version_2(document, where)
+    media_type = _string_field(document, "mediaType", where) or MANIFEST_MEDIA_TYPE
+    if media_type != MANIFEST_MEDIA_TYPE:
+        raise ArtifactError("manifest_invalid", f"{where} has media type {_shown(media_type)}")
     config = parse_descriptor(document.get("config"), "config")
-    artifact_type = document.get("artifactType") or config.media_type
+    artifact_type = _string_field(document, "artifactType", where) or config.media_type
     if artifact_type not in allowed_types:
         raise ArtifactError(
             "wrong_artifact_type",
-            f"artifact type {artifact_type!r} is not one of {', '.join(allowed_types)}",
+            f"artifact type {_shown(artifact_type)} is not one of {', '.join(allowed_types)}",
         )
     raw_layers = document.get("layers")
     if not isinstance(raw_layers, list):
@@ -309,15 +432,11 @@ def parse_manifest(
         raise ArtifactError(
             "too_many_files", f"{len(raw_layers)} layers (at most {limits.max_files})"
         )
+    descriptors = [parse_descriptor(value, f"layer {n}") for n, value in enumerate(raw_layers)]
+    titles = check_titles((d.annotation(ANNOTATION_TITLE) for d in descriptors), limits)
     layers: list[Layer] = []
-    seen: set[str] = set()
     total = 0
-    for index, value in enumerate(raw_layers):
-        layer = parse_descriptor(value, f"layer {index}")
-        title = check_title(layer.annotation(ANNOTATION_TITLE))
-        if title in seen:
-            raise ArtifactError("duplicate_title", f"two layers are titled {title!r}")
-        seen.add(title)
+    for title, layer in zip(titles, descriptors, strict=True):
         if layer.size > limits.max_file_bytes:
             raise ArtifactError(
                 "file_too_large",
@@ -327,20 +446,15 @@ def parse_manifest(
         if total > limits.max_total_bytes:
             raise ArtifactError("artifact_too_large", f"more than {limits.max_total_bytes} bytes")
         layers.append(Layer(title, layer.digest, layer.size))
-    folders = {"/".join(t.split("/")[:n]) for t in seen for n in range(1, t.count("/") + 1)}
-    clash = sorted(seen & folders)
-    if clash:
-        raise ArtifactError(
-            "duplicate_title", f"{clash[0]!r} is both a file and the folder of another layer"
-        )
-    annotations = document.get("annotations") or {}
+    annotations = document.get("annotations")
+    annotations = {} if annotations is None else annotations
     if not isinstance(annotations, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
     ):
         raise ArtifactError("manifest_invalid", "manifest annotations are not strings")
     return Manifest(
         digest,
-        str(artifact_type),
+        artifact_type,
         dict(annotations),
         tuple(sorted(layers, key=lambda x: x.title)),
         raw,

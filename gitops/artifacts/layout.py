@@ -19,8 +19,9 @@ from gitops.artifacts.format import (
     INDEX_MEDIA_TYPE,
     MANIFEST_MEDIA_TYPE,
     Descriptor,
-    parse_descriptor,
+    load_json,
     parse_digest,
+    parse_index,
 )
 from runner.digests import Digest, sha256_digest
 
@@ -72,24 +73,14 @@ class LayoutStore:
 
     # -- reading -------------------------------------------------------------------------
 
-    def _index_document(self) -> dict[str, Any]:
+    def _index(self) -> tuple[dict[str, Any], tuple[Descriptor, ...]]:
+        """``index.json``, parsed once (:func:`parse_index`): a malformed index, or any
+        malformed entry in it, is ``manifest_invalid`` for every use of the layout."""
         path = self.root / "index.json"
-        data = _read_regular(path, _MAX_INDEX, "index.json")
-        try:
-            index = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-            detail = error if not isinstance(error, RecursionError) else "nested too deeply"
-            raise ArtifactError("manifest_invalid", f"{path}: not JSON: {detail}") from None
-        if not isinstance(index, dict) or not isinstance(index.get("manifests", []), list):
-            raise ArtifactError("manifest_invalid", f"{path}: not an OCI image index")
-        return index
+        return parse_index(_read_regular(path, _MAX_INDEX, "index.json"), str(path))
 
-    def _entries(self) -> list[Descriptor]:
-        """The index's manifests, each parsed (a malformed entry refuses the whole index)."""
-        return [
-            parse_descriptor(entry, f"index.json manifests[{number}]")
-            for number, entry in enumerate(self._index_document().get("manifests", []))
-        ]
+    def _entries(self) -> tuple[Descriptor, ...]:
+        return self._index()[1]
 
     def _blob_path(self, digest: Digest) -> Path:
         digest = parse_digest(digest, "blob")
@@ -131,11 +122,9 @@ class LayoutStore:
             if (entry.media_type or MANIFEST_MEDIA_TYPE) != MANIFEST_MEDIA_TYPE:
                 continue
             try:
-                document = json.loads(self._read(entry.digest, 4 * 1024 * 1024))
-            except (ArtifactError, ValueError, RecursionError):
+                document = load_json(self._read(entry.digest, _MAX_INDEX), "referrer")
+            except ArtifactError:
                 continue  # not a manifest Seshat can read: it refers to nothing
-            if not isinstance(document, dict):
-                continue
             subject = document.get("subject")
             artifact_type = document.get("artifactType", "")
             notes = document.get("annotations") or {}
@@ -178,19 +167,19 @@ class LayoutStore:
             _write_atomically(path, data)
 
     def push_manifest(self, data: bytes, media_type: str, tag: str | None) -> Digest:
+        document = load_json(data, "manifest")
         digest = sha256_digest(data)
         self.push_blob(digest, data)
-        self._entries()  # refuse to rewrite an index that holds a malformed entry
-        index = self._index_document()
+        index, parsed = self._index()  # refuses to rewrite an index with a malformed entry
         entries = [
-            e
-            for e in index.get("manifests", [])
-            if tag is None or (e.get("annotations") or {}).get(REF_NAME) != tag
+            raw
+            for raw, entry in zip(index["manifests"], parsed, strict=True)
+            if tag is None or entry.annotation(REF_NAME) != tag
         ]
         entry: dict[str, Any] = {"mediaType": media_type, "digest": digest, "size": len(data)}
-        document = json.loads(data)
-        if document.get("artifactType"):
-            entry["artifactType"] = document["artifactType"]
+        artifact_type = document.get("artifactType")
+        if artifact_type and isinstance(artifact_type, str):
+            entry["artifactType"] = artifact_type
         if tag is not None:
             entry["annotations"] = {REF_NAME: tag}
         if entry not in entries:

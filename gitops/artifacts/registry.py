@@ -35,6 +35,7 @@ from gitops.artifacts.format import (
     INDEX_MEDIA_TYPE,
     MANIFEST_MEDIA_TYPE,
     Descriptor,
+    load_json,
     parse_descriptor,
     parse_digest,
 )
@@ -264,9 +265,11 @@ class RegistryStore:
                     f"the bytes hash to {digest}",
                 )
         media_type = response.headers.get("Content-Type", MANIFEST_MEDIA_TYPE).split(";")[0]
-        artifact_type = ""
-        with contextlib.suppress(ValueError, AttributeError, RecursionError):
-            artifact_type = str(json.loads(data).get("artifactType", ""))
+        artifact_type: object = ""
+        with contextlib.suppress(ArtifactError):  # parse_manifest judges the bytes later
+            artifact_type = load_json(data, f"manifest {tag}").get("artifactType", "")
+        if not isinstance(artifact_type, str):
+            artifact_type = ""
         return Descriptor(digest, len(data), media_type, artifact_type)
 
     def manifest(self, digest: Digest, max_bytes: int) -> bytes:
@@ -299,8 +302,10 @@ class RegistryStore:
 
     def _index(self, response: requests.Response) -> Any:
         try:
-            return json.loads(self._bounded(response, _MAX_INDEX, "referrers index"))
-        except (ValueError, RecursionError):
+            return load_json(self._bounded(response, _MAX_INDEX, "referrers index"), "index")
+        except ArtifactError as error:
+            if error.reason != "manifest_invalid":
+                raise
             return None  # an unreadable list names no referrer
 
     def referrers(self, digest: Digest) -> list[Descriptor]:

@@ -36,6 +36,7 @@ from gitops.artifacts.format import (
     EMPTY_CONFIG_DIGEST,
     INDEX_MEDIA_TYPE,
     MANIFEST_MEDIA_TYPE,
+    load_json,
     parse_descriptor,
 )
 from gitops.artifacts.reference import Reference
@@ -142,6 +143,12 @@ def _layer(payload: bytes, signature: bytes) -> dict[str, Any]:
     }
 
 
+def _list(document: dict[str, Any], name: str) -> list[Any]:
+    """``document[name]`` if it is a list; anything else holds nothing."""
+    value = document.get(name)
+    return value if isinstance(value, list) else []
+
+
 def _cosign_tag(digest: Digest) -> str:
     return f"{digest.algorithm}-{digest.hex}.sig"
 
@@ -157,8 +164,8 @@ def sign(store: Store, reference: Reference, digest: Digest, key: PrivateKey) ->
     layers: list[dict[str, Any]] = []
     try:
         existing = store.resolve(_cosign_tag(digest))
-        document = json.loads(store.manifest(existing.digest, 4 * 1024 * 1024))
-        layers = [entry for entry in document.get("layers", []) if isinstance(entry, dict)]
+        document = load_json(store.manifest(existing.digest, 4 * 1024 * 1024), "signatures")
+        layers = [entry for entry in _list(document, "layers") if isinstance(entry, dict)]
     except ArtifactError as error:
         if error.reason != "not_found":
             raise
@@ -205,8 +212,8 @@ def _update_fallback_index(store: Store, digest: Digest, entry: Descriptor) -> N
     manifests: list[dict[str, Any]] = []
     try:
         current = store.resolve(tag)
-        document = json.loads(store.manifest(current.digest, 4 * 1024 * 1024))
-        manifests = [m for m in document.get("manifests", []) if isinstance(m, dict)]
+        document = load_json(store.manifest(current.digest, 4 * 1024 * 1024), "referrers")
+        manifests = [m for m in _list(document, "manifests") if isinstance(m, dict)]
     except ArtifactError as error:
         if error.reason != "not_found":
             raise
@@ -230,13 +237,13 @@ class FoundSignature:
 def manifest_layers(store: Store, manifest_digest: Digest) -> list[Descriptor]:
     """The well-formed layer descriptors of a signature manifest; malformed ones (and a
     manifest that is not JSON) are left out, since they cannot vouch for anything."""
+    raw = store.manifest(manifest_digest, 4 * 1024 * 1024)
     try:
-        document = json.loads(store.manifest(manifest_digest, 4 * 1024 * 1024))
-    except (ValueError, RecursionError):
+        document = load_json(raw, f"signature manifest {manifest_digest}")
+    except ArtifactError:
         return []
-    layers = document.get("layers") if isinstance(document, dict) else None
     found: list[Descriptor] = []
-    for number, entry in enumerate(layers if isinstance(layers, list) else []):
+    for number, entry in enumerate(_list(document, "layers")):
         try:
             found.append(parse_descriptor(entry, f"layer {number}"))
         except ArtifactError:

@@ -82,7 +82,7 @@ def _payload_digest(payload: bytes) -> str | None:
     try:
         document = json.loads(payload)
         value = document["critical"]["image"]["docker-manifest-digest"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
     return value if isinstance(value, str) else None
 
