@@ -140,7 +140,7 @@ def demo(keep: bool) -> None:
 def _register() -> None:
     from gitops.approvals.cli import acknowledge, approve, verify_approval
     from gitops.artifacts.cli import artifact
-    from gitops.reconcile.cli import reconcile, run
+    from gitops.controller import reconcile, run
     from gitops.statusview import plan_group, status
 
     cli.add_command(artifact)

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from gitops.execution.leases import Lease
 from gitops.kubernetes.api import Conflict, KubeApi, KubeError, NotFound
-from gitops.reconcile.leases import Lease
 
 __all__ = ["KubernetesLeases", "lease_name"]
 

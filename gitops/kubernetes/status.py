@@ -11,14 +11,13 @@ as "not yet observed"). An object that is not in the cluster is skipped.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gitops.kubernetes.api import KubeApi, KubeError, NotFound
+from gitops.repo.loader import Repository
 from gitops.resources.kinds import KINDS
-
-if TYPE_CHECKING:
-    from gitops.reconcile.passes import PassReport
+from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
 
 __all__ = ["publish_statuses"]
 
@@ -26,11 +25,16 @@ _GROUP = "/apis/seshat.dev/v1alpha1"
 
 
 def publish_statuses(
-    api: KubeApi, report: PassReport, log: Callable[[str], None] = lambda _: None
+    api: KubeApi,
+    statuses: Mapping[str, tuple[str, DatabaseSchemaStatus | DatabaseMigrationStatus]],
+    repository: Repository | None,
+    log: Callable[[str], None] = lambda _: None,
 ) -> int:
-    """Patch each resource's status in the cluster; returns how many were published."""
+    """Patch each resource's status in the cluster (``statuses``: "ns/name" -> its kind and
+    the status a pass gave it; ``repository``: the declarations the pass read); returns how
+    many were published."""
     published = 0
-    for key, (kind, status) in sorted(report.statuses.items()):
+    for key, (kind, status) in sorted(statuses.items()):
         namespace, name = key.split("/", 1)
         path = f"{_GROUP}/namespaces/{namespace}/{KINDS[kind].plural}/{name}"
         try:
@@ -42,7 +46,7 @@ def publish_statuses(
             log(f"{key}: status not published: {error}")
             continue
         body: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
-        declared = report.repository.find(kind, namespace, name) if report.repository else None
+        declared = repository.find(kind, namespace, name) if repository else None
         if declared is not None and found.get("spec") == _spec(declared.resource):
             body["observedGeneration"] = found.get("metadata", {}).get("generation")
         try:

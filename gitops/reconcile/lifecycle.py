@@ -33,8 +33,8 @@ from gitops.artifacts.registry import RegistryOptions
 from gitops.artifacts.store import open_store
 from gitops.artifacts.verify import policy_digest, verify_artifact
 from gitops.execution.executor import CredentialUnavailable, Executor, Outcome
+from gitops.execution.leases import Lease, Leases
 from gitops.reconcile.conditions import summary_conditions
-from gitops.reconcile.leases import Lease, Leases
 from gitops.reconcile.state import StateFile
 from gitops.repo.loader import LoadedResource, Repository
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment

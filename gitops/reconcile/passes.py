@@ -11,20 +11,22 @@ gets a ``Blocked/ConfigurationError`` status of its own; the others proceed.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import git
 
 from gitops.artifacts.registry import RegistryOptions
 from gitops.execution.executor import Executor, LocalExecutor
+from gitops.execution.leases import Leases
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.identities import coordination_digest
-from gitops.reconcile.leases import Leases
 from gitops.reconcile.lifecycle import PassContext
 from gitops.reconcile.migration import reconcile_migration
 from gitops.reconcile.schema import reconcile_schema
@@ -141,6 +143,7 @@ def run_pass(
     due_only: bool = False,
     registry: RegistryOptions | None = None,
     leases: Leases | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> PassReport:
     """One pass over ``source`` (a path or URL of a Git repository).
 
@@ -176,6 +179,8 @@ def run_pass(
             registry=registry or RegistryOptions(),
             leases=leases,
         )
+        if clock is not None:
+            ctx = dataclasses.replace(ctx, now=clock)
         for problem in repository.problems:
             report.problems.append(str(problem))
         _blocked_by_problems(ctx, report)

@@ -21,7 +21,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from gitops.reconcile.leases import Lease
+from gitops.execution.leases import Lease
 
 __all__ = ["Lease", "StateFile"]
 

@@ -26,10 +26,10 @@ from harness.postgres import PostgresDatabase, PostgresServer
 from harness.reconcile_world import World, tables
 
 from gitops.execution.executor import CredentialUnavailable, Outcome
+from gitops.execution.leases import Leader
 from gitops.kubernetes.api import KubeApi, KubeError, load_api
 from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
 from gitops.kubernetes.leases import KubernetesLeases, lease_name
-from gitops.reconcile.leases import Leader
 from gitops.reconcile.passes import PassReport, run_pass
 from gitops.resources.database import SecretKeyRef, UrlReference
 from runner.protocol.messages import OperationInput
@@ -409,7 +409,7 @@ def test_a_changed_spec_in_the_cluster_is_not_claimed_as_observed(
     report = _kubernetes_pass(world, api, tmp_path)
     assert report.phases == {"shop/orders": "InSync"}
 
-    assert publish_statuses(api, report) == 1
+    assert publish_statuses(api, report.statuses, report.repository) == 1
     cr = kube.get("databaseschemas", "shop", "orders")
     assert cr is not None and cr["status"]["phase"] == "InSync"
     assert "observedGeneration" not in cr["status"]  # Argo CD / Flux keep waiting

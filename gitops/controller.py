@@ -1,4 +1,8 @@
-"""``seshat reconcile``: run reconciliation passes over a repository."""
+"""``seshat reconcile`` and ``seshat run``: the controller's commands.
+
+They parse options and loop; what runs operations, who holds leases and what time it is
+come from :mod:`gitops.wiring`, the one place they are built.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,15 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from gitops.execution.executor import Executor
-from gitops.reconcile.leases import Leader, Leases
+from gitops.execution.leases import Leader
 from gitops.reconcile.passes import PassReport, run_pass
+from gitops.wiring import Wiring, wire
 from runner.errors import SeshatError
 
 __all__ = ["reconcile", "run"]
@@ -83,44 +86,6 @@ def _mode_options(command: F) -> F:
     return command
 
 
-@dataclass
-class _Mode:
-    executor: Executor | None = None
-    leases: Leases | None = None
-    publish: Callable[[PassReport], None] | None = None
-
-
-def _mode(say: Callable[[str], None], **options: Any) -> _Mode:
-    if options["executor"] == "local":
-        if options["publish_status"]:
-            raise click.UsageError("--publish-status needs --executor kubernetes")
-        return _Mode()
-    if not options["runner_image"]:
-        raise click.UsageError("--executor kubernetes needs --runner-image")
-    from gitops.kubernetes.api import load_api
-    from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
-    from gitops.kubernetes.leases import KubernetesLeases
-    from gitops.kubernetes.status import publish_statuses
-
-    api = load_api(options["kubeconfig"])
-    settings = JobSettings(
-        image=options["runner_image"],
-        service_account=options["runner_service_account"],
-        cache_claim=options["runner_cache_claim"],
-    )
-    mode = _Mode(
-        KubernetesExecutor(api, settings),
-        KubernetesLeases(api, options["lease_namespace"], options["lease_duration"]),
-    )
-    if options["publish_status"]:
-
-        def publish(report: PassReport) -> None:
-            publish_statuses(api, report, say)
-
-        mode.publish = publish
-    return mode
-
-
 @click.command()
 @click.option(
     "--repo",
@@ -164,7 +129,7 @@ def reconcile(
     work_dir = work or _default_work()
     say = (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
     try:
-        mode = _mode(say, **mode_options)
+        mode = wire(say, **mode_options)
     except SeshatError as error:
         click.echo(f"seshat: {error}", err=True)
         sys.exit(2)
@@ -221,7 +186,7 @@ def run(
     work_dir = work or _default_work()
     say = (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
     try:
-        mode = _mode(say, **mode_options)
+        mode = wire(say, **mode_options)
     except SeshatError as error:
         click.echo(f"seshat: {error}", err=True)
         sys.exit(2)
@@ -247,7 +212,7 @@ def run(
         seconds=tick,
         max_instances=1,
         coalesce=True,
-        next_run_time=datetime.now(UTC),
+        next_run_time=datetime.now(UTC),  # the scheduler's own clock: start at once
     )
 
     def stop(*_: object) -> None:
@@ -266,7 +231,7 @@ def _one_pass(
     work: Path,
     branch: str,
     say: Callable[[str], None],
-    mode: _Mode,
+    mode: Wiring,
     *,
     due_only: bool,
 ) -> PassReport:
@@ -278,6 +243,7 @@ def _one_pass(
         due_only=due_only,
         executor=mode.executor,
         leases=mode.leases,
+        clock=mode.clock,
     )
     if mode.publish is not None:
         mode.publish(report)

@@ -1,0 +1,68 @@
+"""Where operations run, who holds leases, and what time it is: built here, once, and
+handed to the passes (``seshat reconcile``, ``seshat run``).
+
+Local mode: each operation is a ``seshat-runner`` child process (the pass's default
+executor) and leases live in the state file. Kubernetes mode: each operation is a Job, leases
+are ``coordination.k8s.io`` Leases, and verdicts may also be published on the custom
+resources. Nothing below this module chooses between the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from gitops.execution.executor import Executor
+from gitops.execution.leases import Leases
+from gitops.reconcile.passes import PassReport
+
+__all__ = ["Wiring", "utc_now", "wire"]
+
+
+def utc_now() -> datetime:
+    """The controller's clock: UTC, whole seconds (what status files record)."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass(frozen=True)
+class Wiring:
+    executor: Executor | None = None  # None: the pass's local executor
+    leases: Leases | None = None  # None: the state file's leases
+    publish: Callable[[PassReport], None] | None = None
+    clock: Callable[[], datetime] = field(default=utc_now)
+
+
+def wire(say: Callable[[str], None], **options: Any) -> Wiring:
+    """The executor, leases and publisher the controller's mode options ask for."""
+    if options["executor"] == "local":
+        if options["publish_status"]:
+            raise click.UsageError("--publish-status needs --executor kubernetes")
+        return Wiring()
+    if not options["runner_image"]:
+        raise click.UsageError("--executor kubernetes needs --runner-image")
+    from gitops.kubernetes.api import load_api
+    from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
+    from gitops.kubernetes.leases import KubernetesLeases
+    from gitops.kubernetes.status import publish_statuses
+
+    api = load_api(options["kubeconfig"])
+    settings = JobSettings(
+        image=options["runner_image"],
+        service_account=options["runner_service_account"],
+        cache_claim=options["runner_cache_claim"],
+    )
+    publish = None
+    if options["publish_status"]:
+
+        def publish(report: PassReport) -> None:
+            publish_statuses(api, report.statuses, report.repository, say)
+
+    return Wiring(
+        KubernetesExecutor(api, settings),
+        KubernetesLeases(api, options["lease_namespace"], options["lease_duration"]),
+        publish,
+    )
