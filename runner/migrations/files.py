@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +29,9 @@ __all__ = ["CHECKSUM_ALGORITHM", "MigrationFile", "read_directory"]
 
 CHECKSUM_ALGORITHM = "sha256-bytes-v1"
 _NAME = re.compile(
-    r"^(?P<version>[0-9]{1,20})_(?P<description>[^/]+?)"
-    r"(?P<checkpoint>\.checkpoint)?(?P<up>\.up)?\.sql$"
-)
+    r"(?P<version>[0-9]{1,20})_(?P<description>[^/]+?)"
+    r"(?P<checkpoint>\.checkpoint)?(?P<up>\.up)?\.sql"
+)  # matched whole (fullmatch): ``$`` also matched before a final newline, "1_a.sql\n"
 _NO_TRANSACTION = "-- seshat:no-transaction"
 
 
@@ -62,6 +63,16 @@ def _directives(text: str) -> bool:
     return True
 
 
+def _printable_utf8(name: str) -> bool:
+    """Whether a file name (as ``os.fsdecode`` spells it) is UTF-8 text on one line: bytes
+    that are not UTF-8 come back as lone surrogates, which no UTF-8 writer takes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in name)
+
+
 def read_directory(folder: Path) -> list[MigrationFile]:
     """Every migration file of ``folder``, in version order."""
     if not folder.is_dir():
@@ -70,9 +81,14 @@ def read_directory(folder: Path) -> list[MigrationFile]:
     for path in sorted(folder.iterdir()):
         if path.name.endswith(".down.sql") or not path.is_file():
             continue
-        match = _NAME.match(path.name)
+        match = _NAME.fullmatch(path.name)
         if match is None:
             continue
+        if not _printable_utf8(path.name):
+            # The name is recorded in history rows and hashed into plans: it must be text.
+            raise ConfigurationError(
+                f"{path.name!r}: a migration file name must be UTF-8 without control characters"
+            )
         data = path.read_bytes()
         try:
             text = data.decode("utf-8")
