@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from gitops.crds import crds
-from gitops.repo.loader import Repository, load_repository
+from gitops.repo.loader import MAX_PROBLEMS_PER_FILE, Repository, load_repository, problem_lines
 from gitops.yamlout import dump_all
 from runner.errors import SeshatError
 
@@ -61,10 +61,14 @@ def cli() -> None:
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="text: one `path:line: field: message` line per problem; json: resources and problems.",
+    help="text: one `path:line: field: message` line per problem (at most "
+    f"{MAX_PROBLEMS_PER_FILE} per file); json: resources and every problem.",
 )
 def validate(repo: Path, output_format: str) -> None:
     """Check every declaration in REPO and report all problems at once.
+
+    Text output shows at most 100 problems of one file, then `PATH: ... and N more
+    problems in this file`; the count on stderr and --format json have them all.
 
     Exit status: 0 when everything is valid, 1 when problems were found, 2 when the check
     could not run. Meant for CI on pull requests.
@@ -77,8 +81,8 @@ def validate(repo: Path, output_format: str) -> None:
         }
         click.echo(json.dumps(document, indent=2, sort_keys=False))
     else:
-        for problem in repository.problems:
-            click.echo(str(problem))
+        for line in problem_lines(repository.problems):
+            click.echo(line)
         files = len({p.path for p in repository.problems})
         counted = f"{_count(len(repository.problems), 'problem')} in {_count(files, 'file')}"
         found = counted if repository.problems else "no problems"
@@ -117,8 +121,8 @@ def render(repo: Path, show_crds: bool, write: Path | None) -> None:
         raise click.UsageError("--write is only for --crds")
     repository = _load(repo)
     click.echo(dump_all(_rendered(repository)), nl=False)
-    for problem in repository.problems:
-        click.echo(str(problem), err=True)
+    for line in problem_lines(repository.problems):
+        click.echo(line, err=True)
     sys.exit(EXIT_PROBLEMS if repository.problems else EXIT_OK)
 
 

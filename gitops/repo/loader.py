@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -34,13 +34,23 @@ from gitops.resources.schema import DatabaseSchema
 from runner.digests import digest_hex
 from runner.errors import CanNotRunError
 
-__all__ = ["CONFIG_FILE", "MAX_FILES", "LoadedResource", "Repository", "load_repository"]
+__all__ = [
+    "CONFIG_FILE",
+    "MAX_FILES",
+    "MAX_PROBLEMS_PER_FILE",
+    "LoadedResource",
+    "Repository",
+    "load_repository",
+    "problem_lines",
+]
 
 CONFIG_FILE: Final = "seshat.yaml"
 _MAX_PATH, _MAX_PATHS = 1024, 64  # ConfigSpec.paths: the length of one path, of the list
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 MAX_FILES: Final = 10_000
 """More declaration files than this under the configured paths is refused."""
+MAX_PROBLEMS_PER_FILE: Final = 100
+"""``seshat validate`` prints at most this many problems of one file (see problem_lines)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,3 +493,21 @@ def load_repository(root: Path | str, uids: UidSource | None = None) -> Reposito
     loaded.sort(key=lambda r: (list(KINDS).index(r.key.kind), r.key.namespace, r.key.name))
     problems = sorted(set(loader.problems), key=Problem.sort_key)
     return Repository(base, config, tuple(loaded), tuple(problems))
+
+
+def problem_lines(problems: Iterable[Problem], limit: int = MAX_PROBLEMS_PER_FILE) -> list[str]:
+    """``problems`` as ``path:line: field: message`` lines, at most ``limit`` per file, in
+    the order given (files in order of their first problem). A file with more problems ends
+    with ``path: ... and N more problems in this file``: 100,000 problems of one file are
+    not read by anyone, and printing them is what would take the time."""
+    by_path: dict[str, list[Problem]] = defaultdict(list)
+    for problem in problems:
+        by_path[problem.path].append(problem)
+    lines: list[str] = []
+    for path, found in by_path.items():
+        lines += [str(problem) for problem in found[:limit]]
+        hidden = len(found) - limit
+        if hidden > 0:
+            noun = "problem" if hidden == 1 else "problems"
+            lines.append(f"{path}: ... and {hidden} more {noun} in this file")
+    return lines

@@ -4,7 +4,10 @@ A declaration file is untrusted input. Before anything else looks at it this mod
 files over :data:`MAX_FILE_BYTES`, bytes that are not UTF-8, YAML that does not parse,
 duplicate keys, and "YAML bombs": anchors and aliases let a few hundred bytes describe
 billions of nodes, so the size of every document *after* alias expansion is computed (with
-memoization, never by expanding) and bounded by :data:`MAX_NODES`.
+memoization, never by expanding) and bounded by :data:`MAX_NODES`. A file of more than
+:data:`MAX_DOCUMENTS` documents is refused too: parsing costs about as much per document as
+per field, and a 1 MiB file of 100,000 tiny documents would take every reader of the file
+(the loader, the uid history walk) tens of seconds.
 
 What comes out is plain Python data (dicts, lists, str, int, float, bool, None; dates and
 times stay text, for the models to parse) plus a map from each field's path to its 1-based
@@ -27,12 +30,21 @@ from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-__all__ = ["MAX_FILE_BYTES", "MAX_NODES", "Document", "FileError", "read_documents"]
+__all__ = [
+    "MAX_DOCUMENTS",
+    "MAX_FILE_BYTES",
+    "MAX_NODES",
+    "Document",
+    "FileError",
+    "read_documents",
+]
 
 MAX_FILE_BYTES: Final = 1024 * 1024
 """A declaration file larger than 1 MiB is refused."""
 MAX_NODES: Final = 100_000
 """A document that expands to more nodes than this (counting aliases) is refused."""
+MAX_DOCUMENTS: Final = 1000
+"""A file of more YAML documents than this (empty ones included) is refused."""
 
 Path = tuple[str | int, ...]
 _DUPLICATE = re.compile(r'found duplicate key ("[^"]*")')
@@ -249,11 +261,16 @@ def read_documents(raw: bytes) -> list[Document]:
     yaml.allow_duplicate_keys = False
     documents: list[Document] = []
     try:
-        for loaded in yaml.load_all(text):
-            if loaded is None:
-                continue
+        for count, loaded in enumerate(yaml.load_all(text), start=1):
             first = getattr(getattr(loaded, "lc", None), "line", None)
             start = first + 1 if isinstance(first, int) else 1
+            if count > MAX_DOCUMENTS:  # stops parsing here: the rest is never read
+                raise FileError(
+                    f"more than {MAX_DOCUMENTS} YAML documents in one file; split it",
+                    start if isinstance(first, int) else None,
+                )
+            if loaded is None:
+                continue
             if _expanded_size(loaded, {}, set()) > MAX_NODES:
                 raise FileError(
                     f"a document expands to more than {MAX_NODES} nodes through YAML aliases",

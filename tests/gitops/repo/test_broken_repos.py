@@ -281,3 +281,55 @@ def test_only_regular_files_inside_the_repository_are_read(tmp_path: Path) -> No
         "seshat.yaml: is a symbolic link that leads outside the repository",
     ]
     assert "secret-key-name" not in result.stdout + result.stderr
+
+
+MISSING = "apiVersion: required field is missing"
+
+
+def test_the_problems_of_one_file_are_capped_with_a_count_of_the_rest(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "databases").mkdir(parents=True)
+    # 250 documents without apiVersion: one problem each, document n on line 2n.
+    (repo / "databases" / "many.yaml").write_text("---\na: 1\n" * 250)
+    (repo / "databases" / "other.yaml").write_text("---\na: 1\n" * 2)
+    result = validate(repo)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 100 + 1 + 2
+    assert lines[:100] == [f"databases/many.yaml:{2 * n}: {MISSING}" for n in range(1, 101)]
+    assert lines[100] == "databases/many.yaml: ... and 150 more problems in this file"
+    # The count and the JSON report are complete; only the text listing is capped.
+    assert lines[101:] == [f"databases/other.yaml:{n}: {MISSING}" for n in (2, 4)]
+    assert result.stderr.strip() == "0 valid resources, 252 problems in 2 files"
+    report = json.loads(validate(repo, "--format", "json").stdout)
+    assert len(report["problems"]) == 252
+    # One more than the cap says "1 more problem".
+    (repo / "databases" / "many.yaml").write_text("---\na: 1\n" * 101)
+    lines = validate(repo).stdout.splitlines()
+    assert lines[100] == "databases/many.yaml: ... and 1 more problem in this file"
+
+
+def test_a_file_of_a_hundred_thousand_tiny_documents_is_refused_without_reading_them(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / "databases").mkdir(parents=True)
+    tiny = "---\na: 1\n"
+    (repo / "databases" / "tiny.yaml").write_text(tiny * (1024 * 1024 // len(tiny)))
+    (repo / "databases" / "empty.yaml").write_text("---\n" * 200_000)
+    (repo / "databases" / "most.yaml").write_text(tiny * 1000)  # the most a file may hold
+    # Committed, so the uid history walk reads the files too (and must stop as early).
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-q", "-m", "tiny"], check=True)
+    result = validate(repo)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == "databases/empty.yaml: more than 1000 YAML documents in one file; split it"
+    assert lines[1:101] == [f"databases/most.yaml:{2 * n}: {MISSING}" for n in range(1, 101)]
+    assert lines[101:] == [
+        "databases/most.yaml: ... and 900 more problems in this file",
+        "databases/tiny.yaml:2002: more than 1000 YAML documents in one file; split it",
+    ]
+    assert result.stderr.strip() == "0 valid resources, 1002 problems in 3 files"
