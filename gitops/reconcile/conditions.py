@@ -11,23 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from gitops.resources.status import Condition, ConditionType
+from gitops.resources.status import SETTLED_PHASES, Condition, ConditionType, SharedPhase
 
 __all__ = ["summary_conditions"]
-
-_PROGRESS = {
-    "Pending",
-    "Resolving",
-    "Verifying",
-    "Observing",
-    "Planning",
-    "AwaitingApproval",
-    "ReadyToApply",
-    "Applying",
-    "VerifyingConvergence",
-    "Reading",
-    "VerifyingHistory",
-}
 
 
 def summary_conditions(
@@ -38,9 +24,11 @@ def summary_conditions(
     now: datetime,
     previous: Sequence[Condition] = (),
 ) -> list[Condition]:
-    ready = ("True", "InSync") if phase == "InSync" else ("False", reason)
-    reconciling = ("True", reason) if phase in _PROGRESS or phase == "Failed" else ("False", reason)
-    stalled = ("True", reason) if phase == "Blocked" else ("False", reason)
+    in_sync = phase == SharedPhase.IN_SYNC
+    ready = ("True", SharedPhase.IN_SYNC.value) if in_sync else ("False", reason)
+    under_way = phase not in SETTLED_PHASES or phase == SharedPhase.FAILED  # Failed: retried
+    reconciling = ("True", reason) if under_way else ("False", reason)
+    stalled = ("True", reason) if phase == SharedPhase.BLOCKED else ("False", reason)
     before = {c.type: c for c in previous}
     conditions = []
     for kind, (status, why) in (

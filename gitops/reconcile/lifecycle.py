@@ -48,6 +48,7 @@ from gitops.resources.status import (
     MigrationPhase,
     Reason,
     SchemaPhase,
+    SharedPhase,
     SourceStatus,
 )
 from gitops.writeback.commits import Trailers
@@ -107,7 +108,7 @@ class Stop(Exception):
         self.phase, self.reason, self.message = phase, reason, message
 
 
-BLOCKED, FAILED, IN_SYNC = "Blocked", "Failed", "InSync"
+BLOCKED, FAILED, IN_SYNC = SharedPhase.BLOCKED, SharedPhase.FAILED, SharedPhase.IN_SYNC
 
 
 class ResourcePass(Generic[StatusT]):
@@ -292,7 +293,7 @@ class ResourcePass(Generic[StatusT]):
     def run(self, census: tuple[Reason, str] | None) -> StatusT:
         try:
             if self.spec.suspend:
-                raise Stop("Suspended", Reason.SUSPENDED, "spec.suspend is set")
+                raise Stop(SharedPhase.SUSPENDED, Reason.SUSPENDED, "spec.suspend is set")
             if census is not None:
                 raise Stop(BLOCKED, census[0], census[1])
             self._refuse_tampering()

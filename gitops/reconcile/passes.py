@@ -38,9 +38,11 @@ from gitops.resources.base import storable_name
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.schema import DatabaseSchema
 from gitops.resources.status import (
+    ConditionType,
     DatabaseMigrationStatus,
     DatabaseSchemaStatus,
     Reason,
+    SharedPhase,
 )
 from gitops.reviews.review import Reviews
 from gitops.writeback.commits import Trailers
@@ -70,7 +72,7 @@ class PassReport:
 
 
 def _ready_reason(status: Status) -> str:
-    ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
+    ready = next((c for c in status.conditions if c.type == ConditionType.READY), None)
     return ready.reason if ready is not None else ""
 
 
@@ -207,7 +209,8 @@ def run_pass(
                 status = _failed(ctx, loaded, previous, error)
             report.statuses[key] = (resource.kind, status)
             spec = resource.spec
-            wait = spec.retry_interval if status.phase.value == "Failed" else spec.interval
+            failed = status.phase.value == SharedPhase.FAILED
+            wait = spec.retry_interval if failed else spec.interval
             state.schedule(str(meta.uid), time.time() + wait)
             _review(reviews, status_branch, resource.kind, meta.namespace, meta.name, status, log)
             log(f"{key}: {status.phase.value} ({_ready_reason(status)})")
@@ -274,9 +277,9 @@ def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
         status = model.model_validate(
             {
                 "observedRevision": ctx.revision,
-                "phase": "Blocked",
+                "phase": SharedPhase.BLOCKED,
                 "conditions": summary_conditions(
-                    "Blocked",
+                    SharedPhase.BLOCKED,
                     Reason.CONFIGURATION_ERROR.value,
                     message,
                     ctx.revision,
@@ -289,7 +292,7 @@ def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
             ctx.status_branch.publish(
                 {status_path(namespace, name): status_bytes(ref, status)},
                 f"{namespace}/{name}: Blocked (ConfigurationError)",
-                Trailers(f"{kind} {namespace}/{name}", "Blocked", None, ctx.revision),
+                Trailers(f"{kind} {namespace}/{name}", SharedPhase.BLOCKED, None, ctx.revision),
                 message,
             )
         except (ValueError, SeshatError, git.GitCommandError) as error:
@@ -316,9 +319,9 @@ def _failed(
         carried
         | {
             "observedRevision": ctx.revision,
-            "phase": "Failed",
+            "phase": SharedPhase.FAILED,
             "conditions": summary_conditions(
-                "Failed",
+                SharedPhase.FAILED,
                 Reason.INTERNAL_ERROR.value,
                 message,
                 ctx.revision,
@@ -334,7 +337,12 @@ def _failed(
         ctx.status_branch.publish(
             {status_path(meta.namespace, meta.name): status_bytes(ref, status)},
             f"{meta.namespace}/{meta.name}: Failed (InternalError)",
-            Trailers(f"{resource.kind} {meta.namespace}/{meta.name}", "Failed", None, ctx.revision),
+            Trailers(
+                f"{resource.kind} {meta.namespace}/{meta.name}",
+                SharedPhase.FAILED,
+                None,
+                ctx.revision,
+            ),
             message,
         )
     except (SeshatError, ValueError, git.GitCommandError) as publish_error:

@@ -18,6 +18,7 @@ from runner.digests import Sha256
 from runner.protocol.results import HistoryVerdict, RunOutcome
 
 __all__ = [
+    "SETTLED_PHASES",
     "Condition",
     "ConditionType",
     "DatabaseMigrationStatus",
@@ -29,8 +30,28 @@ __all__ = [
     "Reason",
     "RunRecord",
     "SchemaPhase",
+    "SharedPhase",
     "SourceStatus",
 ]
+
+
+class SharedPhase(StrEnum):
+    """The phases both lifecycles have, under the same names (each lifecycle's own enum
+    below holds them too): the settled verdicts and the steps they share."""
+
+    PENDING = "Pending"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    APPLYING = "Applying"
+    IN_SYNC = "InSync"
+    BLOCKED = "Blocked"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+SETTLED_PHASES = frozenset(
+    {SharedPhase.IN_SYNC, SharedPhase.BLOCKED, SharedPhase.FAILED, SharedPhase.SUSPENDED}
+)
+"""Where a pass leaves a resource with nothing under way; every other phase is progress."""
 
 
 class SchemaPhase(StrEnum):

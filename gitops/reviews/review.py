@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitops.resources.config import ConfigSpec, Forge
-from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
+from gitops.resources.status import (
+    ConditionType,
+    DatabaseMigrationStatus,
+    DatabaseSchemaStatus,
+    SharedPhase,
+)
 from gitops.reviews.github import GitHub, PullRequest
 from gitops.reviews.markdown import MAX_BODY, code, fence
 from gitops.writeback.bare import BareClone, Identity
@@ -29,7 +34,7 @@ from runner.protocol.results import HistoryVerdict
 
 __all__ = ["ReviewOutcome", "Reviews", "review_body", "review_branch"]
 
-_REVIEWED = ("AwaitingApproval", "Blocked", "Failed")
+_REVIEWED = (SharedPhase.AWAITING_APPROVAL, SharedPhase.BLOCKED, SharedPhase.FAILED)
 Status = DatabaseSchemaStatus | DatabaseMigrationStatus
 
 
@@ -47,7 +52,7 @@ def review_body(
     """The review text (and pull request body) of one verdict: Seshat's own words around
     fenced blocks holding everything that may come from an artifact or a server
     (:mod:`gitops.reviews.markdown`), cut to ``limit`` characters."""
-    ready = next((c for c in status.conditions if c.type.value == "Ready"), None)
+    ready = next((c for c in status.conditions if c.type == ConditionType.READY), None)
     lines = [f"## {key}: {status.phase.value}" + (f" ({ready.reason})" if ready else "")]
     if ready is not None and ready.message:
         lines += ["", fence(ready.message, "text")]
@@ -71,7 +76,7 @@ def review_body(
             ),
         ]
     tail: list[str] = []
-    if status.plan is not None and status.phase.value == "AwaitingApproval":
+    if status.plan is not None and status.phase.value == SharedPhase.AWAITING_APPROVAL:
         tail = [
             "",
             "Approve exactly this plan:",
@@ -159,7 +164,7 @@ class Reviews:
     ) -> ReviewOutcome | None:
         """Publish, update or close the review of one resource after its pass."""
         key, branch = f"{namespace}/{name}", review_branch(namespace, name)
-        if status.phase.value == "InSync":
+        if status.phase.value == SharedPhase.IN_SYNC:
             closed = self.forge.close(branch, f"{key} is InSync.") if self.forge else None
             return ReviewOutcome(branch, None, closed) if closed else None
         if status.phase.value not in _REVIEWED:

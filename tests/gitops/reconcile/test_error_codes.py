@@ -5,6 +5,7 @@ from __future__ import annotations
 from gitops.reconcile.lifecycle import BLOCKED_BY_CODE
 from gitops.reconcile.migration import VERDICT_REASONS, _MigrationPass
 from gitops.reconcile.schema import _SchemaPass
+from gitops.resources.status import SETTLED_PHASES, MigrationPhase, SchemaPhase, SharedPhase
 from runner.protocol.results import ErrorCode, HistoryVerdict
 
 
@@ -26,3 +27,9 @@ def test_refusal_tables_name_the_runners_reasons() -> None:
     assert {"destructive_disallowed", "protected_table", "sandbox_refused"} <= set(
         _SchemaPass.refusals
     )
+
+
+def test_the_shared_phases_are_phases_of_both_lifecycles() -> None:
+    for phase in SharedPhase:
+        assert SchemaPhase(phase.value) and MigrationPhase(phase.value)
+    assert set(SharedPhase) >= SETTLED_PHASES
