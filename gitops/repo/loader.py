@@ -97,6 +97,14 @@ def _inside(root: Path, path: Path) -> bool:
     return _outside(root, path) is None
 
 
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; not when it cannot even be looked up (a name too long)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _outside(root: Path, path: Path) -> str | None:
     """Why ``path`` does not resolve inside ``root``; None when it does."""
     try:
@@ -183,7 +191,12 @@ class _Loader:
             if (reason := _outside(self.root, base)) is not None:
                 self.problem(entry, None, "", reason)
                 continue
-            if not base.exists():
+            try:
+                found = base.exists()
+            except OSError as error:  # ENAMETOOLONG: a component over 255 bytes
+                self.problem(CONFIG_FILE, line, where, f"cannot be read ({error.strerror})")
+                continue
+            if not found:
                 if explicit:
                     self.problem(CONFIG_FILE, line, where, "no such folder in the repository")
                 continue
@@ -363,7 +376,7 @@ class _Loader:
                 message = "must be a path relative to the repository root"
             elif not _inside(self.root, target):
                 message = "leads outside the repository"
-            elif not target.is_file():
+            elif not _is_file(target):
                 message = f"no such file in the repository: {value}"
             else:
                 continue

@@ -176,6 +176,21 @@ def _valid(kind: str) -> bytes:
     ),
 )
 @budget(150)
+@example(  # a path component over 255 bytes: Path.exists raised ENAMETOOLONG
+    config=render_yaml({**SEEDS["Config"], "spec": {"paths": ["a" * 300]}}).encode(),
+    documents=[
+        (
+            (
+                "ApprovalPolicy",
+                render_yaml(SEEDS["ApprovalPolicy"]).replace(
+                    "policies/allowed_signers", "policies/" + "a" * 300
+                ),
+            ),
+            "own",
+        )
+    ],
+    signatures=[],
+)
 @example(
     config=render_yaml({**SEEDS["Config"], "spec": {"paths": ["databases", "a\x00b"]}}).encode(),
     documents=[],
