@@ -272,12 +272,20 @@ def test_mysql_statements_split_back(statements: list[str], comment: str) -> Non
     assert [p.sql for p in split_mysql(script)] == [e.strip() for e in expected]
 
 
-@given(_statements(_postgresql_token).map(lambda found: [s for s in found if "$" not in s]))
+def _sqlite_text(statement: str) -> bool:
+    """Whether ``statement`` is SQLite text: PostgreSQL's dollar quotes and E'' strings
+    (where a backslash escapes) are not, and a ';' in them ends a SQLite statement."""
+    return "$" not in statement and "E'" not in statement
+
+
+@given(_statements(_postgresql_token).map(lambda found: [s for s in found if _sqlite_text(s)]))
 @budget(150)
+@example(["x  E'\\';\\''"])  # not SQLite text: left out, it split in two
 def test_sqlite_statements_split_back(statements: list[str]) -> None:
+    statements = [s for s in statements if _sqlite_text(s)]
     script = ";\n".join(statements) + ";"
     if any(not sqlite3.complete_statement(s + ";") for s in statements):
-        return  # not SQLite text (an E'' string): nothing to compare with
+        return  # not a complete SQLite statement: nothing to compare with
     assert [sql.rstrip(";").strip() for _, sql in split_script(script)] == statements
 
 
