@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from gitops.artifacts.format import (
 from gitops.artifacts.reference import Reference
 from gitops.artifacts.store import Store
 from runner.digests import Digest
+from runner.files import NotReadable, read_regular_file
 
 __all__ = ["ContentCache", "Fetched", "fetch", "resolve", "write_files"]
 
@@ -48,19 +48,17 @@ class ContentCache:
         digest = parse_digest(digest, "cache entry")
         return self.root / "blobs" / digest.algorithm / digest.hex
 
-    def get(self, digest: Digest, limit: int | None = None) -> bytes | None:
+    def get(self, digest: Digest, limit: int = DEFAULT_LIMITS.max_total_bytes) -> bytes | None:
         digest = parse_digest(digest, "cache entry")
         path = self._path(digest)
         try:
-            handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        with os.fdopen(handle, "rb") as stream:
-            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-                return None
-            data = stream.read() if limit is None else stream.read(limit + 1)
-        if (limit is not None and len(data) > limit) or not digest.matches(data):
-            path.unlink(missing_ok=True)  # a damaged entry (a regular file) is fetched again
+            data = read_regular_file(path, limit)
+        except NotReadable as error:
+            if error.reason == "too_large":
+                path.unlink(missing_ok=True)  # a damaged entry (a regular file) is fetched again
+            return None  # a link, a folder, a FIFO: never read, never deleted
+        if data is not None and not digest.matches(data):
+            path.unlink(missing_ok=True)
             return None
         return data
 

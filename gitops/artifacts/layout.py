@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from gitops.artifacts.format import (
     parse_index,
 )
 from runner.digests import Digest, sha256_digest
+from runner.files import NotReadable, read_regular_file
 
 __all__ = ["LayoutStore"]
 
@@ -46,22 +46,17 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def _read_regular(path: Path, limit: int, what: str) -> bytes:
-    """At most ``limit`` bytes of a regular file in the layout, never through a symlink,
-    a FIFO or a device (``O_NOFOLLOW`` and ``O_NONBLOCK``, then checked with ``fstat``)."""
+    """At most ``limit`` bytes of a regular file in the layout (see :mod:`runner.files`)."""
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ArtifactError("not_found", f"{path.parent}: no {what}") from None
-    except OSError as error:
-        if stat.S_ISLNK(path.lstat().st_mode):
-            raise ArtifactError("symlink", f"{path} is a symbolic link") from None
-        raise ArtifactError("not_found", f"{path}: cannot be read ({error.strerror})") from None
-    with os.fdopen(handle, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-            raise ArtifactError("unsafe_path", f"{path} is not a regular file")
-        data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise ArtifactError("size_mismatch", f"{what} is larger than {limit} bytes")
+        data = read_regular_file(path, limit)
+    except NotReadable as error:
+        reason = {"symlink": "symlink", "too_large": "size_mismatch", "not_regular": "unsafe_path"}
+        detail = f"{what} is larger than {limit} bytes" if error.reason == "too_large" else None
+        raise ArtifactError(
+            reason.get(error.reason, "not_found"), detail or f"{path} {error.detail}"
+        ) from None
+    if data is None:
+        raise ArtifactError("not_found", f"{path.parent}: no {what}")
     return data
 
 

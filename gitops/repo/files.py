@@ -12,12 +12,11 @@ repository, for the caller to report as a problem of that path.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Final
 
 from gitops.repo.yamlfile import MAX_FILE_BYTES
+from runner.files import NotReadable, read_regular_file
 
 __all__ = [
     "MAX_SIGNATURE_BYTES",
@@ -45,30 +44,10 @@ class UnreadableFile(Exception):
 def read_regular(path: Path, limit: int, shown: str | None = None) -> bytes | None:
     """The bytes of the regular file ``path``, at most ``limit`` of them; None when there
     is no such file. ``shown`` is how messages name it (default: the path)."""
-    name = shown if shown is not None else str(path)
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        if path.is_symlink():
-            raise UnreadableFile(name, "is a symbolic link") from None
-        raise UnreadableFile(name, f"cannot be read ({error.strerror})") from None
-    try:
-        # Checked on the descriptor itself: os.fdopen refuses a folder with its own error.
-        info = os.fstat(handle)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnreadableFile(name, "is not a regular file")
-        if info.st_size > limit:
-            raise UnreadableFile(name, f"file is {info.st_size} bytes; the limit is {limit}")
-    except BaseException:
-        os.close(handle)
-        raise
-    with os.fdopen(handle, "rb") as stream:
-        data = stream.read(limit + 1)
-    if len(data) > limit:  # it grew while being read
-        raise UnreadableFile(name, f"file is over {limit} bytes; the limit is {limit}")
-    return data
+        return read_regular_file(path, limit)
+    except NotReadable as error:
+        raise UnreadableFile(shown if shown is not None else str(path), error.detail) from None
 
 
 def read_in_repository(root: Path, path: Path, limit: int) -> bytes | None:

@@ -97,10 +97,19 @@ def plan_digest(document: PlanDocument) -> str:
 
 
 def read_plan(data: bytes) -> PlanDocument:
-    """Parse plan bytes (refusing anything over :data:`MAX_PLAN_BYTES`)."""
+    """Parse plan bytes; anything that is not a plan is a :class:`ValueError` (over
+    :data:`MAX_PLAN_BYTES`, nested past the parser's depth, or text that is not Unicode: a
+    lone surrogate escape would not survive being written out again)."""
     if len(data) > MAX_PLAN_BYTES:
         raise ValueError(f"plan is {len(data)} bytes; the limit is {MAX_PLAN_BYTES}")
-    return PlanDocument.model_validate(json.loads(data))
+    try:
+        parsed = json.loads(data)
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        raise ValueError("the plan is nested too deeply") from None
+    except UnicodeEncodeError:
+        raise ValueError("the plan holds text that is not Unicode (a lone surrogate)") from None
+    return PlanDocument.model_validate(parsed)
 
 
 _NAMED_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -15,7 +15,6 @@ meaning of the original.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -283,12 +282,13 @@ def parse_create_table(sql: str) -> TableText:
     )
 
 
-def _emit(statements: list[tuple[int, str]], text: str, start: int, piece: str) -> None:
-    """Keep ``piece`` unless it holds nothing but a semicolon, blanks and comments."""
+def _emit(statements: list[tuple[int, str]], line: int, piece: str) -> None:
+    """Keep ``piece`` (starting on ``line``) unless it holds nothing but a semicolon,
+    blanks and comments."""
     body = piece.strip().rstrip(";").strip()
     if body and _has_code(body):
-        lead = len(piece) - len(piece.lstrip())
-        statements.append((text.count("\n", 0, start + lead) + 1, piece.strip()))
+        lead = piece[: len(piece) - len(piece.lstrip())]
+        statements.append((line + lead.count("\n"), piece.strip()))
 
 
 def _has_code(body: str) -> bool:
@@ -299,17 +299,81 @@ def _has_code(body: str) -> bool:
 def split_script(text: str) -> list[tuple[int, str]]:
     """(line, statement) for each complete statement of a script (triggers kept whole).
 
-    SQLite's own :func:`sqlite3.complete_statement` decides where a statement ends, so a
-    semicolon inside a string, a comment or a trigger body does not split it.
+    A statement ends at a semicolon outside strings, quoted names and comments, as SQLite's
+    ``sqlite3_complete`` decides, except inside the body of ``CREATE [TEMP] TRIGGER``, which
+    ends at ``END ;``. One pass over the text: the time is linear in its length, whatever
+    it holds (an unterminated string followed by many semicolons, say).
     """
     statements: list[tuple[int, str]] = []
-    start = 0
-    position = text.find(";")
-    while position >= 0:
-        piece = text[start : position + 1]
-        if sqlite3.complete_statement(piece):
-            _emit(statements, text, start, piece)
-            start = position + 1
-        position = text.find(";", position + 1)
-    _emit(statements, text, start, text[start:])
+    start, line = 0, 1
+    for end in _statement_ends(text):
+        _emit(statements, line, text[start : end + 1])
+        line += text.count("\n", start, end + 1)
+        start = end + 1
+    _emit(statements, line, text[start:])
     return statements
+
+
+_CLOSING = {"'": "'", '"': '"', "`": "`", "[": "]"}
+_WORD_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_WORD = _WORD_START | frozenset("0123456789$")
+
+
+def _statement_ends(text: str) -> list[int]:
+    """The offsets of the semicolons that end a statement."""
+    ends: list[int] = []
+    words: list[str] = []  # the statement's first tokens: words upper-cased, others ""
+    in_trigger = False
+    # Since the last semicolon: how many tokens, and whether the only one is END.
+    tokens, only_end = 0, False
+    i, size = 0, len(text)
+    while i < size:
+        char = text[i]
+        if char in _CLOSING:  # a string or a quoted name: to its closing quote
+            closing = _CLOSING[char]
+            found = text.find(closing, i + 1)
+            while closing != "]" and found >= 0 and text.startswith(closing, found + 1):
+                found = text.find(closing, found + 2)  # a doubled quote stands for itself
+            i = size if found < 0 else found + 1
+            tokens, only_end = tokens + 1, False
+            if len(words) < 4:
+                words.append("")  # a quoted name is not a keyword
+        elif char == "-" and text.startswith("--", i):
+            found = text.find("\n", i)
+            i = size if found < 0 else found + 1
+        elif char == "/" and text.startswith("/*", i):
+            found = text.find("*/", i + 2)
+            i = size if found < 0 else found + 2
+        elif char == ";":
+            # In a trigger's body only "; END ;" ends the statement (as sqlite3_complete).
+            if not in_trigger or (tokens == 1 and only_end):
+                ends.append(i)
+                words, in_trigger = [], False
+            tokens, only_end = 0, False
+            i += 1
+        elif char in _WORD_START or char >= "\x80":
+            j = i + 1
+            while j < size and (text[j] in _WORD or text[j] >= "\x80"):
+                j += 1
+            word = text[i:j].upper()
+            tokens, only_end = tokens + 1, tokens == 0 and word == "END"
+            if len(words) < 4:
+                words.append(word)
+                in_trigger = in_trigger or _opens_trigger(words)
+            i = j
+        else:
+            if not char.isspace():
+                tokens, only_end = tokens + 1, False
+                if len(words) < 4:
+                    words.append("")
+            i += 1
+    return ends
+
+
+def _opens_trigger(words: list[str]) -> bool:
+    """``[EXPLAIN [QUERY PLAN]] CREATE [TEMP | TEMPORARY] TRIGGER``: a body of statements."""
+    while words and words[0] in ("EXPLAIN", "QUERY", "PLAN"):
+        words = words[1:]
+    if len(words) >= 2 and words[0] == "CREATE" and words[1] in ("TEMP", "TEMPORARY"):
+        words = words[:1] + words[2:]
+    return len(words) >= 2 and words[:2] == ["CREATE", "TRIGGER"]
