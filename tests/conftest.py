@@ -67,6 +67,11 @@ def pytest_configure(config: pytest.Config) -> None:
     secret_scan.watch_processes()
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if secret_scan.summary:
+        terminalreporter.write_line(secret_scan.summary)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """What pytest captured from a test (its output, its log records) is scanned too."""
     for title, content in report.sections:
@@ -106,7 +111,11 @@ def secret_scan_at_the_end(
     yield
     roots = [tmp_path_factory.getbasetemp(), harness_base_dir]
     scanned = secret_scan.scan_tree(roots)
-    print(f"\nsecret scan: {scanned / 2**20:.0f} MiB scanned, {len(secret_scan.hits)} hits")
+    secret_scan.summary = (
+        f"secret scan: {len(secret_scan.credentials())} credentials looked for in "
+        f"{scanned / 2**20:.0f} MiB of files and Git objects and in every process's output; "
+        f"{len(secret_scan.hits)} hits"
+    )
     if secret_scan.hits:
         listed = "\n".join(sorted(set(secret_scan.hits))[:50])
         pytest.fail(f"credentials found in what the suite wrote:\n{listed}", pytrace=False)

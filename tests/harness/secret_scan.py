@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import quote
 
 __all__ = [
+    "credentials",
     "fragments",
     "hits",
     "input_file",
@@ -52,6 +53,12 @@ _needles: dict[bytes, str] = {}  # what to look for -> which credential (shown m
 _inputs: set[Path] = set()
 _skipped: set[Path] = set()
 hits: list[str] = []
+summary = ""  # set by the scan at the end of the session, printed in pytest's summary
+
+
+def credentials() -> list[str]:
+    """Every credential recorded so far."""
+    return list(_credentials)
 
 
 def fragments(credential: str) -> set[str]:
