@@ -32,13 +32,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from gitops.artifacts.format import package_folder  # noqa: E402
-from gitops.artifacts.layout import LayoutStore  # noqa: E402
-from gitops.artifacts.push import push  # noqa: E402
-from gitops.artifacts.reference import parse_reference  # noqa: E402
-from gitops.artifacts.signing import sign  # noqa: E402
 from gitops.execution.executor import EnvValue, LocalExecutor, Outcome  # noqa: E402
 from gitops.reconcile.passes import run_pass  # noqa: E402
+from runner.artifacts.format import package_folder  # noqa: E402
+from runner.artifacts.layout import LayoutStore  # noqa: E402
+from runner.artifacts.push import push  # noqa: E402
+from runner.artifacts.reference import parse_reference  # noqa: E402
+from runner.artifacts.signing import sign  # noqa: E402
 from runner.protocol.messages import OperationInput  # noqa: E402
 
 ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}

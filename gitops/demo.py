@@ -35,14 +35,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from gitops.approvals.write import approve
-from gitops.artifacts.format import package_folder
-from gitops.artifacts.layout import LayoutStore
-from gitops.artifacts.push import push
-from gitops.artifacts.reference import parse_reference
-from gitops.artifacts.signing import sign
 from gitops.reconcile.passes import run_pass
 from gitops.repo.loader import load_repository
 from gitops.resources.approvals import ResourceRef
+from runner.artifacts.format import package_folder
+from runner.artifacts.layout import LayoutStore
+from runner.artifacts.push import push
+from runner.artifacts.reference import parse_reference
+from runner.artifacts.signing import sign
 
 __all__ = ["run_demo"]
 

@@ -15,13 +15,14 @@ import stat
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["NotReadable", "read_regular_file"]
+__all__ = ["NotReadable", "read_inside", "read_regular_file"]
 
-Why = Literal["symlink", "not_regular", "too_large", "unreadable"]
+Why = Literal["symlink", "not_regular", "too_large", "unreadable", "outside"]
 
 
 class NotReadable(Exception):
-    """``reason``: symlink, not_regular, too_large or unreadable; ``detail`` in words."""
+    """``reason``: symlink, not_regular, too_large, unreadable or outside (a link out of
+    the folder); ``detail`` in words."""
 
     def __init__(self, reason: Why, detail: str) -> None:
         super().__init__(detail)
@@ -55,3 +56,22 @@ def read_regular_file(path: Path, limit: int) -> bytes | None:
     if len(data) > limit:  # it grew while being read
         raise NotReadable("too_large", f"file is over {limit} bytes; the limit is {limit}")
     return data
+
+
+def read_inside(root: Path, path: Path, limit: int) -> bytes | None:
+    """The bytes of ``path`` (absolute, or relative to ``root``) if it is a regular file
+    inside the folder ``root`` (a symbolic link may lead to another file of it, never out
+    of it); None when it does not exist."""
+    base = root.resolve()
+    full = path if path.is_absolute() else base / path
+    try:
+        resolved = full.resolve(strict=True)
+    except FileNotFoundError:
+        if full.is_symlink():
+            raise NotReadable("symlink", "is a symbolic link to nothing") from None
+        return None
+    except (OSError, RuntimeError):  # a loop of symbolic links
+        raise NotReadable("symlink", "cannot be resolved (a loop of symbolic links?)") from None
+    if resolved != base and base not in resolved.parents:
+        raise NotReadable("outside", "is a symbolic link that leads outside the repository")
+    return read_regular_file(resolved, limit)

@@ -19,7 +19,7 @@ under two names, counts once.
 Sigstore keyless signatures live beside the file in ``<file>.sigstore.json``: a JSON list of
 bundles, each a message signature over the file's bytes. A bundle counts for the rule's
 ``approvers.keyless`` identities when it verifies against the identity's ``trustedRoot``
-(``gitops.trust.sigstore``): a bundle that does not verify is a bad signature, one by an
+(``runner.artifacts.sigstore``): a bundle that does not verify is a bad signature, one by an
 identity the rule does not list is a signer not allowed. Keyless signers are distinct by
 their certificate's subject, like SSH signers by principal, so one identity signing twice
 (two certificates) counts once, and so does one person signing with SSH and with Sigstore.
@@ -37,7 +37,7 @@ from pathlib import Path
 from gitops.approvals.ssh import check, split_signatures
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.resources.policies import ApprovalPolicy, ApprovalRule
-from gitops.trust.sigstore import BAD_SIGNATURE, verify_bundle
+from runner.artifacts.sigstore import BAD_SIGNATURE, verify_bundle
 from runner.digests import Digest, digest
 from runner.errors import ConfigurationError
 

@@ -1,1 +1,1 @@
-"""OCI artifacts: packaging, transport (registry and OCI layout), fetching, signatures."""
+"""``seshat artifact``: the person-facing commands over the OCI client in ``runner/artifacts``."""

@@ -21,25 +21,25 @@ from typing import NoReturn
 
 import click
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.fetch import ContentCache, fetch, resolve, write_files
-from gitops.artifacts.format import (
+from gitops.repo.single import load_one
+from gitops.resources.policies import VerificationPolicy
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.fetch import ContentCache, fetch, resolve, write_files
+from runner.artifacts.format import (
     ANNOTATION_CREATED,
     ANNOTATION_REVISION,
     ANNOTATION_SOURCE,
     ARTIFACT_TYPES,
     package_folder,
 )
-from gitops.artifacts.keyless import attach_bundle as attach_bundle_to
-from gitops.artifacts.push import push as push_artifact
-from gitops.artifacts.reference import Reference, parse_reference
-from gitops.artifacts.registry import RegistryOptions, credentials_for
-from gitops.artifacts.signing import load_private_key, payload_for
-from gitops.artifacts.signing import sign as sign_digest
-from gitops.artifacts.store import Store, open_store
-from gitops.artifacts.verify import policy_digest, verify_artifact
-from gitops.repo.single import load_one
-from gitops.resources.policies import VerificationPolicy
+from runner.artifacts.keyless import attach_bundle as attach_bundle_to
+from runner.artifacts.push import push as push_artifact
+from runner.artifacts.reference import Reference, parse_reference
+from runner.artifacts.registry import RegistryOptions, credentials_for
+from runner.artifacts.signing import load_private_key, payload_for
+from runner.artifacts.signing import sign as sign_digest
+from runner.artifacts.store import Store, open_store
+from runner.artifacts.verify import policy_digest, verify_artifact
 from runner.errors import SeshatError
 from runner.redact import Redactor
 

@@ -25,13 +25,6 @@ from gitops.approvals.verify import (
     statement_identity,
     verify_statement,
 )
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.fetch import ContentCache, fetch, write_files
-from gitops.artifacts.format import ARTIFACT_TYPES
-from gitops.artifacts.reference import Reference, parse_reference
-from gitops.artifacts.registry import RegistryOptions
-from gitops.artifacts.store import open_store
-from gitops.artifacts.verify import policy_digest, verify_artifact
 from gitops.execution.executor import CredentialUnavailable, Executor, Outcome
 from gitops.execution.leases import Lease, Leases
 from gitops.reconcile.conditions import summary_conditions
@@ -55,6 +48,13 @@ from gitops.writeback.commits import Trailers
 from gitops.writeback.ledger import Dispatched, Finished, Ledger, Settled
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import status_bytes, status_path
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.fetch import ContentCache, fetch, write_files
+from runner.artifacts.format import ARTIFACT_TYPES
+from runner.artifacts.reference import Reference, parse_reference
+from runner.artifacts.registry import RegistryOptions
+from runner.artifacts.store import open_store
+from runner.artifacts.verify import policy_digest, verify_artifact
 from runner.digests import sha256_digest
 from runner.errors import ConfigurationError, SeshatError
 from runner.protocol.messages import OperationInput, PlanSettings

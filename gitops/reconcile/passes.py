@@ -22,7 +22,6 @@ from pathlib import Path
 
 import git
 
-from gitops.artifacts.registry import RegistryOptions
 from gitops.execution.executor import Executor, LocalExecutor
 from gitops.execution.leases import Leases
 from gitops.reconcile.conditions import summary_conditions
@@ -48,6 +47,7 @@ from gitops.reviews.review import Reviews
 from gitops.writeback.commits import Trailers
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import plan_paths, status_bytes, status_path
+from runner.artifacts.registry import RegistryOptions
 from runner.errors import CanNotRunError, SeshatError
 
 __all__ = ["PassReport", "run_pass"]

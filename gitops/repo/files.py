@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from gitops.repo.yamlfile import MAX_FILE_BYTES
-from runner.files import NotReadable, read_regular_file
+from runner.files import NotReadable, read_inside, read_regular_file
 
 __all__ = [
     "MAX_SIGNATURE_BYTES",
@@ -60,13 +60,6 @@ def read_in_repository(root: Path, path: Path, limit: int) -> bytes | None:
     except ValueError:
         shown = full.as_posix()
     try:
-        resolved = full.resolve(strict=True)
-    except FileNotFoundError:
-        if full.is_symlink():
-            raise UnreadableFile(shown, "is a symbolic link to nothing") from None
-        return None
-    except (OSError, RuntimeError):  # a loop of symbolic links
-        raise UnreadableFile(shown, "cannot be resolved (a loop of symbolic links?)") from None
-    if resolved != base and base not in resolved.parents:
-        raise UnreadableFile(shown, "is a symbolic link that leads outside the repository")
-    return read_regular(resolved, limit, shown)
+        return read_inside(base, full, limit)
+    except NotReadable as error:
+        raise UnreadableFile(shown, error.detail) from None

@@ -11,16 +11,15 @@ import re
 from typing import Annotated, Final
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PlainSerializer,
     WithJsonSchema,
     field_validator,
 )
-from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
+
+from runner.models import Model, plain_path
 
 __all__ = [
     "API_GROUP",
@@ -54,18 +53,6 @@ _LABEL_KEY = re.compile(
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
-class Model(BaseModel):
-    """Base of every model read from or written to Git: frozen, strict about fields."""
-
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        use_enum_values=False,
-    )
-
-
 def storable_name(name: str) -> str:
     """``name`` if a database resource may carry it: it names a status file
     (``status/<ns>/<name>.yaml``), a plans folder and a review branch
@@ -81,17 +68,6 @@ def storable_name(name: str) -> str:
             "stored_name", "must not end in .lock: it names the resource's review branch"
         )
     return name
-
-
-def plain_path(path: str) -> str:
-    """``path`` if it can name a file and be shown on one line: a NUL cannot be part of a
-    file name (every file call refuses it), and a line break or an escape sequence in a path
-    would be printed as it is in ``path:line: message``."""
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
-        raise PydanticCustomError(
-            "path_characters", "must not hold control characters (a NUL, a line break, ...)"
-        )
-    return path
 
 
 class ObjectMeta(Model):

@@ -7,14 +7,21 @@ Each policy lists them through ``repo_paths()`` so that check lives in one place
 
 from __future__ import annotations
 
-import re
-from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from gitops.resources.base import API_VERSION, MaxAge, Model, ObjectMeta, plain_path
+from gitops.resources.base import API_VERSION, MaxAge, Model, ObjectMeta
+from runner.artifacts.policy import (
+    Authority,
+    KeyAuthority,
+    KeylessIdentity,
+    RepoPath,
+    SignatureMode,
+    SignatureRequirements,
+    VerificationPolicySpec,
+)
 
 __all__ = [
     "ApprovalPolicy",
@@ -31,107 +38,6 @@ __all__ = [
     "VerificationPolicy",
     "VerificationPolicySpec",
 ]
-
-RepoPath = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(plain_path)]
-"""A file in the repository, relative to its root."""
-
-MEDIA_TYPE = r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$"
-
-
-def _compiles(pattern: str | None) -> str | None:
-    if pattern is not None:
-        try:
-            re.compile(pattern)
-        except re.error as error:
-            raise PydanticCustomError(
-                "regex", "is not a valid regular expression: {why}", {"why": str(error)}
-            ) from None
-    return pattern
-
-
-class KeylessIdentity(Model):
-    """A Sigstore certificate identity: OIDC issuer and subject, each exact or a regex.
-
-    Regular expressions must match the whole value (they are anchored when evaluated).
-    """
-
-    issuer: str | None = None
-    issuer_reg_exp: str | None = None
-    subject: str | None = None
-    subject_reg_exp: str | None = None
-    trusted_root: RepoPath | None = None
-
-    _check_issuer_regex = field_validator("issuer_reg_exp", "subject_reg_exp")(_compiles)
-
-    @model_validator(mode="after")
-    def _one_each(self) -> Self:
-        if (self.issuer is None) == (self.issuer_reg_exp is None):
-            raise PydanticCustomError("identity", "set exactly one of issuer or issuerRegExp")
-        if (self.subject is None) == (self.subject_reg_exp is None):
-            raise PydanticCustomError("identity", "set exactly one of subject or subjectRegExp")
-        return self
-
-
-class KeyAuthority(Model):
-    """A static public key (PEM, ECDSA P-256 or Ed25519) in the repository."""
-
-    public_key: RepoPath
-
-
-class Authority(Model):
-    """One party whose signature counts toward ``count``: keyless or a static key."""
-
-    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
-    keyless: KeylessIdentity | None = None
-    key: KeyAuthority | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Self:
-        if (self.keyless is None) == (self.key is None):
-            raise PydanticCustomError("authority", "set exactly one of keyless or key")
-        return self
-
-
-class SignatureMode(StrEnum):
-    """``enforce`` refuses unsigned artifacts; ``warn`` reports and proceeds; ``off`` skips."""
-
-    ENFORCE = "enforce"
-    WARN = "warn"
-    OFF = "off"
-
-
-class SignatureRequirements(Model):
-    """How many distinct authorities must have signed the artifact's manifest digest."""
-
-    mode: SignatureMode = SignatureMode.ENFORCE
-    count: Annotated[int, Field(ge=1, le=16)] = 1
-    authorities: Annotated[list[Authority], Field(max_length=16)] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _satisfiable(self) -> Self:
-        names = [a.name for a in self.authorities]
-        if len(set(names)) != len(names):
-            raise PydanticCustomError("authorities", "authority names must be unique")
-        if self.mode is not SignatureMode.OFF and self.count > len(self.authorities):
-            raise PydanticCustomError(
-                "count",
-                "count is {count} but only {have} authorities are listed",
-                {"count": self.count, "have": len(self.authorities)},
-            )
-        return self
-
-
-class VerificationPolicySpec(Model):
-    """What an artifact must be, and who must have signed it, before anything reads it."""
-
-    artifact_types: Annotated[
-        list[Annotated[str, Field(pattern=MEDIA_TYPE)]], Field(min_length=1, max_length=8)
-    ]
-    required_annotations: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=32)
-    ] = Field(default_factory=list)
-    require_digest_pin: bool = False
-    signatures: SignatureRequirements = Field(default_factory=SignatureRequirements)
 
 
 class VerificationPolicy(Model):

@@ -24,9 +24,9 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from fuzz.fuzzkit import budget, confined, hostile_json, hostile_text, json_values, mutated_bytes
-from gitops.artifacts.errors import REASONS, ArtifactError
-from gitops.artifacts.fetch import ContentCache, fetch, write_files
-from gitops.artifacts.format import (
+from runner.artifacts.errors import REASONS, ArtifactError
+from runner.artifacts.fetch import ContentCache, fetch, write_files
+from runner.artifacts.format import (
     ARTIFACT_TYPES,
     DEFAULT_LIMITS,
     check_title,
@@ -34,9 +34,9 @@ from gitops.artifacts.format import (
     parse_descriptor,
     parse_manifest,
 )
-from gitops.artifacts.layout import LayoutStore
-from gitops.artifacts.push import push
-from gitops.artifacts.reference import parse_reference
+from runner.artifacts.layout import LayoutStore
+from runner.artifacts.push import push
+from runner.artifacts.reference import parse_reference
 from runner.digests import ALGORITHMS, Digest, InvalidDigest, digest_hex, sha256_digest
 
 HEX = "0123456789abcdef"

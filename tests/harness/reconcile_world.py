@@ -14,8 +14,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from gitops.artifacts.registry import RegistryOptions
 from gitops.reconcile.passes import run_pass
+from runner.artifacts.registry import RegistryOptions
 
 from .gitrepo import GIT_ENV, GitRemote
 from .seshat_cli import SeshatRunner

@@ -18,9 +18,9 @@ import pytest
 from harness.registry import RegistryServer
 from harness.seshat_cli import Run, SeshatRunner
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.fetch import Fetched, write_files
-from gitops.artifacts.format import (
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.fetch import Fetched, write_files
+from runner.artifacts.format import (
     ANNOTATION_TITLE,
     ARTIFACT_TYPES,
     EMPTY_CONFIG,
@@ -32,9 +32,9 @@ from gitops.artifacts.format import (
     Manifest,
     parse_manifest,
 )
-from gitops.artifacts.layout import LayoutStore
-from gitops.artifacts.reference import parse_reference
-from gitops.artifacts.registry import RegistryOptions, RegistryStore
+from runner.artifacts.layout import LayoutStore
+from runner.artifacts.reference import parse_reference
+from runner.artifacts.registry import RegistryOptions, RegistryStore
 from runner.digests import sha256_digest
 
 REF_NAME = "org.opencontainers.image.ref.name"

@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.registry import AuthRegistryServer, RegistryServer
 from harness.seshat_cli import SeshatRunner
 
-from gitops.artifacts.format import ARTIFACT_TYPES, package_folder
+from runner.artifacts.format import ARTIFACT_TYPES, package_folder
 
 
 def _files(folder: Path) -> dict[str, str]:

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from harness.seshat_cli import SeshatRunner
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.fetch import ContentCache, fetch
-from gitops.artifacts.format import (
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.fetch import ContentCache, fetch
+from runner.artifacts.format import (
     ARTIFACT_TYPES,
     EMPTY_CONFIG,
     EMPTY_CONFIG_BYTES,
@@ -30,8 +30,8 @@ from gitops.artifacts.format import (
     Limits,
     package_folder,
 )
-from gitops.artifacts.layout import LayoutStore
-from gitops.artifacts.reference import parse_reference
+from runner.artifacts.layout import LayoutStore
+from runner.artifacts.reference import parse_reference
 from runner.digests import Digest, canonical_json, sha256_digest
 
 

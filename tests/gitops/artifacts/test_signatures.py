@@ -16,13 +16,13 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from harness.registry import RegistryServer
 from harness.seshat_cli import SeshatRunner
 
-from gitops.artifacts.format import MANIFEST_MEDIA_TYPE
-from gitops.artifacts.layout import LayoutStore
-from gitops.artifacts.reference import parse_reference
-from gitops.artifacts.registry import RegistryOptions, RegistryStore
-from gitops.artifacts.signing import SIGNATURE_ANNOTATION, find_signatures
-from gitops.artifacts.verify import policy_digest, verify_artifact
 from gitops.resources.policies import VerificationPolicySpec
+from runner.artifacts.format import MANIFEST_MEDIA_TYPE
+from runner.artifacts.layout import LayoutStore
+from runner.artifacts.reference import parse_reference
+from runner.artifacts.registry import RegistryOptions, RegistryStore
+from runner.artifacts.signing import SIGNATURE_ANNOTATION, find_signatures
+from runner.artifacts.verify import policy_digest, verify_artifact
 from runner.digests import Digest, canonical_json, sha256_digest
 
 

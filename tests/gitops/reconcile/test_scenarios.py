@@ -17,7 +17,7 @@ from harness.registry import RegistryServer
 from harness.sigstore_root import PrivateSigstore
 from harness.sshkeys import SSHKeyFactory
 
-from gitops.artifacts.registry import RegistryOptions
+from runner.artifacts.registry import RegistryOptions
 
 
 def _plan_id(world: World, name: str) -> str:

@@ -13,16 +13,16 @@ from harness.registry import RegistryServer
 from harness.seshat_cli import SeshatRunner
 from harness.sigstore_root import PrivateSigstore
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import MANIFEST_MEDIA_TYPE
-from gitops.artifacts.keyless import SIGSTORE_BUNDLE, attach_bundle, find_bundles
-from gitops.artifacts.layout import LayoutStore
-from gitops.artifacts.reference import parse_reference
-from gitops.artifacts.registry import RegistryOptions, RegistryStore
-from gitops.artifacts.signing import SIMPLE_SIGNING, payload_for
-from gitops.artifacts.store import Store
-from gitops.artifacts.verify import Verdict, verify_artifact
 from gitops.resources.policies import VerificationPolicySpec
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.format import MANIFEST_MEDIA_TYPE
+from runner.artifacts.keyless import SIGSTORE_BUNDLE, attach_bundle, find_bundles
+from runner.artifacts.layout import LayoutStore
+from runner.artifacts.reference import parse_reference
+from runner.artifacts.registry import RegistryOptions, RegistryStore
+from runner.artifacts.signing import SIMPLE_SIGNING, payload_for
+from runner.artifacts.store import Store
+from runner.artifacts.verify import Verdict, verify_artifact
 from runner.digests import Digest, canonical_json, sha256_digest
 
 ISSUER = "https://token.actions.githubusercontent.com"

@@ -36,8 +36,8 @@ from sigstore.errors import Error as SigstoreError
 from sigstore.models import Bundle, TrustedRoot
 from sigstore.verify import Verifier
 
-from gitops.repo.files import UnreadableFile, read_in_repository
-from gitops.resources.policies import KeylessIdentity
+from runner.artifacts.policy import KeylessIdentity
+from runner.files import NotReadable, read_inside
 
 __all__ = [
     "BAD_SIGNATURE",
@@ -146,7 +146,7 @@ MAX_TRUSTED_ROOT_BYTES: Final = 4 * 1024 * 1024
 
 def _trusted_root(repo: Path, relative: str) -> TrustedRoot:
     """A trusted root file of the repository (a regular file inside it, bounded)."""
-    data = read_in_repository(repo, Path(relative), MAX_TRUSTED_ROOT_BYTES)
+    data = read_inside(repo, Path(relative), MAX_TRUSTED_ROOT_BYTES)
     if data is None:
         raise ValueError("no such file in the repository")
     # sigstore reads a root only from a path: hand it a private copy of the checked bytes.
@@ -179,7 +179,7 @@ def verify_bundle(
     for root_path, group in roots.items():
         try:
             root = _trusted_root(repo, root_path)
-        except (UnreadableFile, SigstoreError, ValueError) as error:
+        except (NotReadable, SigstoreError, ValueError) as error:
             failures.append(f"{root_path}: unreadable trusted root ({error})")
             continue
         capture = _Capture()

@@ -2,7 +2,7 @@
 
 A keyless signature of a manifest is a Sigstore bundle (a message signature, made by
 ``sigstore sign`` or any Sigstore client) over the same simple-signing payload a static-key
-signature signs (:func:`gitops.artifacts.signing.payload_for`: the repository and the
+signature signs (:func:`runner.artifacts.signing.payload_for`: the repository and the
 manifest digest). It is stored as one referrer manifest whose ``subject`` is the signed
 manifest, with ``artifactType`` ``application/vnd.dev.sigstore.bundle.v0.3+json`` and two
 layers: the bundle (that media type) and the payload it signs (the simple-signing type).
@@ -19,16 +19,16 @@ import json
 from dataclasses import dataclass
 from typing import Final
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import (
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.format import (
     EMPTY_CONFIG,
     EMPTY_CONFIG_BYTES,
     EMPTY_CONFIG_DIGEST,
     MANIFEST_MEDIA_TYPE,
 )
-from gitops.artifacts.signing import SIMPLE_SIGNING, _update_fallback_index, manifest_layers
-from gitops.artifacts.store import Descriptor, Store
-from gitops.trust.sigstore import MAX_BUNDLE_BYTES
+from runner.artifacts.signing import SIMPLE_SIGNING, _update_fallback_index, manifest_layers
+from runner.artifacts.sigstore import MAX_BUNDLE_BYTES
+from runner.artifacts.store import Descriptor, Store
 from runner.digests import Digest, canonical_json, sha256_digest
 
 __all__ = ["SIGSTORE_BUNDLE", "FoundBundle", "attach_bundle", "find_bundles"]

@@ -9,9 +9,9 @@ A static-key authority is satisfied by a signature that verifies under its key *
 payload names this manifest digest (a valid signature of another digest counts for
 nothing). Authorities are distinct by name, so one key signing twice satisfies one.
 
-A keyless authority is satisfied by a Sigstore bundle referrer (``gitops.artifacts.keyless``)
+A keyless authority is satisfied by a Sigstore bundle referrer (``runner.artifacts.keyless``)
 that verifies against the authority's ``trustedRoot`` with a certificate identity it allows
-(``gitops.trust.sigstore``) *and* whose payload names this manifest digest. Each signer
+(``runner.artifacts.sigstore``) *and* whose payload names this manifest digest. Each signer
 identity (OIDC issuer and subject) satisfies at most one keyless authority, so one identity
 signing twice, or two authorities whose patterns both match it, count once. A valid keyless
 signature of this digest by an identity no authority allows is ``identity_mismatch``.
@@ -24,22 +24,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import DEFAULT_LIMITS, Limits, Manifest, parse_manifest
-from gitops.artifacts.keyless import FoundBundle, find_bundles
-from gitops.artifacts.reference import Reference
-from gitops.artifacts.signing import (
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.format import DEFAULT_LIMITS, Limits, Manifest, parse_manifest
+from runner.artifacts.keyless import FoundBundle, find_bundles
+from runner.artifacts.policy import Authority, SignatureMode, VerificationPolicySpec
+from runner.artifacts.reference import Reference
+from runner.artifacts.signing import (
     FoundSignature,
     find_signatures,
     load_public_key,
     verify_signature,
 )
-from gitops.artifacts.store import Store
-from gitops.repo.files import UnreadableFile, read_in_repository
-from gitops.resources.policies import Authority, SignatureMode, VerificationPolicySpec
-from gitops.trust.sigstore import BAD_SIGNATURE, verify_bundle
+from runner.artifacts.sigstore import BAD_SIGNATURE, verify_bundle
+from runner.artifacts.store import Store
 from runner.digests import Digest
 from runner.digests import digest as contract_digest
+from runner.files import NotReadable, read_inside
 
 __all__ = ["Check", "Verdict", "policy_digest", "verify_artifact"]
 
@@ -120,9 +120,9 @@ MAX_PUBLIC_KEY: Final = 64 * 1024
 def _key_file(repo: Path, relative: str) -> bytes:
     """A policy's public key file: a regular file of the repository, bounded."""
     try:
-        data = read_in_repository(repo, Path(relative), MAX_PUBLIC_KEY)
-    except UnreadableFile as error:
-        raise ArtifactError("invalid_reference", str(error)) from None
+        data = read_inside(repo, Path(relative), MAX_PUBLIC_KEY)
+    except NotReadable as error:
+        raise ArtifactError("invalid_reference", f"{relative}: {error.detail}") from None
     if data is None:
         raise ArtifactError("invalid_reference", f"{relative}: no such file in the repository")
     return data

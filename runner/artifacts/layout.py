@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import (
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.format import (
     INDEX_MEDIA_TYPE,
     MANIFEST_MEDIA_TYPE,
     Descriptor,

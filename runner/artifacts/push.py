@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gitops.artifacts.format import MANIFEST_MEDIA_TYPE, Packaged
-from gitops.artifacts.reference import Reference
-from gitops.artifacts.store import Store
+from runner.artifacts.format import MANIFEST_MEDIA_TYPE, Packaged
+from runner.artifacts.reference import Reference
+from runner.artifacts.store import Store
 from runner.digests import Digest
 
 __all__ = ["push"]

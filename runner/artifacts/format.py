@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from gitops.artifacts.errors import ArtifactError
+from runner.artifacts.errors import ArtifactError
 from runner.digests import Digest, InvalidDigest, canonical_json, sha256_digest
 
 __all__ = [

@@ -2,7 +2,7 @@
 ``oci-layout://path[:tag|@sha256:hex]``.
 
 A reference names where an artifact lives and, optionally, which version; resolving a tag to
-its digest is the store's job (:mod:`gitops.artifacts.store`). Parsing is strict: a reference
+its digest is the store's job (:mod:`runner.artifacts.store`). Parsing is strict: a reference
 Seshat cannot read exactly is refused, never guessed at.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gitops.artifacts.errors import ArtifactError
+from runner.artifacts.errors import ArtifactError
 from runner.digests import Digest, InvalidDigest
 
 __all__ = ["Reference", "parse_reference"]

@@ -30,8 +30,8 @@ from urllib.parse import urljoin
 
 import requests
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import (
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.format import (
     INDEX_MEDIA_TYPE,
     MANIFEST_MEDIA_TYPE,
     Descriptor,

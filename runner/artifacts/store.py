@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from gitops.artifacts.format import Descriptor
-from gitops.artifacts.reference import Reference
+from runner.artifacts.format import Descriptor
+from runner.artifacts.reference import Reference
 from runner.digests import Digest
 
 __all__ = ["Descriptor", "Store", "open_store"]
@@ -45,9 +45,9 @@ class Store(Protocol):
 def open_store(reference: Reference, options: Any = None) -> Store:
     """The store ``reference`` points into (``options``: registry connection settings)."""
     if reference.transport == "oci-layout":
-        from gitops.artifacts.layout import LayoutStore
+        from runner.artifacts.layout import LayoutStore
 
         return LayoutStore(reference.layout)
-    from gitops.artifacts.registry import RegistryOptions, RegistryStore
+    from runner.artifacts.registry import RegistryOptions, RegistryStore
 
     return RegistryStore(reference.registry, reference.repository, options or RegistryOptions())

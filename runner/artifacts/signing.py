@@ -29,8 +29,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import (
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.format import (
     EMPTY_CONFIG,
     EMPTY_CONFIG_BYTES,
     EMPTY_CONFIG_DIGEST,
@@ -39,8 +39,8 @@ from gitops.artifacts.format import (
     load_json,
     parse_descriptor,
 )
-from gitops.artifacts.reference import Reference
-from gitops.artifacts.store import Descriptor, Store
+from runner.artifacts.reference import Reference
+from runner.artifacts.store import Descriptor, Store
 from runner.digests import Digest, canonical_json, sha256_digest
 
 __all__ = [
@@ -204,7 +204,7 @@ def sign(store: Store, reference: Reference, digest: Digest, key: PrivateKey) ->
 
 def _update_fallback_index(store: Store, digest: Digest, entry: Descriptor) -> None:
     """Keep the ``sha256-<hex>`` referrers index current where the registry has no API."""
-    from gitops.artifacts.registry import RegistryStore
+    from runner.artifacts.registry import RegistryStore
 
     if not isinstance(store, RegistryStore) or store.has_referrers_api(digest):
         return  # a layout lists referrers from its index.json; the API lists them itself

@@ -15,8 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitops.artifacts.errors import ArtifactError
-from gitops.artifacts.format import (
+from runner.artifacts.errors import ArtifactError
+from runner.artifacts.format import (
     ARTIFACT_TYPES,
     DEFAULT_LIMITS,
     Limits,
@@ -25,8 +25,8 @@ from gitops.artifacts.format import (
     parse_digest,
     parse_manifest,
 )
-from gitops.artifacts.reference import Reference
-from gitops.artifacts.store import Store
+from runner.artifacts.reference import Reference
+from runner.artifacts.store import Store
 from runner.digests import Digest
 from runner.files import NotReadable, read_regular_file
 

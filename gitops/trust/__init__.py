@@ -1,1 +1,0 @@
-"""Trust: verifying signatures made by identities rather than by keys in the repository."""
