@@ -46,6 +46,7 @@ from runner.engines.model import Database
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement
 from runner.engines.planner import Planned, PlanOptions, PlanRefused, converged, fingerprint
 from runner.engines.report import ApplyReport
+from runner.engines.servers import SandboxRefusal
 from runner.url import DatabaseURL
 
 __all__ = ["Engine", "LoadPiece", "load_retrying"]
@@ -96,6 +97,24 @@ class Engine(Generic[FactsT, SandboxT]):
         self.cache = cache if cache is not None else PlanCache(Path("."), enabled=False)
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
         self.used_live = False  # the last normalization needed the live model
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Read what the dialect needs from the URL (its refusal is a configuration error,
+        raised here, before anything runs)."""
+
+    @contextlib.contextmanager
+    def entered(self, opened: AbstractContextManager[Any]) -> Iterator[Any]:
+        """Use a sandbox: its scratch names are kept (to be redacted from every output),
+        and one that may not be used is a refusal (``sandbox_refused``)."""
+        try:
+            with opened as sandbox:
+                try:
+                    yield sandbox
+                finally:
+                    self.scratch_names += sandbox.names
+        except SandboxRefusal as refusal:
+            raise PlanRefused("sandbox_refused", str(refusal)) from None
 
     # -- the hooks -----------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from runner.engines.planner import PlanRefused
 
 __all__ = [
     "Owner",
+    "SandboxRefusal",
     "SandboxUnavailable",
     "cache_root",
     "cached_template",
@@ -46,6 +47,11 @@ __all__ = [
 ]
 
 _ENVIRONMENT: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C", "LC_ALL": "C"}
+
+
+class SandboxRefusal(Exception):
+    """The sandbox will not do this: an explicit sandbox that may not be used (the target
+    itself, or not empty), or a statement it will not run (an extension not on the list)."""
 
 
 class SandboxUnavailable(PlanRefused):

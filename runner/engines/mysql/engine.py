@@ -19,7 +19,6 @@ from typing import Any, Final
 
 import pymysql
 
-from runner.engines.cache import PlanCache
 from runner.engines.core import Engine, LoadPiece, load_retrying, probed_hazards
 from runner.engines.desired import DesiredSchemaError
 from runner.engines.model import Database
@@ -31,7 +30,6 @@ from runner.engines.mysql.quoting import ident
 from runner.engines.mysql.render import renderer
 from runner.engines.mysql.sandbox import (
     Sandbox,
-    SandboxRefusal,
     ServerFacts,
     dev_sandbox,
     private_sandbox,
@@ -50,7 +48,6 @@ from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
 from runner.errors import CanNotRunError
 from runner.sql.split_mysql import split_mysql
-from runner.url import DatabaseURL
 
 __all__ = ["ALGORITHMS", "MysqlEngine", "lock_name"]
 
@@ -92,15 +89,10 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
     transactional_ddl = False
     journals = True  # apply takes ``journal=``: the CLI passes --journal
 
-    def __init__(
-        self,
-        url: DatabaseURL,
-        dev_url: DatabaseURL | None = None,
-        *,
-        cache: PlanCache | None = None,
-    ) -> None:
-        super().__init__(url, dev_url, cache=cache)
-        self.database = database_name(url)
+    database: str  # the target's database (a MySQL URL names exactly one)
+
+    def prepare(self) -> None:
+        self.database = database_name(self.url)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -154,22 +146,9 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     @contextlib.contextmanager
     def sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
-        try:
-            with self._server_errors():
-                if self.dev_url is not None:
-                    with dev_sandbox(self.dev_url, facts) as sandbox:
-                        try:
-                            yield sandbox
-                        finally:
-                            self.scratch_names += sandbox.names
-                else:
-                    with private_sandbox(facts) as sandbox:
-                        try:
-                            yield sandbox
-                        finally:
-                            self.scratch_names += sandbox.names
-        except SandboxRefusal as refusal:
-            raise PlanRefused("sandbox_refused", str(refusal)) from None
+        opened = dev_sandbox(self.dev_url, facts) if self.dev_url else private_sandbox(facts)
+        with self._server_errors(), self.entered(opened) as sandbox:
+            yield sandbox
 
     def normalize(
         self,

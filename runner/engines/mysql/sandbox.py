@@ -41,6 +41,7 @@ from runner.engines.mysql.connection import connection, rows
 from runner.engines.mysql.quoting import ident
 from runner.engines.servers import (
     Owner,
+    SandboxRefusal,
     SandboxUnavailable,
     cached_template,
     copy_tree,
@@ -54,7 +55,6 @@ from runner.url import DatabaseURL
 __all__ = [
     "ROLE",
     "Sandbox",
-    "SandboxRefusal",
     "ServerFacts",
     "dev_sandbox",
     "private_sandbox",
@@ -71,10 +71,6 @@ _DEFINER = re.compile(
     r"(?:`(?:[^`]|``)*`|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[\w.%$-]+))",
     re.IGNORECASE,
 )
-
-
-class SandboxRefusal(Exception):
-    """An explicit sandbox that may not be used (the target itself, or not empty)."""
 
 
 def rewrite_definers(sql: str) -> str:

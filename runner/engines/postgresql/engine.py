@@ -31,7 +31,6 @@ from runner.engines.postgresql.quoting import ident
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.sandbox import (
     Sandbox,
-    SandboxRefusal,
     ServerFacts,
     dev_sandbox,
     private_sandbox,
@@ -39,6 +38,7 @@ from runner.engines.postgresql.sandbox import (
 )
 from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
+from runner.engines.servers import SandboxRefusal
 from runner.sql.split import split_postgresql
 from runner.url import DatabaseURL
 
@@ -168,21 +168,9 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     @contextlib.contextmanager
     def sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
-        try:
-            if self.dev_url is not None:
-                with dev_sandbox(self.dev_url, facts) as sandbox:
-                    try:
-                        yield sandbox
-                    finally:
-                        self.scratch_names += sandbox.names
-            else:
-                with private_sandbox(facts) as sandbox:
-                    try:
-                        yield sandbox
-                    finally:
-                        self.scratch_names += sandbox.names
-        except SandboxRefusal as refusal:
-            raise PlanRefused("sandbox_refused", str(refusal)) from None
+        opened = dev_sandbox(self.dev_url, facts) if self.dev_url else private_sandbox(facts)
+        with self.entered(opened) as sandbox:
+            yield sandbox
 
     def normalize(
         self,

@@ -43,6 +43,7 @@ from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.servers import (
     Owner,
+    SandboxRefusal,
     SandboxUnavailable,
     cached_template,
     copy_tree,
@@ -264,10 +265,6 @@ class Sandbox:
             conn.execute(f"GRANT {ident(role)} TO {ident(ROLE)}".encode())
         self._roles.add(role)
         return True
-
-
-class SandboxRefusal(Exception):
-    """A statement the sandbox will not run (an extension not on the list)."""
 
 
 def _text(error: psycopg.Error) -> str:

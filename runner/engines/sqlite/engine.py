@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from runner.engines.cache import PlanCache
 from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying
 from runner.engines.desired import DesiredSchemaError
@@ -116,15 +115,10 @@ class SqliteEngine(Engine[None, None]):
     transactional_ddl = True
     partial_dry_run = False  # the dry run copies the live schema's text: all of it is cheap
 
-    def __init__(
-        self,
-        url: DatabaseURL,
-        dev_url: DatabaseURL | None = None,
-        *,
-        cache: PlanCache | None = None,
-    ) -> None:
-        super().__init__(url, dev_url, cache=cache)  # dev_url: unused, the sandbox is in memory
-        self.path = database_path(url)
+    path: Path  # the target's database file (dev_url is not used: the sandbox is in memory)
+
+    def prepare(self) -> None:
+        self.path = database_path(self.url)
 
     # -- connections -------------------------------------------------------------------
 
