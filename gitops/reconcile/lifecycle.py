@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +40,7 @@ from gitops.resources.status import (
     DatabaseSchemaStatus,
     MigrationPhase,
     Reason,
+    RunRecord,
     SchemaPhase,
     SharedPhase,
     SourceStatus,
@@ -58,7 +59,7 @@ from runner.artifacts.verify import policy_digest, verify_artifact
 from runner.digests import sha256_digest
 from runner.errors import ConfigurationError, SeshatError
 from runner.protocol.messages import OperationInput, PlanSettings
-from runner.protocol.results import ErrorCode, OperationPayload
+from runner.protocol.results import ErrorCode, OperationPayload, RunOutcome
 
 __all__ = ["SUPPORTED_ENGINES", "PassContext", "ResourcePass", "Stop"]
 
@@ -226,6 +227,35 @@ class ResourcePass(Generic[StatusT]):
     def ledger(self) -> Ledger:
         """The safety records of the status branch's history (and of this pass so far)."""
         return self.ctx.status_branch.ledger
+
+    def record_run(
+        self,
+        op_id: str,
+        current: str,
+        outcome: RunOutcome,
+        message: str,
+        *,
+        applied: Sequence[str] = (),
+        identity: str = "",
+        now: datetime | None = None,
+        final: bool = True,
+    ) -> None:
+        """``lastApplied``: how the Apply ``op_id`` of plan ``current`` ended (or, with
+        ``final`` false, that it was dispatched); a final outcome is also a ``finished``
+        safety record."""
+        if final:
+            self.finish(op_id, outcome)
+        text = f"{self.consumed}; {message}" if message else self.consumed
+        record = RunRecord(
+            operation_id=op_id,
+            plan_id=current,
+            outcome=outcome,
+            target_identity_digest=identity or None,
+            recorded_at=now or self.ctx.now(),
+            applied_versions=list(applied)[:256],
+            message=text[:1024],
+        )
+        self.status = self.status.model_copy(update={"last_applied": record})
 
     def finish(self, op_id: str, outcome: str) -> None:
         """Record how the Apply ``op_id`` ended, in the next commit."""

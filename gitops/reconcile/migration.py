@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -49,7 +48,13 @@ from gitops.writeback.status_files import plan_paths
 from runner.digests import canonical_json, digest
 from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import PlanSettings
-from runner.protocol.results import HistoryReport, HistoryResult, HistoryVerdict, MigrateResult
+from runner.protocol.results import (
+    HistoryReport,
+    HistoryResult,
+    HistoryVerdict,
+    MigrateResult,
+    RunOutcome,
+)
 
 __all__ = ["VERDICT_REASONS", "migration_policy_digest", "reconcile_migration"]
 
@@ -308,7 +313,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         if not self.ctx.lease_store.holds(self.lease):
             # The result was produced across a change of lease holder: it is not read, so
             # what the run did is unknown, and it blocks like any uncertain run.
-            self._record(op_id, current, "Unknown", [], "result discarded", identity)
+            self.record_run(op_id, current, "Unknown", "result discarded", identity=identity)
             self.status = self.status.model_copy(
                 update={"unresolved_run": self.status.last_applied}
             )
@@ -321,14 +326,16 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         error = outcome.result.error if outcome.result is not None else None
         if outcome.kind != "done" and outcome.kind != "refused":
             if error is not None and error.code.ran_nothing:
-                self._record(op_id, current, "Failed", [], outcome.detail, identity)
+                self.record_run(op_id, current, "Failed", outcome.detail, identity=identity)
                 raise Stop(
                     FAILED, Reason.APPLY_FAILED, f"the Apply did not start: {outcome.detail}"
                 )
             # Lost, killed, or an error midway without a report: the evidence is missing.
             self._unresolved(op_id, current, "Unknown", [], outcome.detail, identity)
         if outcome.kind == "refused" and error is not None:
-            self._record(op_id, current, "Failed", [], f"refused: {error.message}", identity)
+            self.record_run(
+                op_id, current, "Failed", f"refused: {error.message}", identity=identity
+            )
             blocked = self.refusals.get(error.reason or "")
             if blocked is not None:
                 refused = f"the Apply was refused: {error.message}"
@@ -350,9 +357,9 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 f"version {report.failed} failed at statement {report.statement} "
                 f"and was rolled back: {report.error}"
             )
-            self._record(op_id, current, "Failed", applied, detail, identity)
+            self.record_run(op_id, current, "Failed", detail, applied=applied, identity=identity)
             raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
-        self._record(op_id, current, kind, applied, "", identity)
+        self.record_run(op_id, current, kind, "", applied=applied, identity=identity)
         # VerifyingHistory: the history read back must show the sequence applied.
         after, _ = self._read(folder, "History after Apply")
         if after.verdict is not HistoryVerdict.NOTHING_PENDING:
@@ -368,20 +375,26 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         binding = self.binding
         assert binding is not None
         versions = [v for v, _, _ in binding.versions]
-        self._record(
-            op_id, current, "Unknown", versions, "dispatched", binding.target_identity, final=False
+        self.record_run(
+            op_id,
+            current,
+            "Unknown",
+            "dispatched",
+            applied=versions,
+            identity=binding.target_identity,
+            final=False,
         )
 
     def _unresolved(
         self,
         op_id: str,
         current: str,
-        outcome: str,
+        outcome: RunOutcome,
         applied: list[str],
         detail: str,
         identity: str,
     ) -> None:
-        self._record(op_id, current, outcome, applied, detail, identity)
+        self.record_run(op_id, current, outcome, detail, applied=applied, identity=identity)
         self.status = self.status.model_copy(update={"unresolved_run": self.status.last_applied})
         raise Stop(
             BLOCKED,
@@ -389,36 +402,6 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             f"run {op_id} ended {outcome}; it is never retried. Read the history "
             f"(seshat-runner migrations status), repair the database, then "
             f"seshat acknowledge {self.key} --operation {op_id}",
-        )
-
-    def _record(
-        self,
-        op_id: str,
-        current: str,
-        outcome: str,
-        applied: list[str],
-        message: str,
-        identity: str,
-        *,
-        final: bool = True,
-    ) -> None:
-        """``lastApplied``; a ``final`` outcome is also a ``finished`` safety record."""
-        if final:
-            self.finish(op_id, outcome)
-        now: datetime = self.ctx.now()
-        text = f"{self.consumed}; {message}" if message else self.consumed
-        self.status = self.status.model_copy(
-            update={
-                "last_applied": RunRecord(
-                    operation_id=op_id,
-                    plan_id=current,
-                    outcome=outcome,
-                    target_identity_digest=identity or None,
-                    recorded_at=now,
-                    applied_versions=applied[:256],
-                    message=text[:1024],
-                )
-            }
         )
 
     def _in_sync(self, history: HistoryReport) -> None:

@@ -14,7 +14,6 @@ Apply does not run), and the verdict of the pass.
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,7 +27,6 @@ from gitops.resources.status import (
     DriftSummary,
     PlanSummary,
     Reason,
-    RunRecord,
     SchemaPhase,
 )
 from gitops.writeback.status_files import binding_path, plan_paths
@@ -234,7 +232,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         )
         now = self.ctx.now()
         if outcome.kind == "lost":
-            self._record(op_id, current, "Unknown", now, outcome.detail)
+            self.record_run(op_id, current, "Unknown", outcome.detail, now=now)
             raise Stop(
                 FAILED,
                 Reason.APPLY_FAILED,
@@ -246,9 +244,9 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         )
         if report is None or report.failed is not None:
             detail = report.model_dump_json(by_alias=True) if report is not None else outcome.detail
-            self._record(op_id, current, "Failed", now, detail[:1024])
+            self.record_run(op_id, current, "Failed", detail, now=now)
             raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
-        self._record(op_id, current, "Applied", now, "")
+        self.record_run(op_id, current, "Applied", "", now=now)
         # VerifyingConvergence: a fresh Observe and Plan under the same lease.
         observed = self.run_operation("drift", desired=str(desired))
         drift = self.result(observed, "Observe after Apply", DriftResult).drift
@@ -264,32 +262,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         self._in_sync("the database matches the declared schema")  # lastApplied says how
 
     def record_dispatch(self, op_id: str, current: str) -> None:
-        self._record(op_id, current, "Unknown", self.ctx.now(), "dispatched", final=False)
-
-    def _record(
-        self,
-        op_id: str,
-        current: str,
-        outcome: str,
-        now: datetime,
-        message: str,
-        *,
-        final: bool = True,
-    ) -> None:
-        """``lastApplied``; a ``final`` outcome is also a ``finished`` safety record."""
-        if final:
-            self.finish(op_id, outcome)
-        self.status = self.status.model_copy(
-            update={
-                "last_applied": RunRecord(
-                    operation_id=op_id,
-                    plan_id=current,
-                    outcome=outcome,
-                    recorded_at=now,
-                    message=f"{self.consumed}; {message}"[:1024] if message else self.consumed,
-                )
-            }
-        )
+        self.record_run(op_id, current, "Unknown", "dispatched", final=False)
 
     def _in_sync(self, message: str) -> None:
         self.status = self.status.model_copy(update={"plan": None})
