@@ -17,6 +17,7 @@ from gitops.crds import crds
 from gitops.repo.loader import MAX_PROBLEMS_PER_FILE, Repository, load_repository, problem_lines
 from gitops.yamlout import dump_all
 from runner.errors import SeshatError
+from runner.options import format_option
 
 __all__ = ["main"]
 
@@ -55,12 +56,9 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("repo", type=click.Path(path_type=Path), default=".")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
+@format_option(
+    "text",
+    "json",
     help="text: one `path:line: field: message` line per problem (at most "
     f"{MAX_PROBLEMS_PER_FILE} per file); json: resources and every problem.",
 )

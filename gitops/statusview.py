@@ -26,6 +26,7 @@ from gitops.writeback.status_files import binding_path, plan_paths, status_path
 from runner.digests import Digest, digest, sha256_digest
 from runner.engines.plan import PlanDocument, plan_bytes, plan_sql, read_plan
 from runner.errors import SeshatError
+from runner.options import format_option
 
 __all__ = ["plan_group", "status"]
 
@@ -118,13 +119,7 @@ def _ready(status: dict[str, Any]) -> str:
     help="The repository (path or URL) whose status branch to read.",
 )
 @click.option("--status-branch", default="seshat/status", show_default=True)
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-)
+@format_option("table", "json")
 def status(target: str | None, source: str, status_branch: str, output_format: str) -> None:
     """Show each resource's phase, reason, what the database reading found (the migration
     history verdict, or schema drift), current plan and last applied plan."""

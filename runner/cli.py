@@ -21,6 +21,7 @@ import click
 
 from runner.digests import canonical_json
 from runner.errors import SeshatError
+from runner.options import format_option
 from runner.redact import Redactor
 from runner.url import DatabaseURL, InvalidURL, parse_url, secrets_of_unreadable
 
@@ -210,13 +211,7 @@ exclude_option = click.option(
 @click.option("--allow-destructive", is_flag=True, help="Allow drops and narrowing changes.")
 @click.option("--protected-table", multiple=True, help="Refuse any plan that changes this table.")
 @exclude_option
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["json", "sql"]),
-    default="json",
-    show_default=True,
-)
+@format_option("json", "sql")
 @click.option(
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -415,13 +410,7 @@ def _history_store(target: DatabaseURL) -> Any:
 @url_env_option
 @dir_option
 @out_of_order_option
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-)
+@format_option("text", "json")
 def migrations_status(
     url: str | None,
     url_env: str | None,

@@ -32,6 +32,7 @@ from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.resources.base import parse_duration
 from gitops.resources.policies import ApprovalPolicy
 from runner.errors import SeshatError
+from runner.options import format_option
 
 __all__ = ["acknowledge", "approve", "verify_approval"]
 
@@ -216,13 +217,7 @@ def _add_bundle(path: Path, bundle: Path, root: Path) -> None:
 @click.option("--plan", "current_plan", help="The current plan id; another one is refused.")
 @click.option("--destructive", is_flag=True, help="The plan is destructive (higher quorum).")
 @click.option("--privilege", is_flag=True, help="The plan changes privileges (higher quorum).")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-)
+@format_option("text", "json")
 def verify_approval(
     file: Path,
     repo: Path,

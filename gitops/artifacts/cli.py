@@ -41,6 +41,7 @@ from runner.artifacts.signing import sign as sign_digest
 from runner.artifacts.store import Store, open_store
 from runner.artifacts.verify import policy_digest, verify_artifact
 from runner.errors import SeshatError
+from runner.options import format_option
 from runner.redact import Redactor
 
 __all__ = ["artifact"]
@@ -296,13 +297,7 @@ def attach_bundle(ref: str, bundle_file: Path, payload_file: Path | None) -> Non
     show_default=True,
     help="The repository the policy's key paths are relative to.",
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-)
+@format_option("text", "json")
 def verify(ref: str, policy_file: Path, repo: Path, output_format: str) -> None:
     """Check REF against a VerificationPolicy and say which requirement passed or failed.
 
