@@ -1,21 +1,18 @@
-"""The error hierarchy every Seshat component raises.
+"""The error hierarchy every Seshat component raises::
 
-Each error carries a stable CamelCase ``code`` (it becomes a verdict reason in status files
-and a condition reason) and says whether it is *Blocked* (a refusal: retrying is useless
-until somebody changes an input) or *Failed* (a fault: a retry is reasonable)::
+    SeshatError                      an error Seshat raises on purpose
+    ├── ConfigurationError           the declarations (or a URL, a folder) cannot be used
+    └── CanNotRunError               a path, tool or server is missing; nothing changed
 
-    SeshatError                      Internal (Failed)
-    ├── ConfigurationError           ConfigurationError (Blocked): bad declarations
-    └── CanNotRunError               CanNotRun (Failed): a path, tool or server is missing
-
-The control plane and the runner share this base so that a code means the same thing on
-both sides of the protocol. Driver and library exceptions are translated in the one module
-that talks to that library, never here.
+What an error means for a verdict is decided where it crosses a boundary, not here: a
+runner operation's error becomes an :class:`~runner.protocol.results.ErrorCode` (which says
+whether it ran nothing and whether it blocks), a refusal carries its stable ``reason``
+(``PlanRefused``, ``MigrationRefused``, ``ArtifactError``), and the control plane looks
+verdicts up in tables. Driver and library exceptions are translated in the one module that
+talks to that library, never here.
 """
 
 from __future__ import annotations
-
-from typing import ClassVar
 
 __all__ = [
     "CanNotRunError",
@@ -27,18 +24,10 @@ __all__ = [
 class SeshatError(Exception):
     """Base of every error Seshat raises on purpose."""
 
-    code: ClassVar[str] = "Internal"
-    blocked: ClassVar[bool] = False  # True: a retry cannot help until an input changes
-
 
 class ConfigurationError(SeshatError):
     """The declarations cannot be used as written."""
 
-    code = "ConfigurationError"
-    blocked = True
-
 
 class CanNotRunError(SeshatError):
     """A command could not run at all (a missing file, tool or server); nothing changed."""
-
-    code = "CanNotRun"

@@ -25,8 +25,6 @@ Json = dict[str, Any]
 
 
 class KubeError(CanNotRunError):
-    code = "kubernetes_api"
-
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"Kubernetes API: {status}: {message}")
         self.status = status

@@ -17,7 +17,7 @@ __all__ = ["ForgeError", "GitHub", "PullRequest"]
 
 
 class ForgeError(SeshatError):
-    code = "ForgeError"
+    """A forge's API refused or failed a request (the message names the call, never a token)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,8 +47,6 @@ __all__ = ["PushRejected", "StatusBranch", "Written"]
 class PushRejected(SeshatError):
     """The push kept being rejected after every retry; nothing was forced."""
 
-    code = "PushRejected"
-
 
 @dataclass(frozen=True, slots=True)
 class Written:

@@ -41,9 +41,6 @@ REASONS: Final = (
 class ArtifactError(SeshatError):
     """An artifact could not be used; ``reason`` is one of :data:`REASONS`."""
 
-    code = "ArtifactRefused"
-    blocked = True
-
     def __init__(self, reason: str, message: str, *, retryable: bool = False) -> None:
         assert reason in REASONS, reason
         super().__init__(f"{reason}: {message}")

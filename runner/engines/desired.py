@@ -16,9 +16,6 @@ __all__ = ["DesiredSchemaError", "desired_files"]
 class DesiredSchemaError(SeshatError):
     """The desired schema does not load; the message names the file, line and server error."""
 
-    code = "DesiredSchemaInvalid"
-    blocked = True
-
 
 def desired_files(path: Path) -> list[tuple[str, str]]:
     """(name, text) of the desired schema: one ``.sql`` file, or a folder's in lexical order."""

@@ -51,9 +51,6 @@ Differ = Callable[[Database, Database], list[Change]]
 class PlanRefused(SeshatError):
     """The policy forbids this plan; ``reason`` is a stable snake_case code."""
 
-    code = "PlanRefused"
-    blocked = True
-
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason

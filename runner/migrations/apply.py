@@ -30,9 +30,6 @@ __all__ = ["MigrationRefused", "MigrationReport", "apply_pending", "statements_o
 
 
 class MigrationRefused(SeshatError):
-    code = "MigrationRefused"
-    blocked = True
-
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason, self.message = reason, message

@@ -345,7 +345,6 @@ def test_single_file_loads_or_refuses(base: Path, document: bytes, kind: str) ->
             with confined(Path(folder) / "scratch"):
                 loaded: Any = load_one(path, KINDS[kind].model)
         except ConfigurationError as error:
-            assert error.code == "ConfigurationError"
             str(error).encode("utf-8")
             assert MARKER not in str(error)
             return

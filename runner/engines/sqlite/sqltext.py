@@ -43,8 +43,6 @@ _TABLE_CONSTRAINTS = {"CONSTRAINT", "PRIMARY KEY", "PRIMARY", "UNIQUE", "CHECK",
 class SqlTextError(SeshatError):
     """Stored or desired SQL text that the reader cannot tokenize."""
 
-    code = "SqlTextError"
-
 
 @dataclass(frozen=True, slots=True)
 class Piece:
