@@ -78,6 +78,15 @@ def plan(
     return result
 
 
+def apply(
+    runner: RunnerCLI, db: PostgresDatabase, plan_file: Path, digest: str | None = None
+) -> Any:
+    """``schema apply`` of ``plan_file``, expecting ``digest`` (default: the file's own)."""
+    expected = digest or sha256_digest(plan_file.read_bytes())
+    command = ["schema", "apply", "--url-env", "TARGET_URL", "--plan", str(plan_file)]
+    return runner(*command, "--expect-digest", expected, env=env(db))
+
+
 def test_plan_apply_and_converge(runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path) -> None:
     load(db, BASE + "INSERT INTO customers (email) VALUES ('a@example.com');")
     desired = write(
@@ -98,17 +107,7 @@ def test_plan_apply_and_converge(runner: RunnerCLI, db: PostgresDatabase, tmp_pa
         "COMMENT ON TABLE public.orders IS 'all orders'",
     ]
     assert [s["transactional"] for s in document["statements"]] == [True, False, True]
-    applied = runner(
-        "schema",
-        "apply",
-        "--url-env",
-        "TARGET_URL",
-        "--plan",
-        str(tmp_path / "plan.json"),
-        "--expect-digest",
-        sha256_digest((tmp_path / "plan.json").read_bytes()),
-        env=env(db),
-    )
+    applied = apply(runner, db, tmp_path / "plan.json")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     report = json.loads(applied.stdout)
     assert report["converged"] is True and report["ran"] == [0, 1, 2]
@@ -276,31 +275,11 @@ def test_stale_and_tampered_plans_are_refused(
     digest = sha256_digest(plan_file.read_bytes())
     tampered = tmp_path / "tampered.json"
     tampered.write_text(plan_file.read_text().replace("later", "lat3r"))
-    result = runner(
-        "schema",
-        "apply",
-        "--url-env",
-        "TARGET_URL",
-        "--plan",
-        str(tampered),
-        "--expect-digest",
-        digest,
-        env=env(db),
-    )
+    result = apply(runner, db, tampered, digest)
     assert result.returncode == 1
     assert json.loads(result.stdout)["refusal"]["code"] == "digest_mismatch"
     load(db, "ALTER TABLE orders ADD COLUMN by_hand int;")  # drift after planning
-    stale = runner(
-        "schema",
-        "apply",
-        "--url-env",
-        "TARGET_URL",
-        "--plan",
-        str(plan_file),
-        "--expect-digest",
-        digest,
-        env=env(db),
-    )
+    stale = apply(runner, db, plan_file, digest)
     assert stale.returncode == 1
     assert json.loads(stale.stdout)["refusal"]["code"] == "stale_plan"
     assert query(db, "SELECT to_regclass('public.later')") == [(None,)]
@@ -496,17 +475,7 @@ def test_an_invalid_index_is_drift_and_the_plan_rebuilds_it(
         "DROP INDEX CONCURRENTLY public.accounts_email",
         "CREATE UNIQUE INDEX CONCURRENTLY accounts_email ON public.accounts USING btree (email)",
     ]
-    applied = runner(
-        "schema",
-        "apply",
-        "--url-env",
-        "TARGET_URL",
-        "--plan",
-        str(tmp_path / "plan.json"),
-        "--expect-digest",
-        sha256_digest((tmp_path / "plan.json").read_bytes()),
-        env=env(db),
-    )
+    applied = apply(runner, db, tmp_path / "plan.json")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert json.loads(applied.stdout)["converged"] is True
     assert query(
