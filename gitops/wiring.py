@@ -11,21 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import click
 
 from gitops.execution.executor import Executor
 from gitops.execution.leases import Leases
+from gitops.reconcile.lifecycle import utc_now
 from gitops.reconcile.passes import PassReport
 
-__all__ = ["Wiring", "utc_now", "wire"]
-
-
-def utc_now() -> datetime:
-    """The controller's clock: UTC, whole seconds (what status files record)."""
-    return datetime.now(UTC).replace(microsecond=0)
+__all__ = ["Wiring", "wire"]
 
 
 @dataclass(frozen=True)

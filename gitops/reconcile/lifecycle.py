@@ -78,6 +78,11 @@ BLOCKED_BY_CODE: dict[ErrorCode, Reason] = {
 in the lifecycle's own ``refusals``); every other code is a Failed operation."""
 
 
+def utc_now() -> datetime:
+    """The controller's clock: UTC, whole seconds (what status files record)."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
 @dataclass
 class PassContext:
     """What one pass shares between resources."""
@@ -91,7 +96,7 @@ class PassContext:
     holder: str
     registry: RegistryOptions = field(default_factory=RegistryOptions)
     deadline: float = 600.0
-    now: Callable[[], datetime] = lambda: datetime.now(UTC).replace(microsecond=0)
+    now: Callable[[], datetime] = field(default=utc_now)
     log: Callable[[str], None] = lambda _: None
     leases: Leases | None = None  # None: the state file's
 

@@ -11,7 +11,6 @@ gets a ``Blocked/ConfigurationError`` status of its own; the others proceed.
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import time
 from collections import defaultdict
@@ -26,7 +25,7 @@ from gitops.execution.executor import Executor, LocalExecutor
 from gitops.execution.leases import Leases
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.identities import coordination_digest
-from gitops.reconcile.lifecycle import PassContext
+from gitops.reconcile.lifecycle import PassContext, utc_now
 from gitops.reconcile.migration import reconcile_migration
 from gitops.reconcile.schema import reconcile_schema
 from gitops.reconcile.state import StateFile
@@ -145,7 +144,7 @@ def run_pass(
     due_only: bool = False,
     registry: RegistryOptions | None = None,
     leases: Leases | None = None,
-    clock: Callable[[], datetime] | None = None,
+    clock: Callable[[], datetime] = utc_now,
 ) -> PassReport:
     """One pass over ``source`` (a path or URL of a Git repository).
 
@@ -180,9 +179,8 @@ def run_pass(
             log=log,
             registry=registry or RegistryOptions(),
             leases=leases,
+            now=clock,
         )
-        if clock is not None:
-            ctx = dataclasses.replace(ctx, now=clock)
         for problem in repository.problems:
             report.problems.append(str(problem))
         _blocked_by_problems(ctx, report)
