@@ -45,16 +45,19 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+_REFUSALS = {"symlink": "symlink", "too_large": "size_mismatch", "not_regular": "unsafe_path"}
+"""Why a layout file was not read -> the artifact refusal reason (else ``not_found``)."""
+
+
 def _read_regular(path: Path, limit: int, what: str) -> bytes:
     """At most ``limit`` bytes of a regular file in the layout (see :mod:`runner.files`)."""
     try:
         data = read_regular_file(path, limit)
     except NotReadable as error:
-        reason = {"symlink": "symlink", "too_large": "size_mismatch", "not_regular": "unsafe_path"}
-        detail = f"{what} is larger than {limit} bytes" if error.reason == "too_large" else None
-        raise ArtifactError(
-            reason.get(error.reason, "not_found"), detail or f"{path} {error.detail}"
-        ) from None
+        reason = _REFUSALS.get(error.reason, "not_found")
+        if error.reason == "too_large":
+            raise ArtifactError(reason, f"{what} is larger than {limit} bytes") from None
+        raise ArtifactError(reason, f"{path} {error.detail}") from None
     if data is None:
         raise ArtifactError("not_found", f"{path.parent}: no {what}")
     return data
