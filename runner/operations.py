@@ -18,7 +18,13 @@ from runner.digests import sha256_digest
 from runner.errors import CanNotRunError, SeshatError
 from runner.identity import target_identity
 from runner.protocol.frame import encode_frame
-from runner.protocol.messages import OperationError, OperationInput, OperationResult, UrlReference
+from runner.protocol.messages import (
+    REASON_PATTERN,
+    OperationError,
+    OperationInput,
+    OperationResult,
+    UrlReference,
+)
 from runner.protocol.results import (
     ApplyReportModel,
     ApplyResult,
@@ -241,7 +247,7 @@ def run_operation(input_path: Path) -> tuple[str, int]:
     return encode_frame(framed), status
 
 
-_REASON = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_REASON = re.compile(REASON_PATTERN)
 _PROTOCOL_FIELDS = frozenset({"protocol", "operation", "id", "target_identity"})
 
 

@@ -7,7 +7,7 @@ runner reads itself. The answer is one framed :class:`OperationResult` on stdout
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,12 +16,17 @@ from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.results import ErrorCode, OperationPayload, Pending
 
 __all__ = [
+    "REASON_PATTERN",
     "OperationError",
     "OperationInput",
     "OperationResult",
     "PlanSettings",
     "UrlReference",
 ]
+
+
+REASON_PATTERN: Final = r"^[a-z][a-z0-9_]{0,63}$"
+"""A refusal reason: one of Seshat's snake_case constants."""
 
 
 class _Frozen(BaseModel):
@@ -87,7 +92,7 @@ class OperationInput(_Frozen):
 
 class OperationError(_Frozen):
     code: ErrorCode
-    reason: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")] | None = None
+    reason: Annotated[str, Field(pattern=REASON_PATTERN)] | None = None
     """A refusal's stable reason (``destructive_changes``, ``stale_plan``, ...)."""
     message: Annotated[str, Field(max_length=4096)]
 

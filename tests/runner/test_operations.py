@@ -200,3 +200,14 @@ def test_a_short_password_is_redacted_from_values_without_breaking_the_frame(
     assert isinstance(frame, Found), result.stdout
     assert set(frame.payload) == {"error", "id", "operation", "protocol", "target_identity"}
     assert frame.payload["operation"] == "inspect"
+
+
+def test_a_reason_that_is_not_a_constant_never_breaks_the_frame() -> None:
+    """A refusal reason travels only when it is one of Seshat's snake_case constants; any
+    other text (a line break at its end, capitals) is dropped, and the frame is still made."""
+    from runner.operations import _error
+    from runner.protocol.results import ErrorCode
+
+    for reason, sent in [("stale_plan", "stale_plan"), ("stale_plan\n", None), ("Stale", None)]:
+        result = _error("plan", "p1", None, ErrorCode.PLAN_REFUSED, "refused", reason)
+        assert result.error is not None and result.error.reason == sent
