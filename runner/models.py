@@ -8,11 +8,14 @@ are built on it, so a policy means the same on both sides.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-__all__ = ["Model", "plain_path"]
+__all__ = ["Model", "plain_path", "wire_fields"]
 
 
 class Model(BaseModel):
@@ -36,3 +39,9 @@ def plain_path(path: str) -> str:
             "path_characters", "must not hold control characters (a NUL, a line break, ...)"
         )
     return path
+
+
+def wire_fields(value: Any) -> dict[str, object]:
+    """A dataclass instance's fields, named as on the wire (camelCase, as :class:`Model`
+    names them), with their values as they are (not copied, unlike ``dataclasses.asdict``)."""
+    return {to_camel(f.name): getattr(value, f.name) for f in dataclasses.fields(value)}

@@ -25,6 +25,7 @@ from runner.errors import SeshatError
 from runner.migrations.files import CHECKSUM_ALGORITHM, MigrationFile
 from runner.migrations.history import HistoryRow, Verdict, judge
 from runner.migrations.stores import HistoryStore, StatementFailed, now_text
+from runner.models import wire_fields
 
 __all__ = ["MigrationRefused", "MigrationReport", "apply_pending", "statements_of"]
 
@@ -45,14 +46,7 @@ class MigrationReport:
     error: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "outcome": self.outcome,
-            "applied": self.applied,
-            "failed": self.failed,
-            "statement": self.statement,
-            "statementsApplied": self.statements_applied,
-            "error": self.error,
-        }
+        return wire_fields(self)
 
 
 def runner_version() -> str:

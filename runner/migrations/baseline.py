@@ -23,6 +23,7 @@ from runner.migrations.apply import MigrationRefused, apply_pending, runner_vers
 from runner.migrations.files import CHECKSUM_ALGORITHM, MigrationFile
 from runner.migrations.history import HistoryRow
 from runner.migrations.stores import TABLE, HistoryStore, now_text
+from runner.models import wire_fields
 from runner.url import DatabaseURL
 
 __all__ = ["BaselineResult", "baseline"]
@@ -39,13 +40,7 @@ class BaselineResult:
     total_differences: int = 0
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "matched": self.matched,
-            "versions": self.versions,
-            "operationId": self.operation_id,
-            "differences": self.differences,
-            "totalDifferences": self.total_differences,
-        }
+        return wire_fields(self)
 
 
 def _differ(dialect: str) -> Callable[[Database, Database], list[Change]]:

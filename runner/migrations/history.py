@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from runner.digests import digest
 from runner.migrations.files import MigrationFile
+from runner.models import wire_fields
 from runner.protocol.results import HistoryVerdict
 
 __all__ = ["BLOCKING", "HistoryRow", "Verdict", "judge"]
@@ -48,19 +49,7 @@ class HistoryRow:
     operation_id: str
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "version": self.version,
-            "description": self.description,
-            "checksum": self.checksum,
-            "algorithm": self.algorithm,
-            "state": self.state,
-            "statementsApplied": self.statements_applied,
-            "statementsTotal": self.statements_total,
-            "appliedAt": self.applied_at,
-            "executionMs": self.execution_ms,
-            "runnerVersion": self.runner_version,
-            "operationId": self.operation_id,
-        }
+        return wire_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
