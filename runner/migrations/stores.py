@@ -70,19 +70,62 @@ class HistoryStore(Protocol):
     def close(self) -> None: ...
 
 
-class _Records:
-    """Writing rows directly: a baseline's rows, and a person settling a dirty row."""
+class _Store:
+    """What every dialect's store shares: running a file (a dialect supplies how one
+    statement runs, :meth:`_run`), and writing rows directly (a baseline's rows, and a
+    person settling a dirty row)."""
 
     marker = "%s"
 
     def _exec(self, sql: str, params: tuple[object, ...] = ()) -> int:
         raise NotImplementedError
 
+    def _run(self, index: int, sql: str) -> None:
+        """Run statement ``index`` of a file; its failure is :class:`StatementFailed`."""
+        raise NotImplementedError
+
+    def _insert(self, row: HistoryRow) -> None:
+        marks = ", ".join([self.marker] * 11)
+        self._exec(f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({marks})", _values(row))
+
+    def _run_then_record(self, statements: list[str], row: HistoryRow) -> None:
+        """A transactional file's body (the caller holds the transaction): the statements,
+        then the row with how long they took."""
+        self._exec(_CREATE)
+        started = time.monotonic()
+        for index, sql in enumerate(statements):
+            self._run(index, sql)
+        self._insert(replace(row, execution_ms=_ms_since(started)))
+
+    def run_stepwise(self, statements: list[str], row: HistoryRow) -> None:
+        """The row first (``running``), then each statement with the count of those done;
+        a failure ends the row as :func:`_ended_sql` says."""
+        self._exec(_CREATE)
+        started = time.monotonic()
+        self._insert(row)
+        for index, sql in enumerate(statements):
+            try:
+                self._run(index, sql)
+            except StatementFailed:
+                self._exec(*_ended_sql(index, row.version, self.marker))
+                raise
+            self._exec(
+                f"UPDATE {TABLE} SET statements_applied = {self.marker}"
+                f" WHERE version = {self.marker}",
+                (index + 1, row.version),
+            )
+        self._applied(row.version, _ms_since(started))
+
+    def _applied(self, version: str, execution_ms: int) -> None:
+        """End a stepwise file's row ``applied`` (its ``execution_ms`` stays as written)."""
+        self._exec(
+            f"UPDATE {TABLE} SET state = 'applied' WHERE version = {self.marker}", (version,)
+        )
+
     def record(self, rows: list[HistoryRow]) -> None:
         self._exec(_CREATE)
-        marks = ", ".join([self.marker] * 11)
         for row in rows:
-            self._exec(f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({marks})", _values(row))
+            self._insert(row)
 
     def mark(self, version: str, state: str | None) -> bool:
         """Set ``version``'s row to ``applied``, or delete it (``None``); whether it existed."""
@@ -139,11 +182,15 @@ def _ended_sql(index: int, version: str, marker: str) -> tuple[str, tuple[str]]:
     return f"UPDATE {TABLE} SET state = 'failed' WHERE version = {marker}", (version,)
 
 
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
 def now_text() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-class SqliteStore(_Records):
+class SqliteStore(_Store):
     dialect = "sqlite"
     transactional_ddl = True
     marker = "?"
@@ -176,44 +223,23 @@ class SqliteStore(_Records):
     def lock(self) -> Iterator[None]:
         yield  # each file's transaction takes SQLite's write lock (BEGIN IMMEDIATE)
 
+    def _run(self, index: int, sql: str) -> None:
+        try:
+            self.conn.execute(sql)
+        except sqlite3.Error as error:
+            raise StatementFailed(index, str(error)) from None
+
     def run_transactional(self, statements: list[str], row: HistoryRow) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            self.conn.execute(_CREATE)
-            started = time.monotonic()
-            for index, sql in enumerate(statements):
-                try:
-                    self.conn.execute(sql)
-                except sqlite3.Error as error:
-                    raise StatementFailed(index, str(error)) from None
-            row = replace(row, execution_ms=int((time.monotonic() - started) * 1000))
-            self.conn.execute(
-                f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({', '.join('?' * 11)})", _values(row)
-            )
+            self._run_then_record(statements, row)
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
 
-    def run_stepwise(self, statements: list[str], row: HistoryRow) -> None:
-        self.conn.execute(_CREATE)
-        self.conn.execute(
-            f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({', '.join('?' * 11)})", _values(row)
-        )
-        for index, sql in enumerate(statements):
-            try:
-                self.conn.execute(sql)
-            except sqlite3.Error as error:
-                self.conn.execute(*_ended_sql(index, row.version, "?"))
-                raise StatementFailed(index, str(error)) from None
-            self.conn.execute(
-                f"UPDATE {TABLE} SET statements_applied = ? WHERE version = ?",
-                (index + 1, row.version),
-            )
-        self.conn.execute(f"UPDATE {TABLE} SET state = 'applied' WHERE version = ?", (row.version,))
 
-
-class PostgresStore(_Records):
+class PostgresStore(_Store):
     dialect = "postgresql"
     transactional_ddl = True
 
@@ -242,43 +268,17 @@ class PostgresStore(_Records):
         finally:
             self.conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
 
+    def _run(self, index: int, sql: str) -> None:
+        import psycopg
+
+        try:
+            self.conn.execute(sql.encode("utf-8"))
+        except psycopg.Error as error:
+            raise StatementFailed(index, _pg_error(error)) from None
+
     def run_transactional(self, statements: list[str], row: HistoryRow) -> None:
-        import psycopg
-
         with self.conn.transaction():
-            self.conn.execute(_CREATE)
-            started = time.monotonic()
-            for index, sql in enumerate(statements):
-                try:
-                    self.conn.execute(sql.encode("utf-8"))
-                except psycopg.Error as error:
-                    raise StatementFailed(index, _pg_error(error)) from None
-            row = replace(row, execution_ms=int((time.monotonic() - started) * 1000))
-            self.conn.execute(
-                f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({', '.join(['%s'] * 11)})",
-                _values(row),
-            )
-
-    def run_stepwise(self, statements: list[str], row: HistoryRow) -> None:
-        import psycopg
-
-        self.conn.execute(_CREATE)
-        self.conn.execute(
-            f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({', '.join(['%s'] * 11)})", _values(row)
-        )
-        for index, sql in enumerate(statements):
-            try:
-                self.conn.execute(sql.encode("utf-8"))
-            except psycopg.Error as error:
-                self.conn.execute(*_ended_sql(index, row.version, "%s"))
-                raise StatementFailed(index, _pg_error(error)) from None
-            self.conn.execute(
-                f"UPDATE {TABLE} SET statements_applied = %s WHERE version = %s",
-                (index + 1, row.version),
-            )
-        self.conn.execute(
-            f"UPDATE {TABLE} SET state = 'applied' WHERE version = %s", (row.version,)
-        )
+            self._run_then_record(statements, row)
 
 
 def _pg_error(error: Exception) -> str:
@@ -287,7 +287,7 @@ def _pg_error(error: Exception) -> str:
     return str(primary or str(error).strip().splitlines()[0])
 
 
-class MysqlStore(_Records):
+class MysqlStore(_Store):
     dialect = "mysql"
     transactional_ddl = False
 
@@ -338,29 +338,22 @@ class MysqlStore(_Records):
     def run_transactional(self, statements: list[str], row: HistoryRow) -> None:
         self.run_stepwise(statements, row)  # DDL commits implicitly: progress is the record
 
-    def run_stepwise(self, statements: list[str], row: HistoryRow) -> None:
+    def _run(self, index: int, sql: str) -> None:
         import pymysql
 
         from runner.engines.mysql.connection import error_text
 
-        self._execute(_CREATE)
-        marks = ", ".join(["%s"] * 11)
-        started = time.monotonic()
-        self._execute(f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({marks})", _values(row))
-        for index, sql in enumerate(statements):
-            try:
-                self._execute(sql)
-            except pymysql.MySQLError as error:
-                self._execute(*_ended_sql(index, row.version, "%s"))
-                raise StatementFailed(index, error_text(error)) from None
-            self._execute(
-                f"UPDATE {TABLE} SET statements_applied = %s WHERE version = %s",
-                (index + 1, row.version),
-            )
-        elapsed = int((time.monotonic() - started) * 1000)
-        self._execute(
+        try:
+            self._execute(sql)
+        except pymysql.MySQLError as error:
+            raise StatementFailed(index, error_text(error)) from None
+
+    def _applied(self, version: str, execution_ms: int) -> None:
+        """End the row ``applied`` with how long the file took: here every file runs
+        statement by statement, so this is where a file's time is kept."""
+        self._exec(
             f"UPDATE {TABLE} SET state = 'applied', execution_ms = %s WHERE version = %s",
-            (elapsed, row.version),
+            (execution_ms, version),
         )
 
 
