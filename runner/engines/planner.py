@@ -77,28 +77,38 @@ class PlanOptions:
 
 
 _SCALARS = (str, int, bool, type(None))
+SECTIONS: Final = ("tables", "constraints", "indexes", "sequences", "definitions", "comments")
 _FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+_FIELD_NAMES: Final = {  # every model class's fields, in the order rows hold them
+    kind.__name__: [f.name for f in dataclasses.fields(kind)]
+    for kind in (Table, Column, Constraint, Index, SequenceObject, Definition, Comment)
+}
+
+
+def _new_fields(value: Any) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | None:
+    """A dataclass's field names and one reader of their values (an ``attrgetter``), kept
+    in ``_FIELDS`` for its class; None for a value that is not a dataclass.
+
+    A plan of a thousand tables reads its models' fields several times (fingerprints,
+    documents), so this is hot: callers look in ``_FIELDS`` first, scalars never come here.
+    """
+    if not dataclasses.is_dataclass(value):
+        return None
+    names = tuple(f.name for f in dataclasses.fields(value))
+    getter = operator.attrgetter(*names)
+    read: Callable[[Any], tuple[Any, ...]] = getter if len(names) > 1 else (lambda v: (getter(v),))
+    fields = _FIELDS[type(value)] = (names, read)
+    return fields
 
 
 def _plain(value: Any) -> Any:
-    """``dataclasses.asdict`` without its deep copies (the model is frozen): the same data.
-
-    Fields are read with one ``attrgetter`` per class and scalars are taken as they are;
-    a plan of a thousand tables fingerprints its models several times, so this is hot.
-    """
+    """``dataclasses.asdict`` without its deep copies (the model is frozen): the same data."""
     kind = type(value)
-    fields = _FIELDS.get(kind)
+    if kind is tuple or kind is list:
+        return [_plain(item) for item in value]
+    fields = _FIELDS.get(kind) or _new_fields(value)
     if fields is None:
-        if not dataclasses.is_dataclass(value):
-            if kind is tuple or kind is list:
-                return [_plain(item) for item in value]
-            return value
-        names = tuple(f.name for f in dataclasses.fields(value))
-        getter = operator.attrgetter(*names)
-        read: Callable[[Any], tuple[Any, ...]] = (
-            getter if len(names) > 1 else (lambda v: (getter(v),))
-        )
-        fields = _FIELDS[kind] = (names, read)
+        return value
     names, read = fields
     return {
         name: item if type(item) in _SCALARS else _plain(item)
@@ -111,37 +121,20 @@ def model_document(db: Database) -> dict[str, object]:
     return {
         "dialect": db.dialect,
         "serverMajor": db.server_major,
-        "tables": {k: _plain(v) for k, v in db.tables.items()},
-        "constraints": {k: _plain(v) for k, v in db.constraints.items()},
-        "indexes": {k: _plain(v) for k, v in db.indexes.items()},
-        "sequences": {k: _plain(v) for k, v in db.sequences.items()},
-        "definitions": {k: _plain(v) for k, v in db.definitions.items()},
-        "comments": {k: _plain(v) for k, v in db.comments.items()},
+        **{name: {k: _plain(v) for k, v in getattr(db, name).items()} for name in SECTIONS},
     }
-
-
-SECTIONS: Final = ("tables", "constraints", "indexes", "sequences", "definitions", "comments")
-_ROWS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
-_FIELD_NAMES: Final = {  # every model class's fields, in the order rows hold them
-    kind.__name__: [f.name for f in dataclasses.fields(kind)]
-    for kind in (Table, Column, Constraint, Index, SequenceObject, Definition, Comment)
-}
 
 
 def _row(value: Any) -> Any:
     """A model object as its fields' values in order (nested objects likewise, tuples as
     lists): the compact form fingerprints and cache entries use."""
     kind = type(value)
-    read = _ROWS.get(kind)
-    if read is None:
-        if not dataclasses.is_dataclass(value):
-            if kind is tuple or kind is list:
-                return [_row(item) for item in value]
-            return value
-        names = [f.name for f in dataclasses.fields(value)]
-        getter = operator.attrgetter(*names)
-        read = _ROWS[kind] = getter if len(names) > 1 else (lambda v: (getter(v),))
-    return [item if type(item) in _SCALARS else _row(item) for item in read(value)]
+    if kind is tuple or kind is list:
+        return [_row(item) for item in value]
+    fields = _FIELDS.get(kind) or _new_fields(value)
+    if fields is None:
+        return value
+    return [item if type(item) in _SCALARS else _row(item) for item in fields[1](value)]
 
 
 def model_rows(db: Database) -> dict[str, Any]:
