@@ -101,50 +101,42 @@ def _new_fields(value: Any) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any,
     return fields
 
 
-def _plain(value: Any) -> Any:
-    """``dataclasses.asdict`` without its deep copies (the model is frozen): the same data."""
+def _data(value: Any, *, named: bool) -> Any:
+    """A model object as plain data, nested objects likewise and tuples as lists: each
+    object a dict of its fields (``named``; ``dataclasses.asdict`` without its deep copies,
+    the model being frozen), or the list of its fields' values in order (the compact form
+    fingerprints and cache entries use)."""
     kind = type(value)
     if kind is tuple or kind is list:
-        return [_plain(item) for item in value]
+        return [_data(item, named=named) for item in value]
     fields = _FIELDS.get(kind) or _new_fields(value)
     if fields is None:
         return value
     names, read = fields
+    items = [item if type(item) in _SCALARS else _data(item, named=named) for item in read(value)]
+    return dict(zip(names, items, strict=True)) if named else items
+
+
+def _model_data(db: Database, *, named: bool) -> dict[str, Any]:
     return {
-        name: item if type(item) in _SCALARS else _plain(item)
-        for name, item in zip(names, read(value), strict=True)
+        "dialect": db.dialect,
+        "serverMajor": db.server_major,
+        **{
+            name: {k: _data(v, named=named) for k, v in getattr(db, name).items()}
+            for name in SECTIONS
+        },
     }
 
 
 def model_document(db: Database) -> dict[str, object]:
     """A schema model as plain data (what ``schema inspect`` prints and fingerprints cover)."""
-    return {
-        "dialect": db.dialect,
-        "serverMajor": db.server_major,
-        **{name: {k: _plain(v) for k, v in getattr(db, name).items()} for name in SECTIONS},
-    }
-
-
-def _row(value: Any) -> Any:
-    """A model object as its fields' values in order (nested objects likewise, tuples as
-    lists): the compact form fingerprints and cache entries use."""
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return [_row(item) for item in value]
-    fields = _FIELDS.get(kind) or _new_fields(value)
-    if fields is None:
-        return value
-    return [item if type(item) in _SCALARS else _row(item) for item in fields[1](value)]
+    return _model_data(db, named=True)
 
 
 def model_rows(db: Database) -> dict[str, Any]:
     """A schema model's objects as rows of field values, per section, keyed as in the
     model (what fingerprints cover and the planning cache stores; not the edges)."""
-    return {
-        "dialect": db.dialect,
-        "serverMajor": db.server_major,
-        **{name: {k: _row(v) for k, v in getattr(db, name).items()} for name in SECTIONS},
-    }
+    return _model_data(db, named=False)
 
 
 def converged(result: Database, desired: Database, differ: Differ = diff) -> str:
