@@ -9,10 +9,14 @@ statements.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TypeVar
 
-__all__ = ["Change", "Phase", "Statement", "UnsupportedChange"]
+__all__ = ["Change", "Phase", "Statement", "UnsupportedChange", "renderer_for"]
+
+T = TypeVar("T")
 
 
 class Phase(IntEnum):
@@ -43,6 +47,26 @@ class Change:
     def sort_key(self) -> tuple[int, str, str, int, str]:
         return (int(self.phase), self.key, self.op, self.position, self.detail)
 
+    # The model object a change carries is the kind its op implies (``add_column``: a
+    # Column after); these read it as that kind, and a change that breaks the promise is a
+    # bug in the differ (AssertionError), never a plan.
+
+    def new(self, kind: type[T]) -> T:
+        """``after``, as a ``kind``."""
+        assert isinstance(self.after, kind)
+        return self.after
+
+    def old(self, kind: type[T]) -> T:
+        """``before``, as a ``kind``."""
+        assert isinstance(self.before, kind)
+        return self.before
+
+    def subject(self, kind: type[T]) -> T:
+        """``after``, or ``before`` for a change that has none (a drop), as a ``kind``."""
+        found = self.after if self.after is not None else self.before
+        assert isinstance(found, kind)
+        return found
+
 
 @dataclass(frozen=True, slots=True)
 class Statement:
@@ -59,3 +83,12 @@ class UnsupportedChange(Exception):
         super().__init__(f"{change.op} {change.key}: {why}")
         self.change = change
         self.why = why
+
+
+def renderer_for(renderers: Mapping[str, T], change: Change, dialect: str) -> T:
+    """The entry of a dialect's rendering table for ``change``'s op; a change the dialect
+    has no rendering for is :class:`UnsupportedChange`."""
+    found = renderers.get(change.op)
+    if found is None:
+        raise UnsupportedChange(change, f"{dialect} has no rendering for this change")
+    return found

@@ -137,15 +137,13 @@ def hazards_of(change: Change) -> list[Hazard]:
     elif op == "drop_sequence":
         add("destructive", "DROP_SEQUENCE")
     elif op == "alter_column_type":
-        old, new = change.before, change.after
-        assert isinstance(old, Column) and isinstance(new, Column)
+        old, new = change.old(Column), change.new(Column)
         if is_narrowing(old.type, new.type):
             add("destructive", "NARROWING_TYPE")
         if not _binary_compatible(old.type, new.type) or old.collation != new.collation:
             add("lock", "TABLE_REWRITE")
     elif op == "add_column":
-        column = change.after
-        assert isinstance(column, Column)
+        column = change.new(Column)
         if (
             column.not_null
             and column.default is None
@@ -159,23 +157,20 @@ def hazards_of(change: Change) -> list[Hazard]:
         add("data", "DATA_DEPENDENT_NOT_NULL")
         add("lock", "LOCK_ACCESS_EXCLUSIVE_SCAN")
     elif op == "add_constraint":
-        constraint = change.after
-        assert isinstance(constraint, Constraint)
+        constraint = change.new(Constraint)
         if change.existing_table:
             code = {"p": "UNIQUE", "u": "UNIQUE", "x": "UNIQUE", "c": "CHECK", "f": "FK"}
             add("data", f"DATA_DEPENDENT_{code[constraint.kind]}")
             if constraint.kind in ("p", "u", "x"):
                 add("lock", "LOCK_SHARE_BLOCKS_WRITES")
     elif op == "create_index":
-        index = change.after
-        assert isinstance(index, Index)
+        index = change.new(Index)
         if change.existing_table and index.unique:
             add("data", "DATA_DEPENDENT_UNIQUE")
         if change.existing_table and change.detail == "partitioned":
             add("lock", "LOCK_SHARE_BLOCKS_WRITES")
     elif op == "drop_definition":
-        definition = change.before
-        assert isinstance(definition, Definition)
+        definition = change.old(Definition)
         if definition.kind == "matview":
             add("destructive", "DROP_MATERIALIZED_VIEW")
         if definition.kind == "policy":
@@ -185,8 +180,7 @@ def hazards_of(change: Change) -> list[Hazard]:
     if op == "set_row_security":
         add("privilege", "ROW_SECURITY")
     if op in ("create_definition", "replace_definition"):
-        definition = change.after
-        assert isinstance(definition, Definition)
+        definition = change.new(Definition)
         if definition.kind == "policy":
             add("privilege", "ROW_SECURITY")
         if definition.kind == "function" and definition.fact("security_definer") == "true":

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from runner.engines.changes import Change, Phase, Statement, UnsupportedChange
+from runner.engines.changes import Change, Phase, Statement, UnsupportedChange, renderer_for
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
 from runner.engines.mysql.quoting import ident, literal
 
@@ -180,10 +180,7 @@ class _Renderer:
         self.live = live
 
     def __call__(self, change: Change) -> list[Statement]:
-        method = RENDERERS.get(change.op)
-        if method is None:
-            raise UnsupportedChange(change, "MySQL has no rendering for this change")
-        return method(self, change)
+        return renderer_for(RENDERERS, change, "MySQL")(self, change)
 
     def _alter(self, change: Change, action: str) -> list[Statement]:
         return [Statement(f"ALTER TABLE {_table(change.key)} {action}", transactional=False)]
@@ -199,8 +196,7 @@ class _Renderer:
     # -- tables ----------------------------------------------------------------------------
 
     def create_table(self, change: Change) -> list[Statement]:
-        table = change.after
-        assert isinstance(table, Table)
+        table = change.new(Table)
         lines = [column_sql(c) for c in table.columns]
         keys = [
             c
@@ -222,20 +218,17 @@ class _Renderer:
         return [Statement(f"DROP TABLE {_table(change.key)}", transactional=False)]
 
     def alter_table_options(self, change: Change) -> list[Statement]:
-        old, new = change.before, change.after
-        assert isinstance(old, Table) and isinstance(new, Table)
+        old, new = change.old(Table), change.new(Table)
         return self._alter(change, _table_options(new.options, old.options))
 
     def repartition(self, change: Change) -> list[Statement]:
-        table = change.after
-        assert isinstance(table, Table)
+        table = change.new(Table)
         return self._alter(change, table.partition_key or "REMOVE PARTITIONING")
 
     # -- columns ---------------------------------------------------------------------------
 
     def add_column(self, change: Change) -> list[Statement]:
-        column = change.after
-        assert isinstance(column, Column)
+        column = change.new(Column)
         place = self._place(change.key, column.name)
         action = f"ADD COLUMN {column_sql(column)}{place}"
         if self.live is not None and auto_key_added(self.live, self.desired, change.key):
@@ -247,8 +240,7 @@ class _Renderer:
         return self._alter(change, f"DROP COLUMN {ident(change.detail)}")
 
     def modify_column(self, change: Change) -> list[Statement]:
-        column = change.after
-        assert isinstance(column, Column)
+        column = change.new(Column)
         action = f"MODIFY COLUMN {column_sql(column)}"
         if self.live is not None and auto_key_dropped(self.live, self.desired, change.key) == (
             column.name
@@ -257,16 +249,14 @@ class _Renderer:
         return self._alter(change, action)
 
     def move_column(self, change: Change) -> list[Statement]:
-        column = change.after
-        assert isinstance(column, Column)
+        column = change.new(Column)
         place = self._place(change.key, column.name)
         return self._alter(change, f"MODIFY COLUMN {column_sql(column)}{place}")
 
     # -- keys, constraints and indexes -----------------------------------------------------
 
     def add_constraint(self, change: Change) -> list[Statement]:
-        constraint = change.after
-        assert isinstance(constraint, Constraint)
+        constraint = change.new(Constraint)
         add = f"ADD {_constraint_sql(constraint)}"
         old = change.before
         if isinstance(old, Constraint):  # a primary key replaced in one statement
@@ -282,8 +272,7 @@ class _Renderer:
         return f"DROP CONSTRAINT {ident(constraint.name)}"
 
     def drop_constraint(self, change: Change) -> list[Statement]:
-        constraint = change.before
-        assert isinstance(constraint, Constraint)
+        constraint = change.old(Constraint)
         return [
             Statement(
                 f"ALTER TABLE {_table(constraint.table)} {self._drop_clause(constraint)}",
@@ -292,8 +281,7 @@ class _Renderer:
         ]
 
     def create_index(self, change: Change) -> list[Statement]:
-        index = change.after
-        assert isinstance(index, Index)
+        index = change.new(Index)
         old = change.before
         action = f"ADD {index.definition}"
         if isinstance(old, Index):  # replaced in one statement: a foreign key may need it
@@ -301,8 +289,7 @@ class _Renderer:
         return [Statement(f"ALTER TABLE {_table(index.table)} {action}", transactional=False)]
 
     def drop_index(self, change: Change) -> list[Statement]:
-        index = change.before
-        assert isinstance(index, Index)
+        index = change.old(Index)
         # MariaDB drops a foreign key's generated index by itself once another index can
         # serve the key, so a drop after the creates may find it gone.
         maybe = (
@@ -320,20 +307,17 @@ class _Renderer:
     # -- views and triggers ----------------------------------------------------------------
 
     def create_definition(self, change: Change) -> list[Statement]:
-        definition = change.after
-        assert isinstance(definition, Definition)
+        definition = change.new(Definition)
         return [Statement(definition.create, transactional=False)]
 
     def replace_definition(self, change: Change) -> list[Statement]:
-        definition = change.after
-        assert isinstance(definition, Definition)
+        definition = change.new(Definition)
         if definition.replace is None:
             raise UnsupportedChange(change, "cannot be replaced in place")
         return [Statement(definition.replace, transactional=False)]
 
     def drop_definition(self, change: Change) -> list[Statement]:
-        definition = change.before
-        assert isinstance(definition, Definition)
+        definition = change.old(Definition)
         return [Statement(definition.drop, transactional=False)]
 
 

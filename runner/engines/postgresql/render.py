@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from runner.engines.changes import Change, Statement, UnsupportedChange
+from runner.engines.changes import Change, Statement, UnsupportedChange, renderer_for
 from runner.engines.model import Column, Comment, Constraint, Definition, Index, Sequence, Table
 from runner.engines.postgresql.quoting import ident, literal, qualified
 
@@ -45,8 +45,7 @@ def _identity_options(column: Column) -> str:
 
 
 def _create_table(change: Change) -> list[Statement]:
-    table = change.after
-    assert isinstance(table, Table)
+    table = change.new(Table)
     name = _table_name(table.key)
     unlogged = "UNLOGGED " if table.unlogged else ""
     if table.partition_of is not None:
@@ -75,14 +74,8 @@ def _alter(change: Change, action: str) -> list[Statement]:
     return [Statement(f"ALTER TABLE {_table_name(change.key)} {action}")]
 
 
-def _column(change: Change) -> Column:
-    column = change.after if change.after is not None else change.before
-    assert isinstance(column, Column)
-    return column
-
-
 def _add_column(change: Change) -> list[Statement]:
-    return _alter(change, f"ADD COLUMN {_column_sql(_column(change))}")
+    return _alter(change, f"ADD COLUMN {_column_sql(change.subject(Column))}")
 
 
 def _drop_column(change: Change) -> list[Statement]:
@@ -90,7 +83,7 @@ def _drop_column(change: Change) -> list[Statement]:
 
 
 def _alter_column_type(change: Change) -> list[Statement]:
-    column = _column(change)
+    column = change.subject(Column)
     collate = f" COLLATE {column.collation}" if column.collation else ""
     name = ident(column.name)
     return _alter(
@@ -99,16 +92,12 @@ def _alter_column_type(change: Change) -> list[Statement]:
 
 
 def _set_default(change: Change) -> list[Statement]:
-    column = _column(change)
+    column = change.subject(Column)
     return _alter(change, f"ALTER COLUMN {ident(column.name)} SET DEFAULT {column.default}")
 
 
-def _drop_default(change: Change) -> list[Statement]:
-    return _alter(change, f"ALTER COLUMN {ident(change.detail)} DROP DEFAULT")
-
-
 def _add_identity(change: Change) -> list[Statement]:
-    column = _column(change)
+    column = change.subject(Column)
     return _alter(
         change,
         f"ALTER COLUMN {ident(column.name)} ADD GENERATED {column.identity} AS IDENTITY"
@@ -117,36 +106,31 @@ def _add_identity(change: Change) -> list[Statement]:
 
 
 def _set_identity_options(change: Change) -> list[Statement]:
-    column = _column(change)
+    column = change.subject(Column)
     options = " ".join(f"SET {option}" for option in column.identity_options)
     return _alter(change, f"ALTER COLUMN {ident(column.name)} {options}")
 
 
 def _set_identity(change: Change) -> list[Statement]:
-    column = _column(change)
+    column = change.subject(Column)
     return _alter(change, f"ALTER COLUMN {ident(column.name)} SET GENERATED {column.identity}")
 
 
-def _drop_identity(change: Change) -> list[Statement]:
-    return _alter(change, f"ALTER COLUMN {ident(change.detail)} DROP IDENTITY")
+def _alter_column(action: str) -> Callable[[Change], list[Statement]]:
+    """The renderer of a change whose statement is ``ALTER COLUMN <its column> <action>``."""
 
+    def render(change: Change) -> list[Statement]:
+        return _alter(change, f"ALTER COLUMN {ident(change.detail)} {action}")
 
-def _set_not_null(change: Change) -> list[Statement]:
-    return _alter(change, f"ALTER COLUMN {ident(change.detail)} SET NOT NULL")
-
-
-def _drop_not_null(change: Change) -> list[Statement]:
-    return _alter(change, f"ALTER COLUMN {ident(change.detail)} DROP NOT NULL")
+    return render
 
 
 def _set_logged(change: Change) -> list[Statement]:
-    assert isinstance(change.after, Table)
-    return _alter(change, "SET UNLOGGED" if change.after.unlogged else "SET LOGGED")
+    return _alter(change, "SET UNLOGGED" if change.new(Table).unlogged else "SET LOGGED")
 
 
 def _set_row_security(change: Change) -> list[Statement]:
-    table = change.after
-    assert isinstance(table, Table)
+    table = change.new(Table)
     return [
         *_alter(
             change,
@@ -166,8 +150,7 @@ def _drop_table(change: Change) -> list[Statement]:
 
 
 def _add_constraint(change: Change) -> list[Statement]:
-    constraint = change.after
-    assert isinstance(constraint, Constraint)
+    constraint = change.new(Constraint)
     table = _table_name(constraint.table)
     name = ident(constraint.name)
     definition = constraint.definition
@@ -183,8 +166,7 @@ def _add_constraint(change: Change) -> list[Statement]:
 
 
 def _drop_constraint(change: Change) -> list[Statement]:
-    constraint = change.before
-    assert isinstance(constraint, Constraint)
+    constraint = change.old(Constraint)
     return [
         Statement(
             f"ALTER TABLE {_table_name(constraint.table)} DROP CONSTRAINT {ident(constraint.name)}"
@@ -193,8 +175,7 @@ def _drop_constraint(change: Change) -> list[Statement]:
 
 
 def _create_index(change: Change) -> list[Statement]:
-    index = change.after
-    assert isinstance(index, Index)
+    index = change.new(Index)
     # Concurrent builds cannot run on a partitioned table, nor inside a transaction.
     if change.existing_table and " USING " in index.definition and not _on_partitioned(change):
         head, _, rest = index.definition.partition(" INDEX ")
@@ -207,8 +188,7 @@ def _on_partitioned(change: Change) -> bool:
 
 
 def _drop_index(change: Change) -> list[Statement]:
-    index = change.before
-    assert isinstance(index, Index)
+    index = change.old(Index)
     if change.detail == "invalid":  # left by a failed concurrent build: nothing reads it
         return [
             Statement(
@@ -229,8 +209,7 @@ def _sequence_options(sequence: Sequence) -> str:
 
 def _sequence_with_options(verb: str) -> Callable[[Change], list[Statement]]:
     def render(change: Change) -> list[Statement]:
-        sequence = change.after
-        assert isinstance(sequence, Sequence)
+        sequence = change.new(Sequence)
         name = qualified(sequence.schema, sequence.name)
         return [Statement(f"{verb} SEQUENCE {name}{_sequence_options(sequence)}")]
 
@@ -242,8 +221,7 @@ _alter_sequence = _sequence_with_options("ALTER")
 
 
 def _set_sequence_owner(change: Change) -> list[Statement]:
-    sequence = change.after
-    assert isinstance(sequence, Sequence)
+    sequence = change.new(Sequence)
     if sequence.owned_by is None:
         owner = "NONE"
     else:
@@ -255,35 +233,27 @@ def _set_sequence_owner(change: Change) -> list[Statement]:
 
 
 def _drop_sequence(change: Change) -> list[Statement]:
-    sequence = change.before
-    assert isinstance(sequence, Sequence)
+    sequence = change.old(Sequence)
     return [Statement(f"DROP SEQUENCE {qualified(sequence.schema, sequence.name)}")]
 
 
-def _definition(change: Change) -> Definition:
-    definition = change.after if change.after is not None else change.before
-    assert isinstance(definition, Definition)
-    return definition
-
-
 def _create_definition(change: Change) -> list[Statement]:
-    return [Statement(_definition(change).create)]
+    return [Statement(change.subject(Definition).create)]
 
 
 def _replace_definition(change: Change) -> list[Statement]:
-    definition = _definition(change)
+    definition = change.subject(Definition)
     if definition.replace is None:
         raise UnsupportedChange(change, "cannot be replaced in place")
     return [Statement(definition.replace)]
 
 
 def _drop_definition(change: Change) -> list[Statement]:
-    return [Statement(_definition(change).drop)]
+    return [Statement(change.subject(Definition).drop)]
 
 
 def _add_enum_values(change: Change) -> list[Statement]:
-    old, new = change.before, change.after
-    assert isinstance(old, Definition) and isinstance(new, Definition)
+    old, new = change.old(Definition), change.new(Definition)
     before = json.loads(old.fact("labels") or "[]")
     after = json.loads(new.fact("labels") or "[]")
     name = new.key.split(":", 1)[1].split(".", 1)
@@ -306,8 +276,7 @@ def _add_enum_values(change: Change) -> list[Statement]:
 
 
 def _alter_domain(change: Change) -> list[Statement]:
-    old, new = change.before, change.after
-    assert isinstance(old, Definition) and isinstance(new, Definition)
+    old, new = change.old(Definition), change.new(Definition)
     a = json.loads(old.fact("facts") or "{}")
     b = json.loads(new.fact("facts") or "{}")
     name = qualified(*new.key.split(":", 1)[1].split(".", 1))
@@ -338,20 +307,18 @@ def _alter_domain(change: Change) -> list[Statement]:
 
 
 def _alter_extension(change: Change) -> list[Statement]:
-    new = _definition(change)
+    new = change.subject(Definition)
     name, schema = new.definition.split(" ", 1)
     return [Statement(f"ALTER EXTENSION {ident(name)} SET SCHEMA {ident(schema)}")]
 
 
 def _set_comment(change: Change) -> list[Statement]:
-    comment = change.after
-    assert isinstance(comment, Comment)
+    comment = change.new(Comment)
     return [Statement(f"COMMENT ON {comment.target} IS {literal(comment.text)}")]
 
 
 def _drop_comment(change: Change) -> list[Statement]:
-    comment = change.before
-    assert isinstance(comment, Comment)
+    comment = change.old(Comment)
     return [Statement(f"COMMENT ON {comment.target} IS NULL")]
 
 
@@ -362,13 +329,13 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
     "drop_column": _drop_column,
     "alter_column_type": _alter_column_type,
     "set_default": _set_default,
-    "drop_default": _drop_default,
+    "drop_default": _alter_column("DROP DEFAULT"),
     "add_identity": _add_identity,
     "set_identity": _set_identity,
     "set_identity_options": _set_identity_options,
-    "drop_identity": _drop_identity,
-    "set_not_null": _set_not_null,
-    "drop_not_null": _drop_not_null,
+    "drop_identity": _alter_column("DROP IDENTITY"),
+    "set_not_null": _alter_column("SET NOT NULL"),
+    "drop_not_null": _alter_column("DROP NOT NULL"),
     "set_logged": _set_logged,
     "set_row_security": _set_row_security,
     "add_constraint": _add_constraint,
@@ -393,7 +360,4 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
 
 def render(change: Change) -> list[Statement]:
     """The statements that carry out ``change`` on PostgreSQL."""
-    renderer = RENDERERS.get(change.op)
-    if renderer is None:
-        raise UnsupportedChange(change, "PostgreSQL has no rendering for this change")
-    return renderer(change)
+    return renderer_for(RENDERERS, change, "PostgreSQL")(change)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runner.engines.changes import Change, Statement, UnsupportedChange
+from runner.engines.changes import Change, Statement, UnsupportedChange, renderer_for
 from runner.engines.model import Column, Definition, Index, Table
 from runner.engines.sqlite.sqltext import ident, parse_create_table
 
@@ -39,8 +39,7 @@ def _sql(table: Table) -> str:
 
 
 def _create_table(change: Change) -> list[Statement]:
-    table = change.after
-    assert isinstance(table, Table)
+    table = change.new(Table)
     return [Statement(_sql(table))]
 
 
@@ -49,8 +48,7 @@ def _drop_table(change: Change) -> list[Statement]:
 
 
 def _add_column(change: Change) -> list[Statement]:
-    column = change.after
-    assert isinstance(column, Column)
+    column = change.new(Column)
     definition = dict(column.extra).get("def")
     if definition is None:
         raise UnsupportedChange(change, "the column's definition was not read")
@@ -62,8 +60,7 @@ def _drop_column(change: Change) -> list[Statement]:
 
 
 def _create_index(change: Change) -> list[Statement]:
-    index = change.after
-    assert isinstance(index, Index)
+    index = change.new(Index)
     return [Statement(index.definition)]
 
 
@@ -72,14 +69,12 @@ def _drop_index(change: Change) -> list[Statement]:
 
 
 def _create_definition(change: Change) -> list[Statement]:
-    definition = change.after
-    assert isinstance(definition, Definition)
+    definition = change.new(Definition)
     return [Statement(definition.create)]
 
 
 def _drop_definition(change: Change) -> list[Statement]:
-    definition = change.before
-    assert isinstance(definition, Definition)
+    definition = change.old(Definition)
     return [Statement(definition.drop)]
 
 
@@ -88,8 +83,7 @@ def _replace_definition(change: Change) -> list[Statement]:
 
 
 def _rebuild_table(change: Change) -> list[Statement]:
-    old, new = change.before, change.after
-    assert isinstance(old, Table) and isinstance(new, Table)
+    old, new = change.old(Table), change.new(Table)
     sql = _sql(new)
     text = parse_create_table(sql)
     temporary = ident(REBUILD_PREFIX + new.name)
@@ -134,7 +128,4 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
 
 def render(change: Change) -> list[Statement]:
     """The statements for one change; :class:`UnsupportedChange` if SQLite has none."""
-    renderer = RENDERERS.get(change.op)
-    if renderer is None:
-        raise UnsupportedChange(change, "SQLite has no rendering for this change")
-    return renderer(change)
+    return renderer_for(RENDERERS, change, "SQLite")(change)
