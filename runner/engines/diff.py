@@ -23,9 +23,34 @@ from collections import defaultdict
 from runner.engines.changes import Change, Phase
 from runner.engines.model import Column, Constraint, Database, Definition, Table
 
-__all__ = ["diff"]
+__all__ = ["column_change", "diff"]
 
 _RECREATE_ON_TABLE_REWRITE = ("view", "matview")
+
+
+def column_change(
+    op: str,
+    table: str,
+    phase: Phase,
+    *,
+    before: Column | None = None,
+    after: Column | None = None,
+    position: int = 0,
+) -> Change:
+    """A change to one column of an existing table (``detail`` names the column)."""
+    column = after if after is not None else before
+    assert column is not None
+    return Change(
+        op,
+        table,
+        phase,
+        (table,),
+        before=before,
+        after=after,
+        detail=column.name,
+        existing_table=True,
+        position=position,
+    )
 
 
 def _owner(key: str, db: Database) -> str | None:
@@ -87,31 +112,12 @@ class _Differ:
         new_columns = {c.name: c for c in new.columns}
         for name in sorted(old_columns.keys() - new_columns.keys()):
             self.rewritten_tables.add(key)
-            self.add(
-                Change(
-                    "drop_column",
-                    key,
-                    Phase.DROP,
-                    (key,),
-                    before=old_columns[name],
-                    detail=name,
-                    existing_table=True,
-                )
-            )
+            self.add(column_change("drop_column", key, Phase.DROP, before=old_columns[name]))
         for position, column in enumerate(new.columns):
             if column.name not in old_columns:
                 # New columns are added in their desired order (``position``), not by name.
                 self.add(
-                    Change(
-                        "add_column",
-                        key,
-                        Phase.CREATE,
-                        (key,),
-                        after=column,
-                        detail=column.name,
-                        existing_table=True,
-                        position=position,
-                    )
+                    column_change("add_column", key, Phase.CREATE, after=column, position=position)
                 )
         for name in sorted(old_columns.keys() & new_columns.keys()):
             self.column(key, old_columns[name], new_columns[name])
@@ -126,33 +132,12 @@ class _Differ:
 
     def column(self, table: str, old: Column, new: Column) -> None:
         def change(op: str, phase: Phase = Phase.CREATE) -> None:
-            self.add(
-                Change(
-                    op,
-                    table,
-                    phase,
-                    (table,),
-                    before=old,
-                    after=new,
-                    detail=new.name,
-                    existing_table=True,
-                )
-            )
+            self.add(column_change(op, table, phase, before=old, after=new))
 
         if old.generated != new.generated:
             # A generation expression cannot be altered: the column is replaced.
             self.rewritten_tables.add(table)
-            self.add(
-                Change(
-                    "drop_column",
-                    table,
-                    Phase.DROP,
-                    (table,),
-                    before=old,
-                    detail=old.name,
-                    existing_table=True,
-                )
-            )
+            self.add(column_change("drop_column", table, Phase.DROP, before=old))
             change("add_column")
             return
         if (old.type, old.collation) != (new.type, new.collation):

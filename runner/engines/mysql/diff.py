@@ -19,6 +19,7 @@ import dataclasses
 import re
 
 from runner.engines.changes import Change, Phase
+from runner.engines.diff import column_change
 from runner.engines.diff import diff as shared_diff
 from runner.engines.model import Column, Database, Index
 from runner.engines.mysql.render import (
@@ -110,15 +111,12 @@ def _moves(live: Database, desired: Database, changes: list[Change]) -> list[Cha
         for position, column in enumerate(new.columns):
             if column.name not in kept:
                 moves.append(
-                    Change(
+                    column_change(
                         "move_column",
                         key,
                         Phase.CREATE,
-                        (key,),
                         before=old.column(column.name),
                         after=column,
-                        detail=column.name,
-                        existing_table=True,
                         position=position,
                     )
                 )
