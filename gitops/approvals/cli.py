@@ -17,7 +17,7 @@ import click
 
 from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE, APPROVAL_NAMESPACE
 from gitops.approvals.verify import load_bundles, sigstore_path, verify_statement
-from gitops.approvals.write import approval_path, signature_path
+from gitops.approvals.write import Signed, approval_path, signature_path
 from gitops.approvals.write import approve as write_approval
 from gitops.repo.files import (
     MAX_SIGNATURE_BYTES,
@@ -166,11 +166,14 @@ def approve(
     except (SeshatError, ValueError) as error:
         _fail(str(error))
         return
+    _echo_signed(signed, repository.root)
+
+
+def _echo_signed(signed: Signed, root: Path) -> None:
+    """Say which statement file was written or signed, and how many signatures it has."""
     action = "wrote" if signed.created else "signed existing"
-    click.echo(f"{action} {signed.path.relative_to(repository.root)}")
-    click.echo(
-        f"{signed.signature_path.relative_to(repository.root)}: {signed.signatures} signature(s)"
-    )
+    click.echo(f"{action} {signed.path.relative_to(root)}")
+    click.echo(f"{signed.signature_path.relative_to(root)}: {signed.signatures} signature(s)")
 
 
 def _add_bundle(path: Path, bundle: Path, root: Path) -> None:
@@ -339,8 +342,4 @@ def acknowledge(
     except (SeshatError, ValueError) as error:
         _fail(str(error))
         return
-    action = "wrote" if signed.created else "signed existing"
-    click.echo(f"{action} {signed.path.relative_to(repository.root)}")
-    click.echo(
-        f"{signed.signature_path.relative_to(repository.root)}: {signed.signatures} signature(s)"
-    )
+    _echo_signed(signed, repository.root)

@@ -31,6 +31,7 @@ from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.yamlout import dump_all
 from runner.digests import digest_hex
 from runner.errors import ConfigurationError
+from runner.models import Model
 
 __all__ = ["Signed", "approval_path", "approve"]
 
@@ -70,25 +71,19 @@ def approve(
     created = not path.exists()
     if created:
         moment = (now or datetime.now(UTC)).replace(microsecond=0)
-        approval = Approval.model_validate(
+        _write_statement(
+            path,
+            Approval,
+            resource,
+            f"{resource.name}-{digest_hex(plan_id)[:12]}",
             {
-                "metadata": {
-                    "name": f"{resource.name}-{digest_hex(plan_id)[:12]}",
-                    "namespace": resource.namespace,
-                },
-                "spec": {
-                    "resource": resource.model_dump(by_alias=True),
-                    "plan": {"id": plan_id},
-                    "approvedAt": moment,
-                    "expiresAt": moment + expires_in if expires_in else None,
-                    "comment": comment,
-                    "nonce": secrets.token_hex(16),
-                },
-            }
+                "plan": {"id": plan_id},
+                "approvedAt": moment,
+                "expiresAt": moment + expires_in if expires_in else None,
+                "comment": comment,
+                "nonce": secrets.token_hex(16),
+            },
         )
-        text = dump_all([approval.model_dump(mode="json", by_alias=True, exclude_none=True)])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
     else:
         existing = load_one(path, Approval)
         if existing.spec.resource != resource or existing.spec.plan.id != plan_id:
@@ -110,22 +105,13 @@ def acknowledge(
     path = acknowledgment_path(repo, resource, operation_id)
     created = not path.exists()
     if created:
-        statement = RunAcknowledgment.model_validate(
-            {
-                "metadata": {
-                    "name": f"{resource.name}-{operation_id[:12]}",
-                    "namespace": resource.namespace,
-                },
-                "spec": {
-                    "resource": resource.model_dump(by_alias=True),
-                    "operationId": operation_id,
-                    "comment": comment,
-                },
-            }
+        _write_statement(
+            path,
+            RunAcknowledgment,
+            resource,
+            f"{resource.name}-{operation_id[:12]}",
+            {"operationId": operation_id, "comment": comment},
         )
-        text = dump_all([statement.model_dump(mode="json", by_alias=True, exclude_none=True)])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
     else:
         existing = load_one(path, RunAcknowledgment)
         if existing.spec.resource != resource or existing.spec.operation_id != operation_id:
@@ -133,6 +119,22 @@ def acknowledge(
                 f"{path} exists and acknowledges something else; it is never rewritten"
             )
     return _add_signature(path, key, ACKNOWLEDGMENT_NAMESPACE, created)
+
+
+def _write_statement(
+    path: Path, kind: type[Model], resource: ResourceRef, name: str, spec: dict[str, object]
+) -> None:
+    """Write a new statement about ``resource`` to ``path``: a ``kind`` named ``name`` in the
+    resource's namespace, whose spec names the resource and says ``spec``."""
+    statement = kind.model_validate(
+        {
+            "metadata": {"name": name, "namespace": resource.namespace},
+            "spec": {"resource": resource.model_dump(by_alias=True), **spec},
+        }
+    )
+    text = dump_all([statement.model_dump(mode="json", by_alias=True, exclude_none=True)])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def _signed_by(path: Path, key: Path, namespace: str) -> bool:
