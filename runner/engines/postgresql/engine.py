@@ -212,33 +212,31 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         """Rebuild ``baseline`` in a fresh sandbox database, run ``statements`` there."""
         database = sandbox.fresh()
         with connection(database) as conn:
+
+            def run(steps: Sequence[PlanStatement], failed: str, batch: int | None = None) -> None:
+                """``steps`` in the sandbox database; a failure refuses the plan, ``failed``
+                (a template naming the statement's ``number`` and the ``error``) says how."""
+                try:
+                    _execute(
+                        conn,
+                        [(s.sql, s.transactional) for s in steps],
+                        batch=batch,
+                        sandbox=(sandbox, database),
+                    )
+                except _StatementFailed as failure:
+                    why = failed.format(number=failure.index + 1, error=failure.error)
+                    raise PlanRefused("dry_run_failed", why) from None
+
             empty = introspect(conn)
             copy = plan_changes(empty, baseline, PlanOptions(allow_destructive=True), render)
-            try:
-                # Committed in batches: one transaction over a large schema would exhaust
-                # the server's lock table, and the copy needs no atomicity.
-                _execute(
-                    conn,
-                    [(s.sql, s.transactional) for s in copy.statements],
-                    batch=_BATCH,
-                    sandbox=(sandbox, database),
-                )
-            except _StatementFailed as failure:
-                raise PlanRefused(
-                    "dry_run_failed",
-                    f"could not rebuild the live schema for the dry run: {failure.error}",
-                ) from None
-            try:
-                _execute(
-                    conn,
-                    [(s.sql, s.transactional) for s in statements],
-                    sandbox=(sandbox, database),
-                )
-            except _StatementFailed as failure:
-                raise PlanRefused(
-                    "dry_run_failed",
-                    f"statement {failure.index + 1} failed in the dry run: {failure.error}",
-                ) from None
+            # Committed in batches: one transaction over a large schema would exhaust the
+            # server's lock table, and the copy needs no atomicity.
+            run(
+                copy.statements,
+                "could not rebuild the live schema for the dry run: {error}",
+                _BATCH,
+            )
+            run(statements, "statement {number} failed in the dry run: {error}")
         try:
             with connection(database) as conn:
                 result = apply_exclude(introspect(conn), options.exclude)
