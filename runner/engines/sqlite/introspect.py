@@ -250,29 +250,21 @@ class _Reader:
         self.indexes[key] = Index(SCHEMA, name, table_key, normalize(sql), unique=unique)
         self.depends.add((key, table_key))
 
-    def view(self, name: str, sql: str) -> None:
-        key = f"view:{SCHEMA}.{name}"
+    def definition(self, kind: str, name: str, sql: str, table: str | None = None) -> None:
+        """A view, or a trigger on ``table``: kept as its ``CREATE`` text, depending on what
+        that names (and a trigger on its table)."""
+        key = f"{kind}:{SCHEMA}.{name}"
+        owner = self.key_of(table) if table is not None else None
         self.definitions[key] = Definition(
             key=key,
-            kind="view",
+            kind=kind,
             create=sql,
-            drop=f"DROP VIEW {ident(name)}",
-            definition=normalize(sql),
-        )
-        self.depends |= {(key, other) for other in self.references(sql, key)}
-
-    def trigger(self, name: str, table: str, sql: str) -> None:
-        key = f"trigger:{SCHEMA}.{name}"
-        owner = self.key_of(table)
-        self.definitions[key] = Definition(
-            key=key,
-            kind="trigger",
-            create=sql,
-            drop=f"DROP TRIGGER {ident(name)}",
+            drop=f"DROP {kind.upper()} {ident(name)}",
             definition=normalize(sql),
             table=owner,
         )
-        self.depends |= {(key, other) for other in self.references(sql, key) | {owner}}
+        uses = self.references(sql, key) | ({owner} if owner is not None else set())
+        self.depends |= {(key, other) for other in uses}
 
     def read(self) -> Database:
         for kind, name, _, sql in self.schema:
@@ -282,9 +274,9 @@ class _Reader:
             if kind == "index":
                 self.index(str(name), str(table), str(sql))
             elif kind == "view":
-                self.view(str(name), str(sql))
+                self.definition("view", str(name), str(sql))
             elif kind == "trigger":
-                self.trigger(str(name), str(table), str(sql))
+                self.definition("trigger", str(name), str(sql), table=str(table))
         return Database(
             dialect="sqlite",
             server_major=server_major(),
