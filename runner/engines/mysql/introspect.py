@@ -349,16 +349,14 @@ class _Reader:
             head = f"ALGORITHM={algorithm} SQL SECURITY {security} VIEW {ident(name)}"
             tail = "" if check in (None, "NONE") else f" WITH {check} CHECK OPTION"
             definition = f"{head} AS {body}{tail}"
-            key = f"view:{SCHEMA}.{name}"
-            found[key] = Definition(
-                key=key,
-                kind="view",
-                create=f"CREATE {definition}",
-                drop=f"DROP VIEW {ident(name)}",
-                definition=definition,
+            view = _created(
+                "view",
+                name,
+                definition,
                 replace=f"CREATE OR REPLACE {definition}",
                 extra=(("columns", ", ".join(columns[name])),),
             )
+            found[view.key] = view
         return found
 
     def triggers(self) -> dict[str, Definition]:
@@ -373,17 +371,37 @@ class _Reader:
                 f"TRIGGER {ident(str(name))} {timing} {event} ON {ident(str(table))}"
                 f" FOR EACH ROW {body}"
             )
-            key = f"trigger:{SCHEMA}.{name}"
-            found[key] = Definition(
-                key=key,
-                kind="trigger",
-                create=f"CREATE {definition}",
-                drop=f"DROP TRIGGER {ident(str(name))}",
-                definition=definition,
+            trigger = _created(
+                "trigger",
+                str(name),
+                definition,
                 table=_table_key(str(table)),
                 extra=(("order", str(order)),),
             )
+            found[trigger.key] = trigger
         return found
+
+
+def _created(
+    kind: str,
+    name: str,
+    definition: str,
+    *,
+    replace: str | None = None,
+    table: str | None = None,
+    extra: tuple[tuple[str, str], ...] = (),
+) -> Definition:
+    """A view or trigger: created by ``CREATE <definition>``, dropped by its name."""
+    return Definition(
+        key=f"{kind}:{SCHEMA}.{name}",
+        kind=kind,
+        create=f"CREATE {definition}",
+        drop=f"DROP {kind.upper()} {ident(name)}",
+        definition=definition,
+        replace=replace,
+        table=table,
+        extra=extra,
+    )
 
 
 _DEFINER = re.compile(
