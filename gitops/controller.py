@@ -57,6 +57,25 @@ def _mode_options(command: F) -> F:
             "(sandbox templates, planning cache); without one each Job plans cold.",
         ),
         click.option(
+            "--registry-plain-http",
+            metavar="HOST[:PORT]",
+            multiple=True,
+            help="A registry the runners may reach over plain HTTP (repeatable); every "
+            "other registry is HTTPS.",
+        ),
+        click.option(
+            "--registry-ca",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="A PEM bundle the runners trust for registry TLS, besides the system roots.",
+        ),
+        click.option(
+            "--registry-secret",
+            metavar="SECRET",
+            help="Kubernetes: a kubernetes.io/dockerconfigjson Secret (in each resource's "
+            "namespace) mounted into the Jobs that read an artifact; the registry credential "
+            "never reaches the controller.",
+        ),
+        click.option(
             "--lease-namespace",
             default="seshat-system",
             show_default=True,
@@ -244,6 +263,7 @@ def _one_pass(
         executor=mode.executor,
         leases=mode.leases,
         clock=mode.clock,
+        registry=mode.registry,
     )
     if mode.publish is not None:
         mode.publish(report)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,6 +21,8 @@ from gitops.execution.executor import Executor
 from gitops.execution.leases import Leases
 from gitops.reconcile.lifecycle import utc_now
 from gitops.reconcile.passes import PassReport
+from runner.files import NotReadable, read_regular_file
+from runner.protocol.messages import RegistrySettings
 
 __all__ = ["Wiring", "wire"]
 
@@ -30,14 +33,21 @@ class Wiring:
     leases: Leases | None = None  # None: the state file's leases
     publish: Callable[[PassReport], None] | None = None
     clock: Callable[[], datetime] = field(default=utc_now)
+    registry: RegistrySettings = field(default_factory=RegistrySettings)
 
 
 def wire(say: Callable[[str], None], **options: Any) -> Wiring:
     """The executor, leases and publisher the controller's mode options ask for."""
+    registry = _registry(options["registry_plain_http"], options["registry_ca"])
     if options["executor"] == "local":
         if options["publish_status"]:
             raise click.UsageError("--publish-status needs --executor kubernetes")
-        return Wiring()
+        if options["registry_secret"]:
+            raise click.UsageError(
+                "--registry-secret needs --executor kubernetes (a local runner takes the "
+                "registry credential from its environment)"
+            )
+        return Wiring(registry=registry)
     if not options["runner_image"]:
         raise click.UsageError("--executor kubernetes needs --runner-image")
     from gitops.kubernetes.api import load_api
@@ -50,6 +60,7 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
         image=options["runner_image"],
         service_account=options["runner_service_account"],
         cache_claim=options["runner_cache_claim"],
+        registry_secret=options["registry_secret"],
     )
     publish = None
     if options["publish_status"]:
@@ -61,4 +72,22 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
         KubernetesExecutor(api, settings),
         KubernetesLeases(api, options["lease_namespace"], options["lease_duration"]),
         publish,
+        registry=registry,
     )
+
+
+MAX_CA_BUNDLE = 1024 * 1024
+
+
+def _registry(plain_http: tuple[str, ...], ca: Path | None) -> RegistrySettings:
+    """How runners reach registries (never a credential: runners hold that)."""
+    ca_pem = None
+    if ca is not None:
+        try:
+            data = read_regular_file(ca, MAX_CA_BUNDLE)
+        except NotReadable as error:
+            raise click.BadParameter(f"{ca}: {error.detail}", param_hint="--registry-ca") from None
+        if data is None:
+            raise click.BadParameter(f"{ca}: no such file", param_hint="--registry-ca")
+        ca_pem = data.decode("utf-8", errors="replace")
+    return RegistrySettings(plain_http=sorted(set(plain_http)), ca_pem=ca_pem)

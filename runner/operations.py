@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +122,9 @@ def _migrations(request: OperationInput, url: DatabaseURL) -> OperationPayload:
         if request.operation == "history":
             verdict = judge(files, store.rows(), allow_out_of_order=settings.out_of_order)
             pending = [[f.version, f.checksum] for f in verdict.pending_files]
+            names = [f.name for f in verdict.pending_files]
             reading = HistoryReport.model_validate(
-                verdict.to_json() | {"pendingChecksums": pending}
+                verdict.to_json() | {"pendingChecksums": pending, "pendingNames": names}
             )
             return HistoryResult(history=reading)
         expected = [(version, checksum) for version, checksum in request.expect_pending or []]
@@ -139,6 +141,37 @@ def _migrations(request: OperationInput, url: DatabaseURL) -> OperationPayload:
         return MigrateResult(migrate=MigrateReport.model_validate(report.to_json()))
     finally:
         store.close()
+
+
+def _with_artifact(
+    request: OperationInput,
+    url: DatabaseURL | None,
+    dev_url: DatabaseURL | None,
+    secrets: list[str],
+) -> OperationPayload:
+    """Resolve and Verify; or any other operation, reading its artifact by digest."""
+    from runner.artifacts.errors import ArtifactError
+    from runner.artifacts.operations import Opened, materialize, resolve_source, verify_source
+
+    assert request.artifact is not None
+    with tempfile.TemporaryDirectory(prefix="seshat-op-") as scratch:
+        try:
+            opened = Opened(request.artifact, request.registry, Path(scratch))
+            secrets += opened.secrets
+            if request.operation == "resolve":
+                return resolve_source(opened)
+            if request.operation == "verify":
+                assert request.policy is not None
+                return verify_source(opened, request.policy, request.trust, Path(scratch))
+            assert url is not None
+            with materialize(opened) as folder:
+                where = "migrations" if request.operation in ("history", "migrate") else "desired"
+                local = request.model_copy(update={where: str(folder), "artifact": None})
+                return _execute(local, url, dev_url, secrets)
+        except ArtifactError as error:
+            if error.retryable:
+                raise _Failure(ErrorCode.REGISTRY_UNAVAILABLE, str(error)) from None
+            raise _Failure(ErrorCode.ARTIFACT_REFUSED, str(error), error.reason) from None
 
 
 def _execute(
@@ -209,10 +242,14 @@ def run_operation(input_path: Path) -> tuple[str, int]:
             )
             raise _Failure(ErrorCode.INVALID_INPUT, f"invalid operation input: {detail}") from None
         operation, operation_id = request.operation, request.id
-        url = _resolve(request.url, secrets)
+        url = _resolve(request.url, secrets) if request.url else None
         dev_url = _resolve(request.dev_url, secrets) if request.dev_url else None
-        identity = target_identity(url)
-        result = _execute(request, url, dev_url, secrets)
+        identity = target_identity(url) if url is not None else None
+        if request.artifact is not None:
+            result = _with_artifact(request, url, dev_url, secrets)
+        else:
+            assert url is not None  # the input's validator requires it
+            result = _execute(request, url, dev_url, secrets)
         payload = OperationResult(
             operation=operation, id=operation_id, target_identity=identity, result=result
         )

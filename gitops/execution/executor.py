@@ -63,6 +63,13 @@ _BASE_ENVIRONMENT = (
     "SESHAT_PG_BINDIR",
     "SESHAT_MARIADB_BINDIR",
 )
+# Where a runner that reads an artifact finds its registry credential (docs/security.md).
+_REGISTRY_ENVIRONMENT = (
+    "DOCKER_CONFIG",
+    "SESHAT_REGISTRY_TOKEN",
+    "SESHAT_REGISTRY_USERNAME",
+    "SESHAT_REGISTRY_PASSWORD",
+)
 _MAX_OUTPUT = 16 * 1024 * 1024
 
 
@@ -92,6 +99,9 @@ class CredentialUnavailable(Exception):
 
 
 class Executor(Protocol):
+    local_files: bool
+    """Whether the runner sees the controller's filesystem (an ``oci-layout`` folder)."""
+
     def bind(
         self, reference: UrlReference, slot: Literal["url", "dev_url"]
     ) -> tuple[RunnerUrl, dict[str, EnvValue]]:
@@ -141,6 +151,8 @@ def _runner_command() -> list[str]:
 class LocalExecutor:
     """Runs each operation as a ``seshat-runner`` child process."""
 
+    local_files = True
+
     def __init__(
         self,
         work_dir: Path,
@@ -179,6 +191,8 @@ class LocalExecutor:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         child_env = {k: os.environ[k] for k in _BASE_ENVIRONMENT if k in os.environ}
         child_env.setdefault("SESHAT_CACHE_DIR", str(self.cache_dir))
+        if request.artifact is not None:  # the registry credential, for this runner only
+            child_env |= {k: os.environ[k] for k in _REGISTRY_ENVIRONMENT if k in os.environ}
         for name, value in environment.items():
             if not isinstance(value, str):
                 raise CredentialUnavailable(f"{name}: a Secret key needs the Kubernetes executor")

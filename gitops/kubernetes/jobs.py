@@ -2,12 +2,15 @@
 
 What the Job gets, and only that:
 
-* the operation input and the files it names (the verified artifact's folder, the plan, the
-  migration directory) as a ConfigMap mounted read-only, bytes exact (``binaryData``); the
-  paths in the input are rewritten to the mount;
+* the operation input and the files it names (a plan; a local folder of desired SQL or
+  migrations, when an operation names one instead of an artifact) as a ConfigMap mounted
+  read-only, bytes exact (``binaryData``); the paths in the input are rewritten to the mount;
 * the database URL as an environment variable taken by the kubelet from the Secret key the
   declaration's ``secretKeyRef`` names: the control plane never reads a Secret (its role
   has no access to them);
+* for an operation that reads an artifact, the registry credential: a docker config Secret
+  (``JobSettings.registry_secret``) mounted read-only, ``DOCKER_CONFIG`` pointing at it. The
+  artifact itself never passes through the control plane: the runner fetches it by digest;
 * no Kubernetes credential (``automountServiceAccountToken: false``, a service account
   with no roles), no retries (``backoffLimit: 0``: an Apply is never started twice), the
   deadline as ``activeDeadlineSeconds``, a non-root, read-only container.
@@ -75,6 +78,10 @@ class JobSettings:
     """A PersistentVolumeClaim every Job mounts at ``cache_mount`` for the runner's cache
     (sandbox templates, planning cache); without one, each Job plans cold."""
     cache_mount: str = "/var/cache/seshat"
+    registry_secret: str | None = None
+    """A ``kubernetes.io/dockerconfigjson`` Secret in the resource's namespace: the registry
+    credential of the Jobs that read an artifact (Resolve, Verify, Observe, Plan, the
+    migration operations), mounted for them alone; the controller never reads it."""
 
 
 def _name(request: OperationInput) -> str:
@@ -101,6 +108,8 @@ def _files(request: OperationInput) -> list[tuple[str, bytes]]:
 
 class KubernetesExecutor:
     """Runs each operation as a Job; see the module's documentation."""
+
+    local_files = False
 
     def __init__(self, api: KubeApi, settings: JobSettings) -> None:
         self.api = api
@@ -194,6 +203,19 @@ class KubernetesExecutor:
             env.append({"name": "SESHAT_CACHE_DIR", "value": f"{cache}/runner"})
             mounts.append({"name": "cache", "mountPath": cache})
             volumes.append({"name": "cache", "persistentVolumeClaim": {"claimName": s.cache_claim}})
+        if request.artifact is not None and s.registry_secret is not None:
+            registry = f"{base}/registry"
+            env.append({"name": "DOCKER_CONFIG", "value": registry})
+            mounts.append({"name": "registry", "mountPath": registry, "readOnly": True})
+            volumes.append(
+                {
+                    "name": "registry",
+                    "secret": {
+                        "secretName": s.registry_secret,
+                        "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
+                    },
+                }
+            )
         for variable, value in sorted(environment.items()):
             if isinstance(value, SecretEnv):
                 env.append(
@@ -272,7 +294,7 @@ class KubernetesExecutor:
                 "failed",
                 None,
                 f"the operation's files take {size} bytes encoded; a ConfigMap holds about "
-                f"{_MAX_CONFIGMAP}: use the local executor for artifacts this large",
+                f"{_MAX_CONFIGMAP}: a plan this large cannot travel to a Job",
                 None,
             )
         name = job["metadata"]["name"]

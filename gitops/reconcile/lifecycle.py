@@ -10,7 +10,6 @@ own phases and steps.
 from __future__ import annotations
 
 import secrets
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,20 +49,31 @@ from gitops.writeback.ledger import Dispatched, Finished, Ledger, Settled
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import status_bytes, status_path
 from runner.artifacts.errors import ArtifactError
-from runner.artifacts.fetch import ContentCache, fetch, write_files
 from runner.artifacts.format import ARTIFACT_TYPES
-from runner.artifacts.reference import Reference, parse_reference
-from runner.artifacts.registry import RegistryOptions
-from runner.artifacts.store import open_store
-from runner.artifacts.verify import policy_digest, verify_artifact
+from runner.artifacts.policy import VerificationPolicySpec, policy_digest, trust_paths
+from runner.artifacts.reference import parse_reference
 from runner.digests import sha256_digest
 from runner.errors import ConfigurationError, SeshatError
-from runner.protocol.messages import OperationInput, PlanSettings
-from runner.protocol.results import ErrorCode, OperationPayload, RunOutcome
+from runner.files import NotReadable, read_inside
+from runner.protocol.messages import (
+    ArtifactSource,
+    OperationInput,
+    PlanSettings,
+    RegistrySettings,
+    TrustFile,
+)
+from runner.protocol.results import (
+    ErrorCode,
+    OperationPayload,
+    ResolveResult,
+    RunOutcome,
+    VerifyResult,
+)
 
 __all__ = ["SUPPORTED_ENGINES", "PassContext", "ResourcePass", "Stop"]
 
 SUPPORTED_ENGINES = ("postgresql", "mysql", "sqlite")
+MAX_TRUST_FILE = 4 * 1024 * 1024  # a public key or a Sigstore trusted root
 
 StatusT = TypeVar("StatusT", DatabaseSchemaStatus, DatabaseMigrationStatus)
 PayloadT = TypeVar("PayloadT", bound=OperationPayload)
@@ -73,6 +83,7 @@ BLOCKED_BY_CODE: dict[ErrorCode, Reason] = {
     ErrorCode.INVALID_URL: Reason.CONFIGURATION_ERROR,
     ErrorCode.DESIRED_SCHEMA_INVALID: Reason.ARTIFACT_REFUSED,
     ErrorCode.MIGRATIONS_INVALID: Reason.ARTIFACT_REFUSED,
+    ErrorCode.ARTIFACT_REFUSED: Reason.ARTIFACT_REFUSED,
 }
 """The Blocked reason of each runner error code that blocks (a refusal's reason is looked up
 in the lifecycle's own ``refusals``); every other code is a Failed operation."""
@@ -94,11 +105,14 @@ class PassContext:
     status_branch: StatusBranch
     work_dir: Path
     holder: str
-    registry: RegistryOptions = field(default_factory=RegistryOptions)
+    registry: RegistrySettings = field(default_factory=RegistrySettings)
     deadline: float = 600.0
     now: Callable[[], datetime] = field(default=utc_now)
     log: Callable[[str], None] = lambda _: None
     leases: Leases | None = None  # None: the state file's
+    verified: dict[tuple[str, str], VerifyResult] = field(default_factory=dict)
+    """Verify's answers this pass, by (reference, policy digest): resources sharing an
+    artifact resolve and verify it once."""
 
     @property
     def lease_store(self) -> Leases:
@@ -173,10 +187,24 @@ class ResourcePass(Generic[StatusT]):
         except CredentialUnavailable as error:
             raise Stop(BLOCKED, Reason.CONFIGURATION_ERROR, str(error)) from None
         operation_input = OperationInput.model_validate(
-            {**request, **fields, "settings": self.settings()}
+            {**request, "registry": self.ctx.registry, **fields, "settings": self.settings()}
         )
         self.ctx.log(f"{self.key}: {operation}")
         return executor.run(operation_input, env, self.ctx.deadline, namespace=self.ref.namespace)
+
+    def run_registry_operation(self, operation: str, **fields: object) -> Outcome:
+        """Resolve or Verify: an operation that reads a registry and no database, so the
+        runner gets no database credential for it."""
+        request = OperationInput.model_validate(
+            {
+                "operation": operation,
+                "id": self.op_id(operation),
+                "registry": self.ctx.registry,
+                **fields,
+            }
+        )
+        self.ctx.log(f"{self.key}: {operation}")
+        return self.ctx.executor.run(request, {}, self.ctx.deadline, namespace=self.ref.namespace)
 
     def result(self, outcome: Outcome, what: str, kind: type[PayloadT]) -> PayloadT:
         """The operation's result, or the Stop its failure means: Blocked with the reason
@@ -349,78 +377,99 @@ class ResourcePass(Generic[StatusT]):
 
     # -- Resolving and Verifying ---------------------------------------------------------
 
-    def resolve_and_verify(self) -> tuple[Path, str, str]:
-        """The verified artifact's folder (fetched by digest), its digest, and the
-        verification policy's digest."""
+    def resolve_and_verify(self) -> tuple[ArtifactSource, str, str]:
+        """The verified artifact as later operations name it (by digest), its digest, and
+        the verification policy's digest. The runner resolves and verifies: the control
+        plane never contacts a registry."""
         spec = self.spec
         wanted = ARTIFACT_TYPES[self.artifact_kind]
-        try:
-            reference = parse_reference(spec.artifact.ref)
-            if reference.transport == "oci-layout" and not Path(reference.layout).is_absolute():
-                reference = Reference(
-                    "oci-layout",
-                    layout=str(self.ctx.repository.root / reference.layout),
-                    tag=reference.tag,
-                    digest=reference.digest,
-                )
-            store = open_store(reference, self.ctx.registry)
-            policy = self.ctx.repository.find(
-                "VerificationPolicy", self.ref.namespace, spec.artifact.verification.policy
-            )
-            assert policy is not None and isinstance(policy.resource, VerificationPolicy)
-            verdict = verify_artifact(
-                store, reference, policy.resource.spec, self.ctx.repository.root
-            )
-        except ArtifactError as error:
-            self.status = self.status.model_copy(
-                update={"source": SourceStatus(requested=spec.artifact.ref)}
-            )
-            raise self._artifact_stop(error) from None
+        declared = spec.artifact.ref
+        found = self.ctx.repository.find(
+            "VerificationPolicy", self.ref.namespace, spec.artifact.verification.policy
+        )
+        assert found is not None and isinstance(found.resource, VerificationPolicy)
+        policy = found.resource.spec
+        verification = policy_digest(policy)
+        self.status = self.status.model_copy(update={"source": SourceStatus(requested=declared)})
+        source = self._source(declared)
+        key = (source.ref, verification)
+        verified = self.ctx.verified.get(key)
+        if verified is None:
+            verified = self._verify(source, policy)
+            self.ctx.verified[key] = verified
         self.status = self.status.model_copy(
             update={
                 "source": SourceStatus(
-                    requested=spec.artifact.ref, digest=verdict.digest, verified=verdict.accepted
+                    requested=declared, digest=verified.digest, verified=verified.accepted
                 )
             }
         )
-        if not verdict.accepted or verdict.digest is None:
-            failed = next((c for c in verdict.checks if not c.passed), None)
+        if not verified.accepted or verified.digest is None:
+            failed = next((c for c in verified.checks if not c.passed), None)
             detail = f" ({failed.requirement}: {failed.detail})" if failed else ""
-            if verdict.reason == "registry_unavailable":  # a fault, not a refusal: retried
-                raise Stop(FAILED, Reason.OPERATION_FAILED, f"{verdict.reason}{detail}")
-            raise Stop(BLOCKED, Reason.ARTIFACT_REFUSED, f"{verdict.reason}{detail}")
-        found = next((c.detail for c in verdict.checks if c.requirement == "artifact type"), "")
-        if found != wanted:  # checked here too: a schema never stands in for migrations
+            raise Stop(BLOCKED, Reason.ARTIFACT_REFUSED, f"{verified.reason}{detail}")
+        if verified.artifact_type != wanted:  # a schema never stands in for migrations
             raise Stop(
                 BLOCKED,
                 Reason.ARTIFACT_REFUSED,
-                f"wrong_artifact_type: the artifact is {found or 'untyped'}; a {self.ref.kind} "
-                f"reads only {wanted}",
+                f"wrong_artifact_type: the artifact is {verified.artifact_type or 'untyped'}; "
+                f"a {self.ref.kind} reads only {wanted}",
             )
-        pinned = reference.pinned(verdict.digest)
-        folder = self.ctx.work_dir / "artifacts" / verdict.digest.hex
-        if not folder.is_dir():
-            try:
-                fetched = fetch(
-                    store,  # the store that resolved and verified it; fetched by digest now
-                    pinned,
-                    allowed_types=(wanted,),  # a schema never stands in for migrations
-                    cache=ContentCache(self.ctx.work_dir / "cache"),
-                )
-                partial = folder.with_name(folder.name + ".partial")
-                if partial.exists():
-                    shutil.rmtree(partial)
-                write_files(fetched, partial)
-                partial.rename(folder)
-            except ArtifactError as error:
-                raise self._artifact_stop(error) from None
-        return folder, verdict.digest, policy_digest(policy.resource.spec)
+        pinned = source.model_copy(update={"digest": verified.digest, "artifact_type": wanted})
+        return pinned, verified.digest, verification
 
-    @staticmethod
-    def _artifact_stop(error: ArtifactError) -> Stop:
-        if error.retryable:
-            return Stop(FAILED, Reason.OPERATION_FAILED, f"{error.reason}: {error.message}")
-        return Stop(BLOCKED, Reason.ARTIFACT_REFUSED, f"{error.reason}: {error.message}")
+    def _source(self, declared: str) -> ArtifactSource:
+        """The reference as the runner reads it: an OCI layout folder made absolute (it is
+        relative to the repository), and refused where the runner has no such folder."""
+        try:
+            reference = parse_reference(declared)
+        except ArtifactError as error:
+            raise Stop(BLOCKED, Reason.ARTIFACT_REFUSED, str(error)) from None
+        if reference.transport != "oci-layout":
+            return ArtifactSource(ref=declared)
+        if not self.ctx.executor.local_files:
+            raise Stop(
+                BLOCKED,
+                Reason.CONFIGURATION_ERROR,
+                f"{declared}: an oci-layout reference is a folder on the controller's machine; "
+                "the Kubernetes executor's runners read artifacts from a registry (oci://)",
+            )
+        layout = Path(reference.layout)
+        if not layout.is_absolute():
+            layout = self.ctx.repository.root / layout
+        version = f"@{reference.digest}" if reference.digest else f":{reference.tag or 'latest'}"
+        return ArtifactSource(ref=f"oci-layout://{layout}{version}")
+
+    def _verify(self, source: ArtifactSource, policy: VerificationPolicySpec) -> VerifyResult:
+        """Resolve (unless the reference is pinned) and Verify, each a runner operation."""
+        digest = parse_reference(source.ref).digest
+        if digest is None:
+            outcome = self.run_registry_operation("resolve", artifact=source)
+            digest = self.result(outcome, "Resolve", ResolveResult).digest
+        trust = [TrustFile.of(path, self._trust_file(path)) for path in trust_paths(policy)]
+        outcome = self.run_registry_operation(
+            "verify",
+            artifact=source.model_copy(update={"digest": digest}),
+            policy=policy,
+            trust=trust,
+        )
+        return self.result(outcome, "Verify", VerifyResult)
+
+    def _trust_file(self, path: str) -> bytes:
+        """A key or trusted root the policy names: a regular file inside the repository."""
+        try:
+            data = read_inside(self.ctx.repository.root, Path(path), MAX_TRUST_FILE)
+        except NotReadable as error:
+            raise Stop(
+                BLOCKED, Reason.ARTIFACT_REFUSED, f"invalid_reference: {path}: {error.detail}"
+            ) from None
+        if data is None:
+            raise Stop(
+                BLOCKED,
+                Reason.ARTIFACT_REFUSED,
+                f"invalid_reference: {path}: no such file in the repository",
+            )
+        return data
 
     # -- approvals -----------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from pathlib import Path
 from typing import ClassVar
 
 from gitops.reconcile.identities import (
@@ -47,7 +46,7 @@ from gitops.writeback.ledger import Settled
 from gitops.writeback.status_files import plan_paths
 from runner.digests import canonical_json, digest
 from runner.protocol.frame import PROTOCOL_VERSION
-from runner.protocol.messages import PlanSettings
+from runner.protocol.messages import ArtifactSource, PlanSettings
 from runner.protocol.results import (
     HistoryReport,
     HistoryResult,
@@ -162,8 +161,8 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
 
     def lifecycle(self) -> None:
         spec = self.resource.spec
-        folder, artifact_digest, verification = self.resolve_and_verify()
-        history, identity = self._read(folder, "History")
+        artifact, artifact_digest, verification = self.resolve_and_verify()
+        history, identity = self._read(artifact, "History")
         self._settle(history, identity)
         if history.verdict in VERDICT_REASONS:
             involved = ", ".join(history.versions)
@@ -175,7 +174,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         if history.verdict is HistoryVerdict.NOTHING_PENDING:
             self._in_sync(history)
         # Planning: the pending files, exactly, bound to everything that decided them.
-        names = self._names(folder)
+        names = dict(zip(history.pending, history.pending_names, strict=False))
         binding = MigrationPlanBinding(
             resource_uid=self.ref.uid,
             versions=tuple((v, names.get(v, ""), c) for v, c in history.pending_checksums),
@@ -222,21 +221,15 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 f"plan {current} (pending {', '.join(history.pending)}) {why}: "
                 f"seshat approve {self.key} --plan {current}",
             )
-        self._apply(current, binding, approval, folder)
+        self._apply(current, binding, approval, artifact)
 
-    def _read(self, folder: Path, what: str) -> tuple[HistoryReport, str]:
+    def _read(self, artifact: ArtifactSource, what: str) -> tuple[HistoryReport, str]:
         """A history reading and the identity of the target the runner reached."""
-        outcome = self.run_operation("history", migrations=str(folder))
+        outcome = self.run_operation("history", artifact=artifact)
         history = self.result(outcome, what, HistoryResult).history
         assert outcome.result is not None
         self.status = self.status.model_copy(update={"history": _summary(history)})
         return history, outcome.result.target_identity or ""
-
-    @staticmethod
-    def _names(folder: Path) -> dict[str, str]:
-        from runner.migrations.files import read_directory
-
-        return {f.version: f.name for f in read_directory(folder)}
 
     # -- an uncertain run ----------------------------------------------------------------
 
@@ -288,7 +281,11 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         return self.approval(current, destructive=False, privilege=False, spent_before=spent_before)
 
     def _apply(
-        self, current: str, binding: MigrationPlanBinding, approval: str | None, folder: Path
+        self,
+        current: str,
+        binding: MigrationPlanBinding,
+        approval: str | None,
+        artifact: ArtifactSource,
     ) -> None:
         self.lease = self.ctx.lease_store.acquire(binding.coordination_digest, self.ctx.holder)
         if self.lease is None:
@@ -306,7 +303,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             ),
             "migrate",
             target_identity=binding.target_identity,
-            migrations=str(folder),
+            artifact=artifact,
             expect_pending=[[v, c] for v, _, c in binding.versions],
         )
         identity = binding.target_identity
@@ -361,7 +358,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
         self.record_run(op_id, current, kind, "", applied=applied, identity=identity)
         # VerifyingHistory: the history read back must show the sequence applied.
-        after, _ = self._read(folder, "History after Apply")
+        after, _ = self._read(artifact, "History after Apply")
         if after.verdict is not HistoryVerdict.NOTHING_PENDING:
             raise Stop(
                 FAILED,

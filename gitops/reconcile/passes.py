@@ -46,8 +46,8 @@ from gitops.reviews.review import Reviews
 from gitops.writeback.commits import Trailers
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import plan_paths, status_bytes, status_path
-from runner.artifacts.registry import RegistryOptions
 from runner.errors import CanNotRunError, SeshatError
+from runner.protocol.messages import RegistrySettings
 
 __all__ = ["PassReport", "run_pass"]
 
@@ -142,7 +142,7 @@ def run_pass(
     executor: Executor | None = None,
     log: Callable[[str], None] = lambda _: None,
     due_only: bool = False,
-    registry: RegistryOptions | None = None,
+    registry: RegistrySettings | None = None,
     leases: Leases | None = None,
     clock: Callable[[], datetime] = utc_now,
 ) -> PassReport:
@@ -177,7 +177,7 @@ def run_pass(
             work_dir=work,
             holder=f"{socket.gethostname()}:{work.resolve()}",
             log=log,
-            registry=registry or RegistryOptions(),
+            registry=registry or RegistrySettings(),
             leases=leases,
             now=clock,
         )

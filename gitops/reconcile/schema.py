@@ -14,7 +14,6 @@ Apply does not run), and the verdict of the pass.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from gitops.reconcile.identities import PlanBinding, coordination_digest, plan_id
@@ -33,7 +32,7 @@ from gitops.writeback.status_files import binding_path, plan_paths
 from runner.digests import canonical_json, digest, digest_hex, sha256_digest
 from runner.engines.plan import PlanDocument, plan_bytes, plan_sql
 from runner.protocol.frame import PROTOCOL_VERSION
-from runner.protocol.messages import PlanSettings
+from runner.protocol.messages import ArtifactSource, PlanSettings
 from runner.protocol.results import ApplyResult, DriftReport, DriftResult, PlanResult
 
 __all__ = ["PassContext", "reconcile_schema", "schema_policy_digest"]
@@ -83,7 +82,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         # Resolving and Verifying.
         desired, artifact_digest, verification = self.resolve_and_verify()
         # Observing.
-        observed = self.run_operation("drift", desired=str(desired))
+        observed = self.run_operation("drift", artifact=desired)
         drift = self.result(observed, "Observe", DriftResult).drift
         self.status = self.status.model_copy(update={"drift": _drift(drift)})
         # Planning, under the realm lease.
@@ -168,11 +167,11 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             )
         self._apply(current, document, data, approval, desired, target_identity)
 
-    def _plan(self, desired: Path) -> tuple[PlanDocument, bytes, str]:
+    def _plan(self, desired: ArtifactSource) -> tuple[PlanDocument, bytes, str]:
         """Two independent plans; only byte-identical ones are accepted."""
         results = []
         for attempt in ("Plan", "Plan (second)"):
-            outcome = self.run_operation("plan", desired=str(desired))
+            outcome = self.run_operation("plan", artifact=desired)
             result = self.result(outcome, attempt, PlanResult)
             assert outcome.result is not None
             results.append((result, outcome.result.target_identity or ""))
@@ -213,7 +212,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         document: PlanDocument,
         data: bytes,
         approval: str | None,
-        desired: Path,
+        desired: ArtifactSource,
         target_identity: str,
     ) -> None:
         op_id = self.op_id("apply")
@@ -248,7 +247,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
         self.record_run(op_id, current, "Applied", "", now=now)
         # VerifyingConvergence: a fresh Observe and Plan under the same lease.
-        observed = self.run_operation("drift", desired=str(desired))
+        observed = self.run_operation("drift", artifact=desired)
         drift = self.result(observed, "Observe after Apply", DriftResult).drift
         self.status = self.status.model_copy(update={"drift": _drift(drift)})
         after, _, _ = self._plan(desired)

@@ -14,6 +14,7 @@ from typing import Annotated, Self
 from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from runner.digests import digest
 from runner.models import Model, plain_path
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "SignatureMode",
     "SignatureRequirements",
     "VerificationPolicySpec",
+    "policy_digest",
+    "trust_paths",
 ]
 
 RepoPath = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(plain_path)]
@@ -127,3 +130,19 @@ class VerificationPolicySpec(Model):
     ] = Field(default_factory=list)
     require_digest_pin: bool = False
     signatures: SignatureRequirements = Field(default_factory=SignatureRequirements)
+
+
+def policy_digest(spec: VerificationPolicySpec) -> str:
+    """The digest of a policy's spec (canonical JSON); part of what a plan binds."""
+    return digest("verification-policy", spec.model_dump(mode="json", by_alias=True))
+
+
+def trust_paths(spec: VerificationPolicySpec) -> list[str]:
+    """The repository files verification reads: public keys and trusted roots, in order."""
+    paths: list[str] = []
+    for authority in spec.signatures.authorities:
+        if authority.key is not None:
+            paths.append(authority.key.public_key)
+        if authority.keyless is not None and authority.keyless.trusted_root is not None:
+            paths.append(authority.keyless.trusted_root)
+    return sorted(set(paths))

@@ -27,7 +27,12 @@ from typing import Final
 from runner.artifacts.errors import ArtifactError
 from runner.artifacts.format import DEFAULT_LIMITS, Limits, Manifest, parse_manifest
 from runner.artifacts.keyless import FoundBundle, find_bundles
-from runner.artifacts.policy import Authority, SignatureMode, VerificationPolicySpec
+from runner.artifacts.policy import (
+    Authority,
+    SignatureMode,
+    VerificationPolicySpec,
+    policy_digest,
+)
 from runner.artifacts.reference import Reference
 from runner.artifacts.signing import (
     FoundSignature,
@@ -38,7 +43,6 @@ from runner.artifacts.signing import (
 from runner.artifacts.sigstore import BAD_SIGNATURE, verify_bundle
 from runner.artifacts.store import Store
 from runner.digests import Digest
-from runner.digests import digest as contract_digest
 from runner.files import NotReadable, read_inside
 
 __all__ = ["Check", "Verdict", "policy_digest", "verify_artifact"]
@@ -71,11 +75,6 @@ class Verdict:
                 for c in self.checks
             ],
         }
-
-
-def policy_digest(spec: VerificationPolicySpec) -> str:
-    """The digest of a policy's spec (canonical JSON); part of what a plan binds."""
-    return contract_digest("verification-policy", spec.model_dump(mode="json", by_alias=True))
 
 
 def _payload_digest(payload: bytes) -> str | None:
@@ -239,8 +238,13 @@ def verify_artifact(
     spec: VerificationPolicySpec,
     repo: Path,
     limits: Limits = DEFAULT_LIMITS,
+    *,
+    digest: Digest | None = None,
 ) -> Verdict:
-    """Judge ``reference`` against ``spec``; key files are read relative to ``repo``."""
+    """Judge ``reference`` against ``spec``; key files are read relative to ``repo``.
+
+    ``digest``: what the reference's tag was resolved to already (by Resolve), so the
+    digest pin is still judged on the reference as declared."""
     checks: list[Check] = []
     if spec.require_digest_pin:
         pinned = reference.digest is not None
@@ -248,7 +252,7 @@ def verify_artifact(
         if not pinned:
             return Verdict(False, "digest_pin_required", None, tuple(checks))
     try:
-        digest = reference.digest or store.resolve(reference.tag or "latest").digest
+        digest = reference.digest or digest or store.resolve(reference.tag or "latest").digest
         raw = store.manifest(digest, limits.max_manifest_bytes)
         manifest = parse_manifest(raw, digest, tuple(spec.artifact_types), limits)
     except ArtifactError as error:

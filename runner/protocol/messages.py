@@ -7,26 +7,37 @@ runner reads itself. The answer is one framed :class:`OperationResult` on stdout
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Base64Bytes, BaseModel, ConfigDict, Field, model_validator
 
+from runner.artifacts.policy import MEDIA_TYPE, RepoPath, VerificationPolicySpec
 from runner.digests import Sha256
 from runner.protocol.frame import PROTOCOL_VERSION
-from runner.protocol.results import ErrorCode, OperationPayload, Pending
+from runner.protocol.results import (
+    REASON_PATTERN,
+    ErrorCode,
+    OperationPayload,
+    Pending,
+    RefusalReason,
+)
 
 __all__ = [
+    "DATABASE_OPERATIONS",
     "REASON_PATTERN",
+    "ArtifactSource",
     "OperationError",
     "OperationInput",
     "OperationResult",
     "PlanSettings",
+    "RegistrySettings",
+    "TrustFile",
     "UrlReference",
 ]
 
-
-REASON_PATTERN: Final = r"^[a-z][a-z0-9_]{0,63}$"
-"""A refusal reason: one of Seshat's snake_case constants."""
+DATABASE_OPERATIONS: Final = frozenset({"inspect", "drift", "plan", "apply", "history", "migrate"})
+"""The operations that connect to a database (Resolve and Verify read only a registry)."""
 
 
 class _Frozen(BaseModel):
@@ -53,6 +64,39 @@ class UrlReference(_Frozen):
         return self
 
 
+class ArtifactSource(_Frozen):
+    """Where the runner reads an artifact: a reference and, once resolved, the manifest
+    digest every later operation names it by."""
+
+    ref: Annotated[str, Field(min_length=1, max_length=2048)]
+    """``oci://host/repository:tag`` or ``oci-layout:///absolute/folder:tag`` (the local
+    executor only), as declared."""
+    digest: Sha256 | None = None
+    artifact_type: Annotated[str, Field(pattern=MEDIA_TYPE)] | None = None
+    """The one type the operation accepts (a schema never stands in for migrations)."""
+
+
+class RegistrySettings(_Frozen):
+    """How the runner reaches registries; never a credential (the runner's environment
+    carries that: a docker config or ``SESHAT_REGISTRY_*``)."""
+
+    plain_http: list[str] = Field(default_factory=list)  # hosts allowed plain HTTP
+    ca_pem: Annotated[str, Field(max_length=1024 * 1024)] | None = None  # extra CA bundle
+    timeout: Annotated[float, Field(gt=0, le=600)] = 30.0
+
+
+class TrustFile(_Frozen):
+    """A public key or Sigstore trusted root a verification policy names, as the control
+    plane read it from the repository (bounded, inside it)."""
+
+    path: RepoPath
+    content: Base64Bytes  # base64 on the wire; validating decodes, so build with :meth:`of`
+
+    @classmethod
+    def of(cls, path: str, data: bytes) -> TrustFile:
+        return cls(path=path, content=base64.b64encode(data))
+
+
 class PlanSettings(_Frozen):
     allow_destructive: bool = False
     protected_tables: list[str] = Field(default_factory=list)
@@ -65,26 +109,40 @@ class OperationInput(_Frozen):
     """One operation for the runner."""
 
     protocol: Literal[1] = PROTOCOL_VERSION
-    operation: Literal["inspect", "drift", "plan", "apply", "history", "migrate"]
+    operation: Literal[
+        "resolve", "verify", "inspect", "drift", "plan", "apply", "history", "migrate"
+    ]
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,128}$")]
-    url: UrlReference
+    url: UrlReference | None = None  # every operation but resolve and verify
     dev_url: UrlReference | None = None
-    desired: str | None = None  # a folder of .sql files (the verified artifact's content)
+    artifact: ArtifactSource | None = None
+    """resolve, verify; drift, plan, history, migrate: the verified artifact, by digest."""
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    policy: VerificationPolicySpec | None = None  # verify
+    trust: Annotated[list[TrustFile], Field(max_length=32)] = Field(default_factory=list)
+    desired: str | None = None  # a folder of .sql files, instead of an artifact
     plan: str | None = None  # a plan file, for apply
     expect_digest: Sha256 | None = None
     journal: str | None = None  # apply, MySQL: the per-statement journal file (see docs)
-    migrations: str | None = None  # history, migrate: the migration directory
+    migrations: str | None = None  # history, migrate: a migration folder, instead of one
     expect_pending: list[Pending] | None = None  # migrate: the approved (version, checksum)s
     settings: PlanSettings = Field(default_factory=PlanSettings)
 
     @model_validator(mode="after")
     def _needs(self) -> Self:
-        if self.operation in ("drift", "plan") and not self.desired:
-            raise ValueError(f"{self.operation} needs desired")
+        if (self.operation in DATABASE_OPERATIONS) != (self.url is not None):
+            raise ValueError(f"{self.operation} {'needs' if self.url is None else 'takes no'} url")
+        pinned = self.artifact is not None and self.artifact.digest is not None
+        if self.operation == "resolve" and self.artifact is None:
+            raise ValueError("resolve needs artifact")
+        if self.operation == "verify" and (not pinned or self.policy is None):
+            raise ValueError("verify needs artifact (with its digest) and policy")
+        if self.operation in ("drift", "plan") and not (self.desired or pinned):
+            raise ValueError(f"{self.operation} needs desired or artifact (with its digest)")
         if self.operation == "apply" and (not self.plan or not self.expect_digest):
             raise ValueError("apply needs plan and expect_digest")
-        if self.operation in ("history", "migrate") and not self.migrations:
-            raise ValueError(f"{self.operation} needs migrations")
+        if self.operation in ("history", "migrate") and not (self.migrations or pinned):
+            raise ValueError(f"{self.operation} needs migrations or artifact (with its digest)")
         if self.operation == "migrate" and not self.expect_pending:
             raise ValueError("migrate needs expect_pending (the approved sequence)")
         return self
@@ -92,7 +150,7 @@ class OperationInput(_Frozen):
 
 class OperationError(_Frozen):
     code: ErrorCode
-    reason: Annotated[str, Field(pattern=REASON_PATTERN)] | None = None
+    reason: RefusalReason | None = None
     """A refusal's stable reason (``destructive_changes``, ``stale_plan``, ...)."""
     message: Annotated[str, Field(max_length=4096)]
 

@@ -14,7 +14,7 @@ Keys are camelCase on the wire, as they have always been (``planDigest``, ``roll
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
@@ -23,6 +23,7 @@ from runner.digests import Sha256
 from runner.engines.plan import PlanDocument
 
 __all__ = [
+    "REASON_PATTERN",
     "ApplyReportModel",
     "ApplyResult",
     "DriftCategories",
@@ -38,8 +39,18 @@ __all__ = [
     "OperationPayload",
     "Pending",
     "PlanResult",
+    "RefusalReason",
+    "ResolveResult",
     "RunOutcome",
+    "VerifyCheck",
+    "VerifyResult",
 ]
+
+
+REASON_PATTERN: Final = r"^[a-z][a-z0-9_]{0,63}$"
+"""A refusal reason: one of Seshat's snake_case constants."""
+
+RefusalReason = Annotated[str, Field(pattern=REASON_PATTERN)]
 
 
 class ErrorCode(StrEnum):
@@ -51,6 +62,8 @@ class ErrorCode(StrEnum):
     CANNOT_CONNECT = "cannot_connect"
     DESIRED_SCHEMA_INVALID = "desired_schema_invalid"
     MIGRATIONS_INVALID = "migrations_invalid"
+    ARTIFACT_REFUSED = "artifact_refused"  # the artifact cannot be used: see ``reason``
+    REGISTRY_UNAVAILABLE = "registry_unavailable"  # a transient registry fault: retried
     PLAN_REFUSED = "plan_refused"
     UNSUPPORTED_ENGINE = "unsupported_engine"
     OPERATION_FAILED = "operation_failed"
@@ -78,6 +91,7 @@ _BLOCKING = frozenset(
         ErrorCode.INVALID_URL,
         ErrorCode.DESIRED_SCHEMA_INVALID,
         ErrorCode.MIGRATIONS_INVALID,
+        ErrorCode.ARTIFACT_REFUSED,
         ErrorCode.PLAN_REFUSED,
         ErrorCode.UNSUPPORTED_ENGINE,
     }
@@ -160,6 +174,7 @@ class HistoryReport(_Wire):
     versions: list[str] = Field(default_factory=list)  # the versions involved
     pending: list[str] = Field(default_factory=list)
     pending_checksums: list[Pending] = Field(default_factory=list)
+    pending_names: list[str] = Field(default_factory=list)  # each pending version's file
     current_version: str | None = None
     checkpoint_version: str | None = None
     covered: list[str] = Field(default_factory=list)  # files a checkpoint stands for
@@ -176,6 +191,30 @@ class MigrateReport(_Wire):
     statement: int | None = None
     statements_applied: Count = 0
     error: str | None = None
+
+
+class ResolveResult(_Wire):
+    operation: Literal["resolve"] = "resolve"
+    digest: Sha256
+    """The manifest digest the reference's tag names now (its own digest when pinned)."""
+
+
+class VerifyCheck(_Wire):
+    requirement: str
+    passed: bool
+    detail: str
+
+
+class VerifyResult(_Wire):
+    """A verification policy judged against one manifest digest, check by check."""
+
+    operation: Literal["verify"] = "verify"
+    accepted: bool
+    reason: RefusalReason | None = None
+    """Why it was refused (``unsigned``, ``missing_annotation``, ...), a stable constant."""
+    digest: Sha256 | None = None
+    artifact_type: str | None = None
+    checks: list[VerifyCheck] = Field(default_factory=list)
 
 
 class InspectResult(_Wire):
@@ -211,7 +250,14 @@ class MigrateResult(_Wire):
 
 
 OperationPayload = Annotated[
-    InspectResult | DriftResult | PlanResult | ApplyResult | HistoryResult | MigrateResult,
+    ResolveResult
+    | VerifyResult
+    | InspectResult
+    | DriftResult
+    | PlanResult
+    | ApplyResult
+    | HistoryResult
+    | MigrateResult,
     Field(discriminator="operation"),
 ]
 """One operation's result, tagged by the operation that produced it."""

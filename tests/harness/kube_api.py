@@ -639,6 +639,15 @@ class FakeKubernetes:
                     path = target / item["path"]
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(base64.b64decode(binary[item["key"]]))
+            if "secret" in volume:  # the kubelet reads Secrets; the control plane never does
+                name = volume["secret"]["secretName"]
+                secret = self.secrets.get((namespace, name))
+                if secret is None:
+                    return f'secret "{name}" not found'
+                for item in volume["secret"]["items"]:
+                    if item["key"] not in secret:
+                        return f"couldn't find key {item['key']} in Secret {namespace}/{name}"
+                    (target / item["path"]).write_text(secret[item["key"]])
         return None
 
 

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from gitops.reconcile.passes import run_pass
-from runner.artifacts.registry import RegistryOptions
+from runner.protocol.messages import RegistrySettings
 
 from .gitrepo import GIT_ENV, GitRemote
 from .seshat_cli import SeshatRunner
@@ -145,6 +145,29 @@ class World:
         assert self.seshat("artifact", "sign", ref, "--key", self.ci_key).returncode == 0
         return path
 
+    def publish(
+        self,
+        ref: str,
+        files: dict[str, bytes],
+        kind: str = "schema",
+        *,
+        registry: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> str:
+        """Push ``files`` (name -> bytes) as a signed ``kind`` artifact to the registry
+        reference ``ref`` (``registry``: options of ``seshat artifact``); returns ``ref``."""
+        folder = self.tmp / f"src-{len(list(self.tmp.glob('src-*')))}"
+        folder.mkdir()
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        for command in (
+            ("push", folder, ref, "--type", kind),
+            ("sign", ref, "--key", self.ci_key),
+        ):
+            done = self.seshat("artifact", *registry, *command, env=env)
+            assert done.returncode == 0, done.stderr
+        return ref
+
     def approve(self, name: str, plan_id: str, key: Path | None = None) -> None:
         """``seshat approve`` (by Alice unless ``key``), committed and pushed."""
         self._sign("approve", name, "--plan", plan_id, key)
@@ -178,7 +201,7 @@ class World:
         self.monkeypatch.setenv(f"{name.upper()}_URL", f"sqlite:///{path}")
         return path
 
-    def reconcile(self, registry: RegistryOptions | None = None) -> dict[str, str]:
+    def reconcile(self, registry: RegistrySettings | None = None) -> dict[str, str]:
         report = run_pass(self.remote.remote_url, self.work, registry=registry)
         return {k: f"{report.phases[k]}/{report.reasons[k]}" for k in report.phases}
 

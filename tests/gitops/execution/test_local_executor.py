@@ -1,6 +1,6 @@
 """The local executor starts the real ``seshat-runner`` (SQLite targets: no server needed).
 
-Three tests replace the runner with a small Python program to produce what a real runner
+Four tests replace the runner with a small Python program to produce what a real runner
 cannot be made to do on demand (print its environment, hang, die mid-frame); they say so.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,16 @@ print(encode_frame({{"protocol": 1, "operation": request["operation"], "id": req
 """
 
 
+NAMES_RUNNER = """
+import json, os, sys
+sys.path[:0] = {path!r}
+from runner.protocol.frame import encode_frame
+request = json.load(open(sys.argv[sys.argv.index("--input") + 1]))
+print(encode_frame({{"protocol": 1, "operation": request["operation"], "id": request["id"],
+                    "error": {{"code": "internal", "message": " ".join(sorted(os.environ))}}}}))
+"""
+
+
 def test_the_runner_gets_only_the_credential_it_needs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,6 +97,29 @@ def test_the_runner_gets_only_the_credential_it_needs(
     seen = set(outcome.result.result.model["env"])  # type: ignore[arg-type]
     assert "APP_DB" in seen
     assert not seen & {"SESHAT_FORGE_TOKEN", "GIT_SSH_COMMAND", "OTHER_DB_URL"}
+
+
+def test_the_registry_credential_goes_only_to_a_runner_that_reads_an_artifact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stand-in runner that reports the names in its environment, as an error's message
+    # (whatever the operation; a real runner never prints them).
+    script = tmp_path / "fake_runner.py"
+    script.write_text(NAMES_RUNNER.format(path=sys.path))
+    registry = {"SESHAT_REGISTRY_PASSWORD", "SESHAT_REGISTRY_USERNAME", "DOCKER_CONFIG"}
+    for name in registry:
+        monkeypatch.setenv(name, "registry-value")
+    executor = LocalExecutor(tmp_path / "ops", command=[sys.executable, str(script)])
+
+    def environment(request: Mapping[str, object], env: dict[str, str]) -> set[str]:
+        outcome = executor.run(OperationInput.model_validate(request), env, deadline=60)
+        assert outcome.result is not None and outcome.result.error is not None, outcome.detail
+        return set(outcome.result.error.message.split())
+
+    resolve = {"operation": "resolve", "id": "op-r", "artifact": {"ref": "oci://h/r:v1"}}
+    assert registry <= environment(resolve, {})
+    inspect = {"operation": "inspect", "id": "op-i", "url": {"from_env": "APP_DB"}}
+    assert not registry & environment(inspect, {"APP_DB": "sqlite:///x.db"})
 
 
 def test_a_deadline_kills_the_runner_and_the_outcome_is_lost(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ say so.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 import threading
@@ -24,6 +25,7 @@ import pytest
 from harness.kube_api import FakeKubernetes
 from harness.postgres import PostgresDatabase, PostgresServer
 from harness.reconcile_world import World, tables
+from harness.registry import AuthRegistryServer, RegistryServer
 
 from gitops.execution.executor import CredentialUnavailable, Outcome
 from gitops.execution.leases import Leader
@@ -32,7 +34,7 @@ from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
 from gitops.kubernetes.leases import KubernetesLeases, lease_name
 from gitops.reconcile.passes import PassReport, run_pass
 from gitops.resources.database import SecretKeyRef, UrlReference
-from runner.protocol.messages import OperationInput
+from runner.protocol.messages import OperationInput, RegistrySettings
 from runner.protocol.results import PlanResult
 
 SECRET = UrlReference(secret_key_ref=SecretKeyRef(name="orders-db", key="url"))
@@ -67,14 +69,27 @@ def _executor(api: KubeApi, tmp_path: Path, **settings: object) -> KubernetesExe
     )
 
 
-def _kubernetes_pass(world: World, api: KubeApi, tmp_path: Path) -> PassReport:
-    """One reconciliation pass with the Kubernetes executor and Leases."""
+def _kubernetes_pass(
+    world: World, api: KubeApi, tmp_path: Path, registry: RegistryServer, **settings: object
+) -> PassReport:
+    """One reconciliation pass with the Kubernetes executor and Leases; the runners reach
+    ``registry`` over plain HTTP."""
     return run_pass(
         world.remote.remote_url,
         world.work,
-        executor=_executor(api, tmp_path),
+        executor=_executor(api, tmp_path, **settings),
         leases=KubernetesLeases(api, "seshat-system"),
+        registry=RegistrySettings(plain_http=[registry.address]),
     )
+
+
+def _pushed(
+    world: World, registry: RegistryServer, files: dict[str, str], kind: str = "schema"
+) -> str:
+    """A signed artifact of ``files`` in the test registry (a repository of its own)."""
+    ref = f"oci://{registry.address}/shop/{world.tmp.name.lower()}-{kind}:v1"
+    data = {name: text.encode() for name, text in files.items()}
+    return world.publish(ref, data, kind, registry=("--plain-http", registry.address))
 
 
 def _start_hanging_operation(
@@ -316,7 +331,7 @@ spec:
     engine: {engine}
     url: {{secretKeyRef: {{name: orders-db, key: url}}}}
     coordinationKey: orders
-  artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
+  artifact: {{ref: "{ref}", verification: {{policy: ci}}}}
   policy: {{apply: Always}}
 """
 
@@ -333,12 +348,13 @@ def _rendered_cr(world: World) -> dict[str, object]:
 
 
 def test_reconcile_in_kubernetes_mode_applies_through_jobs_and_publishes_the_status(
-    world: World, kube: FakeKubernetes, tmp_path: Path
+    world: World, kube: FakeKubernetes, tmp_path: Path, oci_registry: RegistryServer
 ) -> None:
     database = world.database("orders")
     kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
-    layout = world.artifact("a", "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);\n")
-    world.remote.write_file("databases/orders.yaml", SCHEMA.format(engine="sqlite", layout=layout))
+    sql = "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);\n"
+    ref = _pushed(world, oci_registry, {"schema.sql": sql})
+    world.remote.write_file("databases/orders.yaml", SCHEMA.format(engine="sqlite", ref=ref))
     world.remote.commit_all("declare orders")
     kube.put_custom("databaseschemas", _rendered_cr(world), generation=3)  # as Argo CD applied it
 
@@ -356,6 +372,8 @@ def test_reconcile_in_kubernetes_mode_applies_through_jobs_and_publishes_the_sta
         "--kubeconfig",
         kube.kubeconfig(tmp_path / "kubeconfig"),
         "--publish-status",
+        "--registry-plain-http",
+        oci_registry.address,
         env={"ORDERS_URL": "sqlite:///elsewhere.db"},
     )
 
@@ -363,8 +381,14 @@ def test_reconcile_in_kubernetes_mode_applies_through_jobs_and_publishes_the_sta
     assert "shop/orders: InSync (InSync)" in done.stdout
     assert tables(database) == ["items"]
     operations = [j["metadata"]["labels"]["seshat.dev/operation"] for j in kube.jobs_created]
-    # Observe, Plan twice (byte-identical), Apply, then Observe and Plan again: each a Job.
-    assert operations == ["drift", "plan", "plan", "apply", "drift", "plan", "plan"]
+    # Resolve, Verify, Observe, Plan twice (byte-identical), Apply, then Observe and Plan
+    # again: each a Job.
+    assert operations == [
+        "resolve",
+        "verify",
+        *("drift", "plan", "plan", "apply"),
+        *("drift", "plan", "plan"),
+    ]
     assert kube.list("jobs") == [] and kube.list("configmaps") == []
     lease = kube.get("leases", "seshat-system", lease_name(_coordination(world)))
     assert lease is not None and "holderIdentity" not in lease["spec"]  # released
@@ -394,19 +418,21 @@ def _coordination(world: World) -> str:
 
 
 def test_a_changed_spec_in_the_cluster_is_not_claimed_as_observed(
-    world: World, kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+    world: World, kube: FakeKubernetes, api: KubeApi, tmp_path: Path, oci_registry: RegistryServer
 ) -> None:
     from gitops.kubernetes.status import publish_statuses
 
     database = world.database("orders")
     kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
-    layout = world.artifact("a", "CREATE TABLE items (id INTEGER PRIMARY KEY);\n")
-    world.remote.write_file("databases/orders.yaml", SCHEMA.format(engine="sqlite", layout=layout))
+    ref = _pushed(
+        world, oci_registry, {"schema.sql": "CREATE TABLE items (id INTEGER PRIMARY KEY);\n"}
+    )
+    world.remote.write_file("databases/orders.yaml", SCHEMA.format(engine="sqlite", ref=ref))
     world.remote.commit_all("declare orders")
     newer = _rendered_cr(world)
     newer["spec"]["policy"]["apply"] = "Never"  # type: ignore[index]  # a commit Seshat has not read
     kube.put_custom("databaseschemas", newer, generation=4)
-    report = _kubernetes_pass(world, api, tmp_path)
+    report = _kubernetes_pass(world, api, tmp_path, oci_registry)
     assert report.phases == {"shop/orders": "InSync"}
 
     assert publish_statuses(api, report.statuses, report.repository) == 1
@@ -422,6 +448,7 @@ def test_the_postgresql_password_reaches_only_the_pod(
     tmp_path: Path,
     postgres_database: PostgresDatabase,
     second_postgres_server: PostgresServer,
+    oci_registry: RegistryServer,
 ) -> None:
     url = postgres_database.url_with_password
     password = url.split(":")[2].split("@")[0]
@@ -432,21 +459,23 @@ def test_the_postgresql_password_reaches_only_the_pod(
     with server.connect() as admin:
         admin.execute(f'CREATE DATABASE "{dev}" OWNER {server.app_user}')
     kube.secrets[("shop", "orders-db")] = {"url": url, "dev": server.url_with_password(dev)}
-    layout = world.artifact("a", "CREATE TABLE items (id integer PRIMARY KEY, name text);\n")
+    sql = "CREATE TABLE items (id integer PRIMARY KEY, name text);\n"
+    ref = _pushed(world, oci_registry, {"schema.sql": sql})
     world.remote.write_file(
         "databases/orders.yaml",
-        SCHEMA.format(engine="postgresql", layout=layout)
+        SCHEMA.format(engine="postgresql", ref=ref)
         + "  dev: {url: {secretKeyRef: {name: orders-db, key: dev}}}\n",
     )
     world.remote.commit_all("declare orders")
-    report = _kubernetes_pass(world, api, tmp_path)
+    report = _kubernetes_pass(world, api, tmp_path, oci_registry)
 
     assert report.phases == {"shop/orders": "InSync"}, world.status("orders")
     with postgres_database.connect_as_app() as conn:
         assert conn.execute("SELECT count(*) FROM items").fetchone() == (0,)
     posted = json.dumps([kube.jobs_created, kube.configmaps_created, kube.list("leases")])
     assert password not in posted and url not in posted
-    dev_env = kube.jobs_created[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    observe = next(j for j in kube.jobs_created if "drift" in j["metadata"]["name"])
+    dev_env = observe["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {
         "name": "SESHAT_DEV_URL",
         "valueFrom": {"secretKeyRef": {"name": "orders-db", "key": "dev"}},
@@ -498,46 +527,134 @@ spec:
     engine: sqlite
     url: {{secretKeyRef: {{name: ledger-db, key: url}}}}
     coordinationKey: ledger
-  artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
+  artifact: {{ref: "{ref}", verification: {{policy: ci}}}}
   policy: {{apply: Always}}
 """
 
 
 def test_a_migration_directory_is_applied_through_jobs_bytes_exact(
-    world: World, kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+    world: World, kube: FakeKubernetes, api: KubeApi, tmp_path: Path, oci_registry: RegistryServer
 ) -> None:
-    import base64
+    """The runner Jobs fetch the artifact by digest from the registry: a 5 MiB migration
+    (over a ConfigMap's limit) applies, and every file arrives byte for byte."""
+    from runner.digests import sha256_digest
 
     database = world.database("ledger")
     kube.secrets[("shop", "ledger-db")] = {"url": f"sqlite:///{database}"}
+
+    def rows(first: int) -> str:  # about 2.8 MiB (a file may hold 4 MiB)
+        return "".join(
+            f"INSERT INTO items (id) VALUES ({n}); -- {'x' * 60}\n"
+            for n in range(first, first + 35_000)
+        )
+
     files = {
         "1_items.sql": "CREATE TABLE items (id INTEGER PRIMARY KEY);\n",
         "2_name.sql": "-- windows line endings\r\nALTER TABLE items ADD COLUMN name TEXT;\r\n",
+        "3_rows.sql": rows(0),
+        "4_rows.sql": rows(35_000),
     }
-    layout = world.migrations("m", files)
-    world.remote.write_file("databases/ledger.yaml", MIGRATION.format(layout=layout))
+    assert sum(len(text) for text in files.values()) > 5 * 1024 * 1024
+    ref = _pushed(world, oci_registry, files, "migrations")
+    world.remote.write_file("databases/ledger.yaml", MIGRATION.format(ref=ref))
     world.remote.commit_all("declare ledger")
-    report = _kubernetes_pass(world, api, tmp_path)
+    report = _kubernetes_pass(world, api, tmp_path, oci_registry)
 
     assert report.phases == {"shop/ledger": "InSync"}, world.status("ledger")
     with sqlite3.connect(database) as conn:
-        rows = conn.execute("SELECT version, state FROM seshat_schema_migrations").fetchall()
+        applied = conn.execute(
+            "SELECT version, state, checksum FROM seshat_schema_migrations ORDER BY version"
+        ).fetchall()
+        assert conn.execute("SELECT count(*) FROM items").fetchone() == (70_000,)
     conn.close()
-    assert rows == [("1", "applied"), ("2", "applied")]
-    operations = [j["metadata"]["labels"]["seshat.dev/operation"] for j in kube.jobs_created]
-    assert operations == ["history", "migrate", "history"]
-    migrate = kube.configmaps_created[1]
-    paths = [
-        item["path"]
-        for item in kube.jobs_created[1]["spec"]["template"]["spec"]["volumes"][0]["configMap"][
-            "items"
-        ]
+    assert applied == [
+        (name.split("_")[0], "applied", sha256_digest(text.encode()))  # CRLF and all
+        for name, text in files.items()
     ]
-    carried = {
-        path: base64.b64decode(migrate["binaryData"][f"f{i}"]) for i, path in enumerate(paths)
-    }
-    for name, text in files.items():
-        assert carried[f"migrations/{name}"] == text.encode()  # CRLF and all
+    operations = [j["metadata"]["labels"]["seshat.dev/operation"] for j in kube.jobs_created]
+    assert operations == ["resolve", "verify", "history", "migrate", "history"]
+    # No artifact byte went through the API server: each ConfigMap holds only the input.
+    for configmap in kube.configmaps_created:
+        assert len(configmap["binaryData"]) == 1
+        assert len(json.dumps(configmap)) < 16 * 1024
+
+
+def test_the_registry_credential_reaches_only_the_jobs_that_read_the_artifact(
+    world: World,
+    kube: FakeKubernetes,
+    api: KubeApi,
+    tmp_path: Path,
+    oci_registry_auth: AuthRegistryServer,
+) -> None:
+    """A registry behind basic auth and TLS: its password lives in a docker config Secret the
+    kubelet mounts into the Jobs that read the artifact; the controller never sees it."""
+    import base64
+
+    registry = oci_registry_auth
+    database = world.database("orders")
+    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    login = base64.b64encode(f"{registry.username}:{registry.password}".encode()).decode()
+    config = json.dumps({"auths": {registry.address: {"auth": login}}})
+    kube.secrets[("shop", "registry-pull")] = {".dockerconfigjson": config}
+    ref = world.publish(
+        f"oci://{registry.address}/shop/{world.tmp.name.lower()}:v1",
+        {"schema.sql": b"CREATE TABLE items (id INTEGER PRIMARY KEY);\n"},
+        registry=("--ca-file", str(registry.ca_path)),
+        env={
+            "SESHAT_REGISTRY_USERNAME": registry.username,
+            "SESHAT_REGISTRY_PASSWORD": registry.password,
+        },
+    )
+    world.remote.write_file("databases/orders.yaml", SCHEMA.format(engine="sqlite", ref=ref))
+    world.remote.commit_all("declare orders")
+    assert not any(name.startswith(("SESHAT_REGISTRY", "DOCKER_CONFIG")) for name in os.environ)
+    report = run_pass(
+        world.remote.remote_url,
+        world.work,
+        executor=_executor(api, tmp_path, registry_secret="registry-pull"),
+        leases=KubernetesLeases(api, "seshat-system"),
+        registry=RegistrySettings(ca_pem=registry.ca_path.read_text()),
+    )
+
+    assert report.phases == {"shop/orders": "InSync"}, world.status("orders")
+    assert tables(database) == ["items"]
+    for job in kube.jobs_created:
+        pod = job["spec"]["template"]["spec"]
+        mounted = any("secret" in volume for volume in pod["volumes"])
+        reads_artifact = job["metadata"]["labels"]["seshat.dev/operation"] != "apply"
+        assert mounted == reads_artifact, job["metadata"]["name"]
+    posted = json.dumps([kube.jobs_created, kube.configmaps_created, kube.list("leases")])
+    assert registry.password not in posted and login not in posted
+    assert registry.password not in world.git("log", "--all", "-p")
+    for path in world.work.rglob("*"):
+        if path.is_file():
+            assert registry.password.encode() not in path.read_bytes(), path
+
+    # Without the Secret, the runner is refused by the registry: Blocked, nothing planned.
+    anonymous = run_pass(
+        world.remote.remote_url,
+        world.work,
+        executor=_executor(api, tmp_path),
+        leases=KubernetesLeases(api, "seshat-system"),
+        registry=RegistrySettings(ca_pem=registry.ca_path.read_text()),
+    )
+    assert anonymous.reasons == {"shop/orders": "ArtifactRefused"}
+    assert "unauthorized" in str(world.status("orders"))
+
+
+def test_an_oci_layout_reference_is_a_configuration_error_in_kubernetes_mode(
+    world: World, kube: FakeKubernetes, api: KubeApi, tmp_path: Path, oci_registry: RegistryServer
+) -> None:
+    database = world.database("orders")
+    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    layout = world.artifact("a", "CREATE TABLE items (id INTEGER PRIMARY KEY);\n")
+    ref = f"oci-layout://{layout}:v1"
+    world.remote.write_file("databases/orders.yaml", SCHEMA.format(engine="sqlite", ref=ref))
+    world.remote.commit_all("declare orders")
+    report = _kubernetes_pass(world, api, tmp_path, oci_registry)
+    assert report.reasons == {"shop/orders": "ConfigurationError"}
+    assert "oci-layout" in str(world.status("orders"))
+    assert kube.jobs_created == [] and tables(database) == []
 
 
 def test_the_input_configmap_belongs_to_its_job_and_goes_with_it(

@@ -17,7 +17,7 @@ from harness.registry import RegistryServer
 from harness.sigstore_root import PrivateSigstore
 from harness.sshkeys import SSHKeyFactory
 
-from runner.artifacts.registry import RegistryOptions
+from runner.protocol.messages import RegistrySettings
 
 
 def _plan_id(world: World, name: str) -> str:
@@ -161,7 +161,7 @@ def test_registry_down_is_failed_then_recovers(world: World, oci_registry: Regis
         schema_yaml("orders", world.tmp, apply="Always", ref=f"oci://{address}/shop/down:v1"),
     )
     world.remote.commit_all("declare")
-    options = RegistryOptions(plain_http=frozenset({address}), timeout=5)
+    options = RegistrySettings(plain_http=[address], timeout=5)
     assert world.reconcile(options) == {"shop/orders": "Failed/OperationFailed"}
     ready = world.status("orders")["status"]["conditions"][0]  # type: ignore[index]
     assert "registry_unavailable" in ready["message"]
