@@ -21,15 +21,13 @@ from typing import Final
 
 from runner.artifacts.errors import ArtifactError
 from runner.artifacts.format import (
-    EMPTY_CONFIG,
     EMPTY_CONFIG_BYTES,
     EMPTY_CONFIG_DIGEST,
-    MANIFEST_MEDIA_TYPE,
 )
-from runner.artifacts.signing import SIMPLE_SIGNING, _update_fallback_index, manifest_layers
+from runner.artifacts.signing import SIMPLE_SIGNING, manifest_layers, push_referrer
 from runner.artifacts.sigstore import MAX_BUNDLE_BYTES
-from runner.artifacts.store import Descriptor, Store
-from runner.digests import Digest, canonical_json, sha256_digest
+from runner.artifacts.store import Store
+from runner.digests import Digest, sha256_digest
 
 __all__ = ["SIGSTORE_BUNDLE", "FoundBundle", "attach_bundle", "find_bundles"]
 
@@ -75,22 +73,7 @@ def attach_bundle(store: Store, digest: Digest, payload: bytes, bundle: bytes) -
     store.push_blob(bundle_digest, bundle)
     store.push_blob(payload_digest, payload)
     store.push_blob(EMPTY_CONFIG_DIGEST, EMPTY_CONFIG_BYTES)
-    subject = store.manifest(digest, 4 * 1024 * 1024)
-    referrer = canonical_json(
-        {
-            "schemaVersion": 2,
-            "mediaType": MANIFEST_MEDIA_TYPE,
-            "artifactType": SIGSTORE_BUNDLE,
-            "config": dict(EMPTY_CONFIG),
-            "layers": layers,
-            "subject": {"mediaType": MANIFEST_MEDIA_TYPE, "digest": digest, "size": len(subject)},
-        }
-    )
-    written = store.push_manifest(referrer, MANIFEST_MEDIA_TYPE, None)
-    _update_fallback_index(
-        store, digest, Descriptor(written, len(referrer), MANIFEST_MEDIA_TYPE, SIGSTORE_BUNDLE)
-    )
-    return written
+    return push_referrer(store, digest, SIGSTORE_BUNDLE, layers)
 
 
 def find_bundles(store: Store, digest: Digest) -> list[FoundBundle]:

@@ -50,6 +50,7 @@ __all__ = [
     "find_signatures",
     "load_private_key",
     "load_public_key",
+    "push_referrer",
     "sign",
     "verify_signature",
 ]
@@ -72,13 +73,9 @@ def load_private_key(path: Path) -> PrivateKey:
         raise ArtifactError(
             "invalid_reference", f"{path}: not a usable private key ({error})"
         ) from None
-    if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
-        return key
-    if isinstance(key, ed25519.Ed25519PrivateKey):
-        return key
-    raise ArtifactError(
-        "invalid_reference", f"{path}: only ECDSA P-256 and Ed25519 keys are supported"
-    )
+    _supported(key, str(path))
+    assert isinstance(key, ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey)
+    return key
 
 
 def load_public_key(data: bytes, where: str) -> PublicKey:
@@ -88,13 +85,20 @@ def load_public_key(data: bytes, where: str) -> PublicKey:
         raise ArtifactError(
             "invalid_reference", f"{where}: not a PEM public key ({error})"
         ) from None
-    if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
-        return key
-    if isinstance(key, ed25519.Ed25519PublicKey):
-        return key
-    raise ArtifactError(
-        "invalid_reference", f"{where}: only ECDSA P-256 and Ed25519 keys are supported"
+    _supported(key, where)
+    assert isinstance(key, ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey)
+    return key
+
+
+def _supported(key: object, where: str) -> None:
+    """Refuse a key of any kind but ECDSA P-256 and Ed25519 (private or public)."""
+    p256 = isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey) and isinstance(
+        key.curve, ec.SECP256R1
     )
+    if not (p256 or isinstance(key, ed25519.Ed25519PrivateKey | ed25519.Ed25519PublicKey)):
+        raise ArtifactError(
+            "invalid_reference", f"{where}: only ECDSA P-256 and Ed25519 keys are supported"
+        )
 
 
 def payload_for(reference: Reference, digest: Digest) -> bytes:
@@ -181,23 +185,29 @@ def sign(store: Store, reference: Reference, digest: Digest, key: PrivateKey) ->
     )
     written.append(store.push_manifest(cosign_manifest, MANIFEST_MEDIA_TYPE, _cosign_tag(digest)))
     # 2. An OCI 1.1 referrer naming the signed manifest as its subject.
+    written.append(push_referrer(store, digest, SIMPLE_SIGNING, [layer]))
+    return written
+
+
+def push_referrer(
+    store: Store, digest: Digest, artifact_type: str, layers: list[dict[str, Any]]
+) -> Digest:
+    """Push an OCI 1.1 referrer of ``digest`` (its blobs are pushed already) and list it
+    where the registry has no referrers API; the referrer's digest."""
     subject = store.manifest(digest, 4 * 1024 * 1024)
     referrer = canonical_json(
         {
             "schemaVersion": 2,
             "mediaType": MANIFEST_MEDIA_TYPE,
-            "artifactType": SIMPLE_SIGNING,
+            "artifactType": artifact_type,
             "config": dict(EMPTY_CONFIG),
-            "layers": [layer],
+            "layers": layers,
             "subject": {"mediaType": MANIFEST_MEDIA_TYPE, "digest": digest, "size": len(subject)},
         }
     )
-    referrer_digest = store.push_manifest(referrer, MANIFEST_MEDIA_TYPE, None)
-    written.append(referrer_digest)
+    written = store.push_manifest(referrer, MANIFEST_MEDIA_TYPE, None)
     _update_fallback_index(
-        store,
-        digest,
-        Descriptor(referrer_digest, len(referrer), MANIFEST_MEDIA_TYPE, SIMPLE_SIGNING),
+        store, digest, Descriptor(written, len(referrer), MANIFEST_MEDIA_TYPE, artifact_type)
     )
     return written
 
