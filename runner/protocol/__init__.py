@@ -1,25 +1,6 @@
 """The runner's result protocol: exactly one framed JSON result on stdout.
 
-``frame.py`` writes and finds frames. The control plane imports this package (and only
-pure modules like it) to read what a runner printed.
+``frame.py`` writes and finds frames; ``messages.py`` is an operation's input and the frame's
+payload; ``results.py`` is each operation's typed result and the error codes. The control
+plane imports these pure modules (and only such modules of the runner) to speak to a runner.
 """
-
-from runner.protocol.frame import (
-    MAX_FRAME_BYTES,
-    PROTOCOL_VERSION,
-    Found,
-    FrameStatus,
-    NotFound,
-    encode_frame,
-    find_last_frame,
-)
-
-__all__ = [
-    "MAX_FRAME_BYTES",
-    "PROTOCOL_VERSION",
-    "Found",
-    "FrameStatus",
-    "NotFound",
-    "encode_frame",
-    "find_last_frame",
-]
