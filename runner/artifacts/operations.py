@@ -29,7 +29,7 @@ from runner.artifacts.verify import verify_artifact
 from runner.digests import Digest
 from runner.engines.servers import cache_root, private_folder
 from runner.protocol.messages import ArtifactSource, RegistrySettings, TrustFile
-from runner.protocol.results import ResolveResult, VerifyCheck, VerifyResult
+from runner.protocol.results import ResolveResult, VerifyResult
 
 __all__ = ["Opened", "materialize", "resolve_source", "verify_source"]
 
@@ -98,10 +98,7 @@ def verify_source(
         reason=verdict.reason,
         digest=verdict.digest,
         artifact_type=verdict.manifest.artifact_type if verdict.manifest is not None else None,
-        checks=[
-            VerifyCheck(requirement=c.requirement, passed=c.passed, detail=c.detail)
-            for c in verdict.checks
-        ],
+        checks=list(verdict.checks),
     )
 
 

@@ -1,7 +1,7 @@
 """Evaluating a ``VerificationPolicy`` against an artifact: a typed verdict, check by check.
 
 The order is fixed: digest pin, artifact type, required annotations, then signatures. Each
-requirement becomes a :class:`Check` (what was required, whether it passed, why), so
+requirement becomes a :class:`VerifyCheck` (what was required, whether it passed, why), so
 ``seshat artifact verify`` can print them and the reconciler can store the first failure's
 stable ``reason``. In ``warn`` mode failed signature checks are reported but do not refuse.
 
@@ -44,15 +44,9 @@ from runner.artifacts.sigstore import BAD_SIGNATURE, verify_bundle
 from runner.artifacts.store import Store
 from runner.digests import Digest
 from runner.files import NotReadable, read_inside
+from runner.protocol.results import VerifyCheck
 
-__all__ = ["Check", "Verdict", "policy_digest", "verify_artifact"]
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    requirement: str
-    passed: bool
-    detail: str
+__all__ = ["Verdict", "policy_digest", "verify_artifact"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +56,7 @@ class Verdict:
     accepted: bool
     reason: str | None
     digest: Digest | None
-    checks: tuple[Check, ...]
+    checks: tuple[VerifyCheck, ...]
     manifest: Manifest | None = None
 
     def to_json(self) -> dict[str, object]:
@@ -157,10 +151,10 @@ def _signature_checks(
     digest: str,
     found: list[FoundSignature],
     bundles: list[FoundBundle],
-) -> tuple[list[Check], str | None]:
+) -> tuple[list[VerifyCheck], str | None]:
     requirements = spec.signatures
     satisfied: list[str] = []
-    checks: list[Check] = []
+    checks: list[VerifyCheck] = []
     invalid = other_digest = 0
     judged = _keyless(requirements.authorities, repo, digest, bundles)
     assigned = _assign(judged.candidates)
@@ -185,10 +179,12 @@ def _signature_checks(
             signer = assigned.get(authority.name)
             if signer is not None:
                 satisfied.append(authority.name)
-                checks.append(Check(f"authority {authority.name}", True, f"signed by {signer}"))
+                checks.append(
+                    VerifyCheck(f"authority {authority.name}", True, f"signed by {signer}")
+                )
             elif judged.candidates[authority.name]:
                 checks.append(
-                    Check(
+                    VerifyCheck(
                         f"authority {authority.name}",
                         False,
                         "its only signers already count for another authority",
@@ -200,19 +196,21 @@ def _signature_checks(
                     if authority.keyless is not None and authority.keyless.trusted_root
                     else "no trustedRoot: keyless verification is offline and needs one"
                 )
-                checks.append(Check(f"authority {authority.name}", False, detail))
+                checks.append(VerifyCheck(f"authority {authority.name}", False, detail))
             continue
         good = [s for s in valid_by[authority.name] if _payload_digest(s.payload) == digest]
         if good:
             satisfied.append(authority.name)
-            checks.append(Check(f"authority {authority.name}", True, f"signed ({good[0].source})"))
+            checks.append(
+                VerifyCheck(f"authority {authority.name}", True, f"signed ({good[0].source})")
+            )
         else:
             checks.append(
-                Check(f"authority {authority.name}", False, "no valid signature by this key")
+                VerifyCheck(f"authority {authority.name}", False, "no valid signature by this key")
             )
     count_ok = len(satisfied) >= requirements.count
     checks.append(
-        Check(
+        VerifyCheck(
             f"{requirements.count} of {len(requirements.authorities)} authorities",
             count_ok,
             f"{len(satisfied)} satisfied ({', '.join(satisfied) or 'none'}); "
@@ -245,10 +243,10 @@ def verify_artifact(
 
     ``digest``: what the reference's tag was resolved to already (by Resolve), so the
     digest pin is still judged on the reference as declared."""
-    checks: list[Check] = []
+    checks: list[VerifyCheck] = []
     if spec.require_digest_pin:
         pinned = reference.digest is not None
-        checks.append(Check("reference pinned by digest", pinned, str(reference)))
+        checks.append(VerifyCheck("reference pinned by digest", pinned, str(reference)))
         if not pinned:
             return Verdict(False, "digest_pin_required", None, tuple(checks))
     try:
@@ -256,12 +254,14 @@ def verify_artifact(
         raw = store.manifest(digest, limits.max_manifest_bytes)
         manifest = parse_manifest(raw, digest, tuple(spec.artifact_types), limits)
     except ArtifactError as error:
-        checks.append(Check("artifact readable and of an accepted type", False, error.message))
+        checks.append(
+            VerifyCheck("artifact readable and of an accepted type", False, error.message)
+        )
         return Verdict(False, error.reason, None, tuple(checks))
-    checks.append(Check("artifact type", True, manifest.artifact_type))
+    checks.append(VerifyCheck("artifact type", True, manifest.artifact_type))
     missing = [a for a in spec.required_annotations if not manifest.annotations.get(a)]
     checks.append(
-        Check(
+        VerifyCheck(
             "required annotations",
             not missing,
             f"missing {', '.join(missing)}" if missing else "present",
@@ -270,13 +270,13 @@ def verify_artifact(
     if missing:
         return Verdict(False, "missing_annotation", digest, tuple(checks), manifest)
     if spec.signatures.mode is SignatureMode.OFF:
-        checks.append(Check("signatures", True, "not required (mode off)"))
+        checks.append(VerifyCheck("signatures", True, "not required (mode off)"))
         return Verdict(True, None, digest, tuple(checks), manifest)
     signature_checks, reason = _signature_checks(
         spec, repo, digest, find_signatures(store, digest), find_bundles(store, digest)
     )
     checks += signature_checks
     if reason is not None and spec.signatures.mode is SignatureMode.WARN:
-        checks.append(Check("mode warn", True, f"accepted despite {reason}"))
+        checks.append(VerifyCheck("mode warn", True, f"accepted despite {reason}"))
         return Verdict(True, None, digest, tuple(checks), manifest)
     return Verdict(reason is None, reason, digest, tuple(checks), manifest)

@@ -13,6 +13,7 @@ Keys are camelCase on the wire, as they have always been (``planDigest``, ``roll
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Final, Literal
 
@@ -199,7 +200,10 @@ class ResolveResult(_Wire):
     """The manifest digest the reference's tag names now (its own digest when pinned)."""
 
 
-class VerifyCheck(_Wire):
+@dataclass(frozen=True, slots=True)
+class VerifyCheck:
+    """One requirement of a verification policy, judged (the verifier builds these)."""
+
     requirement: str
     passed: bool
     detail: str
