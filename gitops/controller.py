@@ -121,7 +121,7 @@ def _mode_options(command: F) -> F:
 @click.option(
     "--work",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Working directory: clones, the state file, fetched artifacts "
+    help="Working directory: clones, the state file, plan files for the runner "
     "(default ~/.local/state/seshat).",
 )
 @click.option("--once", is_flag=True, help="Run one pass and exit.")
@@ -146,12 +146,7 @@ def reconcile(
     Exit status with --once: 0 the pass ran (see each resource's phase), 2 it could not run.
     """
     work_dir = work or _default_work()
-    say = (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
-    try:
-        mode = wire(say, **mode_options)
-    except SeshatError as error:
-        click.echo(f"seshat: {error}", err=True)
-        sys.exit(2)
+    say, mode = _wired(verbose, mode_options)
     while True:
         try:
             report = _one_pass(source, work_dir, branch, say, mode, due_only=False)
@@ -203,12 +198,7 @@ def run(
     from apscheduler.schedulers.blocking import BlockingScheduler
 
     work_dir = work or _default_work()
-    say = (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
-    try:
-        mode = wire(say, **mode_options)
-    except SeshatError as error:
-        click.echo(f"seshat: {error}", err=True)
-        sys.exit(2)
+    say, mode = _wired(verbose, mode_options)
     leader = Leader(mode.leases, f"{socket.gethostname()}:{work_dir.resolve()}", say)
 
     def tick_once() -> None:
@@ -243,6 +233,18 @@ def run(
     scheduler.start()
     leader.step_down()
     click.echo("seshat: stopped", err=True)
+
+
+def _wired(verbose: bool, mode_options: dict[str, Any]) -> tuple[Callable[[str], None], Wiring]:
+    """How a command reports progress (``-v``), and its wiring; exit 2 if it cannot be built."""
+    say: Callable[[str], None] = (
+        (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
+    )
+    try:
+        return say, wire(say, **mode_options)
+    except SeshatError as error:
+        click.echo(f"seshat: {error}", err=True)
+        sys.exit(2)
 
 
 def _one_pass(

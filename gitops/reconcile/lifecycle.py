@@ -70,7 +70,7 @@ from runner.protocol.results import (
     VerifyResult,
 )
 
-__all__ = ["SUPPORTED_ENGINES", "PassContext", "ResourcePass", "Stop"]
+__all__ = ["SUPPORTED_ENGINES", "PassContext", "ResourcePass", "Stop", "Verdict"]
 
 SUPPORTED_ENGINES = ("postgresql", "mysql", "sqlite")
 MAX_TRUST_FILE = 4 * 1024 * 1024  # a public key or a Sigstore trusted root
@@ -119,13 +119,25 @@ class PassContext:
         return self.leases if self.leases is not None else self.state
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Where one pass of one resource ends: ``phase`` (a phase both lifecycles share, or one
+    of the resource's own), ``reason`` and a message for people. A lifecycle returns one;
+    :meth:`ResourcePass.run` commits it."""
+
+    phase: str
+    reason: Reason
+    message: str
+
+
 class Stop(Exception):
-    """The pass for this resource ends in ``phase`` (a phase name both lifecycles share, or
-    one of the resource's own) with ``reason``."""
+    """A step deep inside a lifecycle (an operation's failure, a refused artifact, a lost
+    lease) found the pass over: it carries the :class:`Verdict` the lifecycle would have
+    returned."""
 
     def __init__(self, phase: str, reason: Reason, message: str) -> None:
         super().__init__(message)
-        self.phase, self.reason, self.message = phase, reason, message
+        self.verdict = Verdict(phase, reason, message)
 
 
 BLOCKED, FAILED, IN_SYNC = SharedPhase.BLOCKED, SharedPhase.FAILED, SharedPhase.IN_SYNC
@@ -159,7 +171,7 @@ class ResourcePass(Generic[StatusT]):
     def initial_status(self) -> StatusT:
         raise NotImplementedError
 
-    def lifecycle(self) -> None:
+    def lifecycle(self) -> Verdict:
         raise NotImplementedError
 
     def settings(self) -> PlanSettings:
@@ -354,26 +366,32 @@ class ResourcePass(Generic[StatusT]):
     # -- the pass ------------------------------------------------------------------------
 
     def run(self, census: tuple[Reason, str] | None) -> StatusT:
+        """The pass: its verdict (the lifecycle's, or why it did not start), committed."""
         try:
-            if self.spec.suspend:
-                raise Stop(SharedPhase.SUSPENDED, Reason.SUSPENDED, "spec.suspend is set")
-            if census is not None:
-                raise Stop(BLOCKED, census[0], census[1])
-            self._refuse_tampering()
-            if self.spec.target.engine not in SUPPORTED_ENGINES:
-                raise Stop(
-                    BLOCKED,
-                    Reason.UNSUPPORTED_ENGINE,
-                    f"engine {self.spec.target.engine!r} is not one of "
-                    f"{', '.join(SUPPORTED_ENGINES)}",
-                )
-            self.lifecycle()
-        except Stop as stop:
-            self.commit(stop.phase, stop.reason, stop.message)
+            try:
+                verdict = self._not_started(census) or self.lifecycle()
+            except Stop as stop:
+                verdict = stop.verdict
+            self.commit(verdict.phase, verdict.reason, verdict.message)
         finally:
             if self.lease is not None:
                 self.ctx.lease_store.release(self.lease)
         return self.status
+
+    def _not_started(self, census: tuple[Reason, str] | None) -> Verdict | None:
+        """Why the lifecycle does not run at all this pass, if it does not."""
+        if self.spec.suspend:
+            return Verdict(SharedPhase.SUSPENDED, Reason.SUSPENDED, "spec.suspend is set")
+        if census is not None:
+            return Verdict(BLOCKED, census[0], census[1])
+        self._refuse_tampering()
+        if self.spec.target.engine not in SUPPORTED_ENGINES:
+            return Verdict(
+                BLOCKED,
+                Reason.UNSUPPORTED_ENGINE,
+                f"engine {self.spec.target.engine!r} is not one of {', '.join(SUPPORTED_ENGINES)}",
+            )
+        return None
 
     # -- Resolving and Verifying ---------------------------------------------------------
 

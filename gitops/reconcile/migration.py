@@ -30,7 +30,14 @@ from gitops.reconcile.identities import (
     coordination_digest,
     migration_plan_id,
 )
-from gitops.reconcile.lifecycle import BLOCKED, FAILED, IN_SYNC, PassContext, ResourcePass, Stop
+from gitops.reconcile.lifecycle import (
+    BLOCKED,
+    FAILED,
+    IN_SYNC,
+    PassContext,
+    ResourcePass,
+    Verdict,
+)
 from gitops.repo.loader import LoadedResource
 from gitops.resources.database import ApplyPolicy
 from gitops.resources.migration import DatabaseMigration
@@ -55,7 +62,7 @@ from runner.protocol.results import (
     RunOutcome,
 )
 
-__all__ = ["VERDICT_REASONS", "migration_policy_digest", "reconcile_migration"]
+__all__ = ["VERDICT_REASONS", "MigrationPass", "migration_policy_digest"]
 
 VERDICT_REASONS = {
     HistoryVerdict.DIRTY: Reason.HISTORY_DIRTY,
@@ -82,7 +89,7 @@ def _summary(history: HistoryReport) -> HistorySummary:
     )
 
 
-class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
+class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     artifact_kind = "migrations"
     phases = MigrationPhase
     refusals: ClassVar[dict[str, Reason]] = {v.value: r for v, r in VERDICT_REASONS.items()}
@@ -159,20 +166,22 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
 
     # -- the lifecycle -------------------------------------------------------------------
 
-    def lifecycle(self) -> None:
+    def lifecycle(self) -> Verdict:
         spec = self.resource.spec
         artifact, artifact_digest, verification = self.resolve_and_verify()
         history, identity = self._read(artifact, "History")
-        self._settle(history, identity)
+        unsettled = self._settle(history, identity)
+        if unsettled is not None:
+            return unsettled
         if history.verdict in VERDICT_REASONS:
             involved = ", ".join(history.versions)
-            raise Stop(
+            return Verdict(
                 BLOCKED,
                 VERDICT_REASONS[history.verdict],
                 f"{history.verdict} ({involved}): {history.detail}; see docs/migrations.md",
             )
         if history.verdict is HistoryVerdict.NOTHING_PENDING:
-            self._in_sync(history)
+            return self._in_sync(history)
         # Planning: the pending files, exactly, bound to everything that decided them.
         names = dict(zip(history.pending, history.pending_names, strict=False))
         binding = MigrationPlanBinding(
@@ -194,7 +203,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             update={"plan": PlanSummary(id=current, statements=0, path=json_path)}
         )
         if spec.policy.apply is ApplyPolicy.NEVER:
-            raise Stop(
+            return Verdict(
                 BLOCKED,
                 Reason.APPLY_DISABLED,
                 f"apply: Never; plan {current} ({len(history.pending)} pending: "
@@ -215,13 +224,13 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 if dispatched_before
                 else "needs an approval naming this plan"
             )
-            raise Stop(
+            return Verdict(
                 MigrationPhase.AWAITING_APPROVAL,
                 Reason.AWAITING_APPROVAL,
                 f"plan {current} (pending {', '.join(history.pending)}) {why}: "
                 f"seshat approve {self.key} --plan {current}",
             )
-        self._apply(current, binding, approval, artifact)
+        return self._apply(current, binding, approval, artifact)
 
     def _read(self, artifact: ArtifactSource, what: str) -> tuple[HistoryReport, str]:
         """A history reading and the identity of the target the runner reached."""
@@ -233,7 +242,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
 
     # -- an uncertain run ----------------------------------------------------------------
 
-    def _settle(self, history: HistoryReport, identity: str) -> None:
+    def _settle(self, history: HistoryReport, identity: str) -> Verdict | None:
         """Settle uncertain runs the database or a person settled; Blocked by any other."""
         runs = self._uncertain_runs()
         remaining: list[RunRecord] = []
@@ -254,9 +263,9 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             update={"unresolved_run": remaining[0] if remaining else None}
         )
         if not remaining:
-            return
+            return None
         run = remaining[0]
-        raise Stop(
+        return Verdict(
             BLOCKED,
             Reason.RUN_UNRESOLVED,
             f"run {run.operation_id} of plan {run.plan_id} ended {run.outcome}: {run.message}. "
@@ -286,10 +295,10 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         binding: MigrationPlanBinding,
         approval: str | None,
         artifact: ArtifactSource,
-    ) -> None:
+    ) -> Verdict:
         self.lease = self.ctx.lease_store.acquire(binding.coordination_digest, self.ctx.holder)
         if self.lease is None:
-            raise Stop(FAILED, Reason.DISPATCH_FAILED, "another controller holds the lease")
+            return Verdict(FAILED, Reason.DISPATCH_FAILED, "another controller holds the lease")
         op_id = secrets.token_hex(16)  # hex, so a RunAcknowledgment can name it
         versions = [v for v, _, _ in binding.versions]
         self.binding = binding
@@ -314,7 +323,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             self.status = self.status.model_copy(
                 update={"unresolved_run": self.status.last_applied}
             )
-            raise Stop(
+            return Verdict(
                 FAILED,
                 Reason.LEASE_CONTINUITY_LOST,
                 "the realm lease changed hands during the Apply; its result is discarded "
@@ -324,11 +333,11 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         if outcome.kind != "done" and outcome.kind != "refused":
             if error is not None and error.code.ran_nothing:
                 self.record_run(op_id, current, "Failed", outcome.detail, identity=identity)
-                raise Stop(
+                return Verdict(
                     FAILED, Reason.APPLY_FAILED, f"the Apply did not start: {outcome.detail}"
                 )
             # Lost, killed, or an error midway without a report: the evidence is missing.
-            self._unresolved(op_id, current, "Unknown", [], outcome.detail, identity)
+            return self._unresolved(op_id, current, "Unknown", [], outcome.detail, identity)
         if outcome.kind == "refused" and error is not None:
             self.record_run(
                 op_id, current, "Failed", f"refused: {error.message}", identity=identity
@@ -336,8 +345,8 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             blocked = self.refusals.get(error.reason or "")
             if blocked is not None:
                 refused = f"the Apply was refused: {error.message}"
-                raise Stop(BLOCKED, blocked, refused)
-            raise Stop(
+                return Verdict(BLOCKED, blocked, refused)
+            return Verdict(
                 FAILED,
                 Reason.APPLY_FAILED,
                 f"the Apply was refused and changed nothing: {error.message}; the next pass "
@@ -348,25 +357,25 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         kind = report.outcome
         if kind in ("Partial", "Unknown"):
             detail = json.dumps(report.model_dump(mode="json", by_alias=True), sort_keys=True)
-            self._unresolved(op_id, current, kind, applied, detail, identity)
+            return self._unresolved(op_id, current, kind, applied, detail, identity)
         if kind == "Failed":
             detail = (
                 f"version {report.failed} failed at statement {report.statement} "
                 f"and was rolled back: {report.error}"
             )
             self.record_run(op_id, current, "Failed", detail, applied=applied, identity=identity)
-            raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
+            return Verdict(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
         self.record_run(op_id, current, kind, "", applied=applied, identity=identity)
         # VerifyingHistory: the history read back must show the sequence applied.
         after, _ = self._read(artifact, "History after Apply")
         if after.verdict is not HistoryVerdict.NOTHING_PENDING:
-            raise Stop(
+            return Verdict(
                 FAILED,
                 Reason.APPLY_FAILED,
                 f"after the Apply the history reads {after.verdict} "
                 f"({', '.join(after.versions or after.pending)}); it does not match",
             )
-        self._in_sync(after)
+        return self._in_sync(after)
 
     def record_dispatch(self, op_id: str, current: str) -> None:
         binding = self.binding
@@ -390,10 +399,10 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         applied: list[str],
         detail: str,
         identity: str,
-    ) -> None:
+    ) -> Verdict:
         self.record_run(op_id, current, outcome, detail, applied=applied, identity=identity)
         self.status = self.status.model_copy(update={"unresolved_run": self.status.last_applied})
-        raise Stop(
+        return Verdict(
             BLOCKED,
             Reason.RUN_UNRESOLVED,
             f"run {op_id} ended {outcome}; it is never retried. Read the history "
@@ -401,17 +410,7 @@ class _MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             f"seshat acknowledge {self.key} --operation {op_id}",
         )
 
-    def _in_sync(self, history: HistoryReport) -> None:
+    def _in_sync(self, history: HistoryReport) -> Verdict:
         self.status = self.status.model_copy(update={"plan": None})
         current = history.current_version or "none"
-        raise Stop(IN_SYNC, Reason.IN_SYNC, f"every migration is applied (current {current})")
-
-
-def reconcile_migration(
-    loaded: LoadedResource,
-    ctx: PassContext,
-    previous: DatabaseMigrationStatus | None,
-    census: tuple[Reason, str] | None = None,
-) -> DatabaseMigrationStatus:
-    """One pass of the migration lifecycle for ``loaded``; returns the status it committed."""
-    return _MigrationPass(loaded, ctx, previous).run(census)
+        return Verdict(IN_SYNC, Reason.IN_SYNC, f"every migration is applied (current {current})")

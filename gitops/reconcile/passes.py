@@ -4,8 +4,8 @@
 the watched branch's tip detached (that commit is every status file's
 ``observedRevision``), reads the declarations there, takes the realm census, reads each
 resource's previous status from the status branch, and drives each ``DatabaseSchema``
-through :func:`~gitops.reconcile.schema.reconcile_schema` and each ``DatabaseMigration``
-through :func:`~gitops.reconcile.migration.reconcile_migration`. A declaration with problems
+through :class:`~gitops.reconcile.schema.SchemaPass` and each ``DatabaseMigration``
+through :class:`~gitops.reconcile.migration.MigrationPass`. A declaration with problems
 gets a ``Blocked/ConfigurationError`` status of its own; the others proceed.
 """
 
@@ -26,8 +26,8 @@ from gitops.execution.leases import Leases
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.identities import coordination_digest
 from gitops.reconcile.lifecycle import PassContext, utc_now
-from gitops.reconcile.migration import reconcile_migration
-from gitops.reconcile.schema import reconcile_schema
+from gitops.reconcile.migration import MigrationPass
+from gitops.reconcile.schema import SchemaPass
 from gitops.reconcile.state import StateFile
 from gitops.repo.loader import LoadedResource, Repository, load_repository
 from gitops.repo.yamlfile import FileError, read_documents
@@ -195,13 +195,14 @@ def run_pass(
                 continue
             previous = _previous(status_branch, meta.namespace, meta.name, resource.kind)
             status: Status
+            blocked = census.get(str(loaded.key))
             try:
                 if isinstance(resource, DatabaseSchema):
                     assert previous is None or isinstance(previous, DatabaseSchemaStatus)
-                    status = reconcile_schema(loaded, ctx, previous, census.get(str(loaded.key)))
+                    status = SchemaPass(loaded, ctx, previous).run(blocked)
                 else:
                     assert previous is None or isinstance(previous, DatabaseMigrationStatus)
-                    status = reconcile_migration(loaded, ctx, previous, census.get(str(loaded.key)))
+                    status = MigrationPass(loaded, ctx, previous).run(blocked)
             except Exception as error:  # one resource's fault never stops the others
                 log(f"{key}: the pass failed: {type(error).__name__}: {error}")
                 status = _failed(ctx, loaded, previous, error)

@@ -17,7 +17,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 from gitops.reconcile.identities import PlanBinding, coordination_digest, plan_id
-from gitops.reconcile.lifecycle import BLOCKED, FAILED, IN_SYNC, PassContext, ResourcePass, Stop
+from gitops.reconcile.lifecycle import (
+    BLOCKED,
+    FAILED,
+    IN_SYNC,
+    PassContext,
+    ResourcePass,
+    Stop,
+    Verdict,
+)
 from gitops.repo.loader import LoadedResource
 from gitops.resources.database import ApplyPolicy
 from gitops.resources.schema import DatabaseSchema
@@ -35,14 +43,14 @@ from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import ArtifactSource, PlanSettings
 from runner.protocol.results import ApplyResult, DriftReport, DriftResult, PlanResult
 
-__all__ = ["PassContext", "reconcile_schema", "schema_policy_digest"]
+__all__ = ["SchemaPass", "schema_policy_digest"]
 
 
 def schema_policy_digest(resource: DatabaseSchema) -> str:
     return digest("schema-policy", resource.spec.policy.model_dump(mode="json", by_alias=True))
 
 
-class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
+class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
     artifact_kind = "schema"
     phases = SchemaPhase
     refusals: ClassVar[dict[str, Reason]] = {
@@ -77,7 +85,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
 
     # -- the lifecycle -------------------------------------------------------------------
 
-    def lifecycle(self) -> None:
+    def lifecycle(self) -> Verdict:
         spec = self.resource.spec
         # Resolving and Verifying.
         desired, artifact_digest, verification = self.resolve_and_verify()
@@ -89,15 +97,14 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         coordination = coordination_digest(self.ref.namespace, spec.target)
         self.lease = self.ctx.lease_store.acquire(coordination, self.ctx.holder)
         if self.lease is None:
-            raise Stop(
+            return Verdict(
                 FAILED,
                 Reason.DISPATCH_FAILED,
                 "another controller holds this database's lease",
             )
         document, data, target_identity = self._plan(desired)
         if document.empty:
-            self._in_sync("the database matches the declared schema")
-            return
+            return self._in_sync("the database matches the declared schema")
         binding = PlanBinding(
             resource_uid=self.ref.uid,
             plan_digest=sha256_digest(data),
@@ -132,7 +139,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             }
         )
         if spec.policy.apply is ApplyPolicy.NEVER:
-            raise Stop(
+            return Verdict(
                 BLOCKED,
                 Reason.APPLY_DISABLED,
                 f"apply: Never; plan {current} is recorded and not applied",
@@ -160,12 +167,12 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                 if dispatched_before
                 else "needs an approval naming this plan"
             )
-            raise Stop(
+            return Verdict(
                 SchemaPhase.AWAITING_APPROVAL,
                 Reason.AWAITING_APPROVAL,
                 f"plan {current} {why}: seshat approve {self.key} --plan {current}",
             )
-        self._apply(current, document, data, approval, desired, target_identity)
+        return self._apply(current, document, data, approval, desired, target_identity)
 
     def _plan(self, desired: ArtifactSource) -> tuple[PlanDocument, bytes, str]:
         """Two independent plans; only byte-identical ones are accepted."""
@@ -214,7 +221,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         approval: str | None,
         desired: ArtifactSource,
         target_identity: str,
-    ) -> None:
+    ) -> Verdict:
         op_id = self.op_id("apply")
         plan_file = self.ctx.work_dir / "plans" / f"{digest_hex(current)}.json"
         plan_file.parent.mkdir(parents=True, exist_ok=True)
@@ -232,7 +239,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         now = self.ctx.now()
         if outcome.kind == "lost":
             self.record_run(op_id, current, "Unknown", outcome.detail, now=now)
-            raise Stop(
+            return Verdict(
                 FAILED,
                 Reason.APPLY_FAILED,
                 f"the Apply's outcome is unknown ({outcome.detail}); the next pass "
@@ -244,7 +251,7 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         if report is None or report.failed is not None:
             detail = report.model_dump_json(by_alias=True) if report is not None else outcome.detail
             self.record_run(op_id, current, "Failed", detail, now=now)
-            raise Stop(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
+            return Verdict(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
         self.record_run(op_id, current, "Applied", "", now=now)
         # VerifyingConvergence: a fresh Observe and Plan under the same lease.
         observed = self.run_operation("drift", artifact=desired)
@@ -252,20 +259,20 @@ class _SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         self.status = self.status.model_copy(update={"drift": _drift(drift)})
         after, _, _ = self._plan(desired)
         if not after.empty:
-            raise Stop(
+            return Verdict(
                 FAILED,
                 Reason.APPLY_FAILED,
                 f"after the Apply a plan of {after.summary.statements} statements "
                 "remains; convergence is not proven",
             )
-        self._in_sync("the database matches the declared schema")  # lastApplied says how
+        return self._in_sync("the database matches the declared schema")  # lastApplied: how
 
     def record_dispatch(self, op_id: str, current: str) -> None:
         self.record_run(op_id, current, "Unknown", "dispatched", final=False)
 
-    def _in_sync(self, message: str) -> None:
+    def _in_sync(self, message: str) -> Verdict:
         self.status = self.status.model_copy(update={"plan": None})
-        raise Stop(IN_SYNC, Reason.IN_SYNC, message)
+        return Verdict(IN_SYNC, Reason.IN_SYNC, message)
 
 
 def _drift(report: DriftReport) -> DriftSummary:
@@ -280,13 +287,3 @@ def _drift(report: DriftReport) -> DriftSummary:
         changed=counts.changed,
         invalid=counts.invalid,
     )
-
-
-def reconcile_schema(
-    loaded: LoadedResource,
-    ctx: PassContext,
-    previous: DatabaseSchemaStatus | None,
-    census: tuple[Reason, str] | None = None,
-) -> DatabaseSchemaStatus:
-    """One pass of the schema lifecycle for ``loaded``; returns the status it committed."""
-    return _SchemaPass(loaded, ctx, previous).run(census)
