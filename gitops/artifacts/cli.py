@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
+from gitops.repo.options import repo_option
 from gitops.repo.single import load_one
 from gitops.resources.policies import VerificationPolicy
 from runner.artifacts.errors import ArtifactError
@@ -47,6 +49,8 @@ from runner.redact import Redactor
 __all__ = ["artifact"]
 
 EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Context:
@@ -86,16 +90,24 @@ def _reference(text: str) -> Reference:
         _context().fail(error)
 
 
+def _file_option(*names: str, help: str, required: bool = False) -> Callable[[F], F]:
+    """An option naming a file that must exist: a key, a bundle, a payload, a policy."""
+    return click.option(
+        *names,
+        required=required,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help=help,
+    )
+
+
 def _default_cache() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "seshat" / "artifacts"
 
 
 @click.group()
-@click.option(
-    "--ca-file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Trust this CA bundle (PEM) for registry TLS, instead of the system's roots.",
+@_file_option(
+    "--ca-file", help="Trust this CA bundle (PEM) for registry TLS, instead of the system's roots."
 )
 @click.option(
     "--plain-http",
@@ -212,10 +224,9 @@ def resolve_command(ref: str) -> None:
 
 @artifact.command()
 @click.argument("ref")
-@click.option(
+@_file_option(
     "--key",
     required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="PEM private key (PKCS#8, ECDSA P-256 or Ed25519); password from "
     "SESHAT_SIGNING_KEY_PASSWORD if encrypted.",
 )
@@ -249,17 +260,15 @@ def payload_command(ref: str) -> None:
 
 @artifact.command(name="attach-bundle")
 @click.argument("ref")
-@click.option(
+@_file_option(
     "--bundle",
     "bundle_file",
     required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A Sigstore bundle (message signature) over the payload.",
 )
-@click.option(
+@_file_option(
     "--payload",
     "payload_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The signed payload (default: what 'seshat artifact payload REF' prints).",
 )
 def attach_bundle(ref: str, bundle_file: Path, payload_file: Path | None) -> None:
@@ -283,20 +292,8 @@ def attach_bundle(ref: str, bundle_file: Path, payload_file: Path | None) -> Non
 
 @artifact.command()
 @click.argument("ref")
-@click.option(
-    "--policy",
-    "policy_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A VerificationPolicy YAML file.",
-)
-@click.option(
-    "--repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="The repository the policy's key paths are relative to.",
-)
+@_file_option("--policy", "policy_file", required=True, help="A VerificationPolicy YAML file.")
+@repo_option("The repository the policy's key paths are relative to.")
 @format_option("text", "json")
 def verify(ref: str, policy_file: Path, repo: Path, output_format: str) -> None:
     """Check REF against a VerificationPolicy and say which requirement passed or failed.
