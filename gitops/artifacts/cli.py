@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -42,6 +43,7 @@ from runner.artifacts.signing import load_private_key, payload_for
 from runner.artifacts.signing import sign as sign_digest
 from runner.artifacts.store import Store, open_store
 from runner.artifacts.verify import policy_digest, verify_artifact
+from runner.digests import Digest
 from runner.errors import SeshatError
 from runner.options import format_option
 from runner.redact import Redactor
@@ -76,6 +78,14 @@ class _Context:
         self.say(f"seshat: {error}")
         sys.exit(EXIT_CANNOT_RUN)
 
+    @contextmanager
+    def exit_on_error(self) -> Iterator[None]:
+        """End the command on a :class:`SeshatError`, saying why, with its exit status."""
+        try:
+            yield
+        except SeshatError as error:
+            self.fail(error)
+
 
 def _context() -> _Context:
     context = click.get_current_context().find_object(_Context)
@@ -84,10 +94,18 @@ def _context() -> _Context:
 
 
 def _reference(text: str) -> Reference:
-    try:
+    with _context().exit_on_error():
         return parse_reference(text)
-    except ArtifactError as error:
-        _context().fail(error)
+
+
+def _resolve(ref: str) -> tuple[_Context, Reference, Store, Digest]:
+    """The start of every command about an artifact that exists: REF parsed, its store
+    opened and the manifest digest it names now (a failure ends the command)."""
+    context = _context()
+    reference = _reference(ref)
+    with context.exit_on_error():
+        store = context.store(reference)
+        return context, reference, store, resolve(store, reference)
 
 
 def _file_option(*names: str, help: str, required: bool = False) -> Callable[[F], F]:
@@ -168,11 +186,9 @@ def push(
         annotations[ANNOTATION_SOURCE] = source
     if revision:
         annotations[ANNOTATION_REVISION] = revision
-    try:
+    with context.exit_on_error():
         packaged = package_folder(folder, kind, annotations)
         digest = push_artifact(context.store(reference), reference, packaged)
-    except SeshatError as error:
-        context.fail(error)
     context.say(f"pushed {len(packaged.titles)} files to {reference}")
     context.out(digest)
 
@@ -196,7 +212,7 @@ def pull(ref: str, folder: Path, kind: str | None, cache: Path | None) -> None:
     context = _context()
     reference = _reference(ref)
     allowed = (ARTIFACT_TYPES[kind],) if kind else tuple(ARTIFACT_TYPES.values())
-    try:
+    with context.exit_on_error():
         fetched = fetch(
             context.store(reference),
             reference,
@@ -204,8 +220,6 @@ def pull(ref: str, folder: Path, kind: str | None, cache: Path | None) -> None:
             cache=ContentCache(cache or _default_cache()),
         )
         written = write_files(fetched, folder)
-    except SeshatError as error:
-        context.fail(error)
     context.say(f"wrote {len(written)} files from {fetched.reference} into {folder}")
     context.out(fetched.manifest.digest)
 
@@ -214,12 +228,8 @@ def pull(ref: str, folder: Path, kind: str | None, cache: Path | None) -> None:
 @click.argument("ref")
 def resolve_command(ref: str) -> None:
     """Print the digest REF names now (a tag is resolved once, to an immutable digest)."""
-    context = _context()
-    reference = _reference(ref)
-    try:
-        context.out(resolve(context.store(reference), reference))
-    except SeshatError as error:
-        context.fail(error)
+    context, _, _, digest = _resolve(ref)
+    context.out(digest)
 
 
 @artifact.command()
@@ -232,14 +242,9 @@ def resolve_command(ref: str) -> None:
 )
 def sign(ref: str, key: Path) -> None:
     """Sign REF's manifest digest with a static key (cosign tag layout and OCI referrer)."""
-    context = _context()
-    reference = _reference(ref)
-    try:
-        store = context.store(reference)
-        digest = resolve(store, reference)
+    context, reference, store, digest = _resolve(ref)
+    with context.exit_on_error():
         written = sign_digest(store, reference, digest, load_private_key(key))
-    except SeshatError as error:
-        context.fail(error)
     context.say(f"signed {reference.pinned(digest)} ({len(written)} signature manifests)")
     context.out(digest)
 
@@ -248,12 +253,7 @@ def sign(ref: str, key: Path) -> None:
 @click.argument("ref")
 def payload_command(ref: str) -> None:
     """Print the payload a keyless signature of REF signs (to sign with a Sigstore client)."""
-    context = _context()
-    reference = _reference(ref)
-    try:
-        digest = resolve(context.store(reference), reference)
-    except SeshatError as error:
-        context.fail(error)
+    _, reference, _, digest = _resolve(ref)
     sys.stdout.buffer.write(payload_for(reference, digest))
     sys.stdout.buffer.flush()
 
@@ -277,15 +277,10 @@ def attach_bundle(ref: str, bundle_file: Path, payload_file: Path | None) -> Non
     The referrer (artifactType application/vnd.dev.sigstore.bundle.v0.3+json) holds the
     bundle and the payload it signs; a bundle over other bytes is refused.
     """
-    context = _context()
-    reference = _reference(ref)
-    try:
-        store = context.store(reference)
-        digest = resolve(store, reference)
+    context, reference, store, digest = _resolve(ref)
+    with context.exit_on_error():
         payload = payload_file.read_bytes() if payload_file else payload_for(reference, digest)
         written = attach_bundle_to(store, digest, payload, bundle_file.read_bytes())
-    except SeshatError as error:
-        context.fail(error)
     context.say(f"attached a Sigstore bundle to {reference.pinned(digest)} ({written})")
     context.out(written)
 
@@ -302,16 +297,9 @@ def verify(ref: str, policy_file: Path, repo: Path, output_format: str) -> None:
     """
     context = _context()
     reference = _reference(ref)
-    try:
+    with context.exit_on_error():
         policy = load_one(policy_file, VerificationPolicy)
         verdict = verify_artifact(context.store(reference), reference, policy.spec, repo)
-    except SeshatError as error:
-        if isinstance(error, ArtifactError) and error.retryable:
-            context.fail(error)
-        if not isinstance(error, ArtifactError):
-            context.fail(error)
-        context.say(f"seshat: {error.reason}: {error.message}")
-        sys.exit(EXIT_REFUSED)
     if output_format == "json":
         data = verdict.to_json() | {"policyDigest": policy_digest(policy.spec)}
         context.out(json.dumps(data, sort_keys=True))
