@@ -12,14 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from gitops.resources.base import (
-    API_VERSION,
-    DNS_LABEL,
-    DNS_SUBDOMAIN,
-    STORED_NAME_MAX,
-    Model,
-    ObjectMeta,
-)
+from gitops.resources.base import DNS_LABEL, DNS_SUBDOMAIN, STORED_NAME_MAX, Declaration, Model
 from runner.digests import Sha256
 
 __all__ = ["Approval", "ApprovalSpec", "PlanRef", "ResourceRef", "RunAcknowledgment"]
@@ -58,12 +51,10 @@ class ApprovalSpec(Model):
     comment: Annotated[str, Field(max_length=1024)] = ""
 
 
-class Approval(Model):
+class Approval(Declaration):
     """A signed approval file under ``approvals/<namespace>/<name>/<plan-id-hex>.yaml``."""
 
-    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["Approval"] = "Approval"
-    metadata: ObjectMeta
     spec: ApprovalSpec
 
 
@@ -75,10 +66,8 @@ class RunAcknowledgmentSpec(Model):
     comment: Annotated[str, Field(max_length=1024)] = ""
 
 
-class RunAcknowledgment(Model):
+class RunAcknowledgment(Declaration):
     """A signed file under ``acknowledgments/<namespace>/<name>/<operation-id-hex>.yaml``."""
 
-    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["RunAcknowledgment"] = "RunAcknowledgment"
-    metadata: ObjectMeta
     spec: RunAcknowledgmentSpec

@@ -8,7 +8,7 @@ and refuses unknown fields: a typo in Git is an error, never a silently ignored 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -28,6 +28,7 @@ __all__ = [
     "API_VERSION",
     "DNS_LABEL",
     "DatabaseObjectMeta",
+    "Declaration",
     "Interval",
     "MaxAge",
     "MigrationLockTimeout",
@@ -110,6 +111,19 @@ class DatabaseObjectMeta(ObjectMeta):
     @classmethod
     def _storable(cls, name: str) -> str:
         return storable_name(name)
+
+
+class Declaration(Model):
+    """How every kind a repository declares begins: ``apiVersion``, ``kind``, ``metadata``.
+
+    Each kind narrows ``kind`` to its own name (and ``metadata`` where it needs more) and adds
+    its ``spec``; pydantic keeps inherited fields first, so the documents and the CRDs list
+    the fields in this order.
+    """
+
+    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
+    kind: str
+    metadata: ObjectMeta
 
 
 def exactly_one(error: str, *fields: str) -> Any:

@@ -14,13 +14,21 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from gitops.resources.base import Interval, Model, RetryInterval, exactly_one
+from gitops.resources.base import (
+    DatabaseObjectMeta,
+    Declaration,
+    Interval,
+    Model,
+    RetryInterval,
+    exactly_one,
+)
 
 __all__ = [
     "KNOWN_ENGINES",
     "ApplyPolicy",
     "Artifact",
     "ArtifactVerification",
+    "DatabaseDeclaration",
     "DatabaseSpec",
     "SecretKeyRef",
     "Target",
@@ -119,3 +127,10 @@ class DatabaseSpec(Model):
     interval: Interval = 600
     retry_interval: RetryInterval = 30
     suspend: bool = False
+
+
+class DatabaseDeclaration(Declaration):
+    """A ``DatabaseSchema`` or a ``DatabaseMigration``: a database resource, whose name
+    becomes file names and a branch name (:class:`DatabaseObjectMeta`)."""
+
+    metadata: DatabaseObjectMeta
