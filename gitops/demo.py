@@ -61,26 +61,27 @@ CREATE INDEX products_name ON products (name);
 """
 V2 = V1.replace("    name TEXT NOT NULL,\n    legacy_code TEXT\n", "    name TEXT NOT NULL\n")
 
-SCHEMA = """\
-# The shop's catalogue (from examples/repo), pointed at the demo's OCI layout and SQLite file.
+DECLARATION = """\
+# The shop's {name} (from examples/repo), {about}.
 apiVersion: seshat.dev/v1alpha1
-kind: DatabaseSchema
+kind: {kind}
 metadata:
-  name: catalogue
+  name: {name}
   namespace: shop
 spec:
   target:
     engine: sqlite
-    url: {{fromEnv: SHOP_CATALOGUE_URL}}
-    coordinationKey: shop-catalogue
+    url: {{fromEnv: {url}}}
+    coordinationKey: shop-{name}
   artifact:
     ref: oci-layout://{layout}:{tag}
     verification: {{policy: signed-by-ci}}
   policy:
     apply: OnApproval
-    allowDestructive: {destructive}
-    protectedTables: [orders_archive]
-"""
+{policy}"""
+"""The shop's two databases (from examples/repo) are declared alike, pointed at the demo's
+OCI layout and SQLite files; only the catalogue's policy says more (:data:`SCHEMA_POLICY`)."""
+SCHEMA_POLICY = "    allowDestructive: {destructive}\n    protectedTables: [orders_archive]\n"
 
 LEDGER_V1 = {
     "1_accounts.sql": "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT NOT NULL);\n",
@@ -95,25 +96,6 @@ LEDGER_V2 = {
     **LEDGER_V1,
     "3_entries_index.sql": "CREATE INDEX entries_account ON entries (account_id);\n",
 }
-
-MIGRATION = """\
-# The shop's ledger (from examples/repo), evolved by versioned migration files.
-apiVersion: seshat.dev/v1alpha1
-kind: DatabaseMigration
-metadata:
-  name: ledger
-  namespace: shop
-spec:
-  target:
-    engine: sqlite
-    url: {{fromEnv: SHOP_LEDGER_URL}}
-    coordinationKey: shop-ledger
-  artifact:
-    ref: oci-layout://{layout}:{tag}
-    verification: {{policy: signed-by-ci}}
-  policy:
-    apply: OnApproval
-"""
 
 _URLS = ("SHOP_CATALOGUE_URL", "SHOP_LEDGER_URL")
 
@@ -208,16 +190,31 @@ class _Demo:
         self.say(f"  pushed and signed oci-layout://{self.layout.name}:{tag} ({digest[:19]}...)")
 
     def declare(self, tag: str, destructive: bool, message: str) -> None:
-        path = self.work / "databases/shop/schema.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            SCHEMA.format(layout=self.layout, tag=tag, destructive=str(destructive).lower())
-        )
-        self.commit(message)
+        policy = SCHEMA_POLICY.format(destructive=str(destructive).lower())
+        about = "pointed at the demo's OCI layout and SQLite file"
+        self._declare("schema.yaml", "DatabaseSchema", "catalogue", about, tag, message, policy)
 
     def declare_ledger(self, tag: str, message: str) -> None:
-        path = self.work / "databases/shop/migrations.yaml"
-        path.write_text(MIGRATION.format(layout=self.layout, tag=tag))
+        about = "evolved by versioned migration files"
+        self._declare("migrations.yaml", "DatabaseMigration", "ledger", about, tag, message)
+
+    def _declare(
+        self, file: str, kind: str, name: str, about: str, tag: str, message: str, policy: str = ""
+    ) -> None:
+        """Write ``databases/shop/<file>``, the resource of the shop's ``name`` database, at
+        artifact ``tag`` (its URL in ``SHOP_<NAME>_URL``), and commit it."""
+        path = self.work / "databases" / "shop" / file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = DECLARATION.format(
+            name=name,
+            about=about,
+            kind=kind,
+            url=f"SHOP_{name.upper()}_URL",
+            layout=self.layout,
+            tag=tag,
+            policy=policy,
+        )
+        path.write_text(text)
         self.commit(message)
 
     def commit(self, message: str) -> None:
