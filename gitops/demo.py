@@ -231,25 +231,27 @@ class _Demo:
             self.say(f"  seshat reconcile --once: {key} is {verdict}")
         return report.phases[f"shop/{name}"]
 
-    def plan_id(self, name: str = "catalogue") -> str:
+    def status_file(self, path: str) -> str:
+        """A file on the remote's status branch."""
         status = git.Repo(self.remote)
-        text = str(status.git.show(f"seshat/status:status/shop/{name}.yaml"))
-        status.close()
+        try:
+            return str(status.git.show(f"seshat/status:{path}"))
+        finally:
+            status.close()
+
+    def plan_id(self, name: str = "catalogue") -> str:
+        text = self.status_file(f"status/shop/{name}.yaml")
         line = next(x for x in text.splitlines() if x.strip().startswith("id: sha256:"))
         return line.split(":", 1)[1].strip()
 
     def show_plan(self, plan: str) -> None:
-        status = git.Repo(self.remote)
-        sql = str(status.git.show(f"seshat/status:plans/shop/catalogue/{plan[7:]}.sql"))
-        status.close()
+        sql = self.status_file(f"plans/shop/catalogue/{plan[7:]}.sql")
         self.say("  the plan (plans/shop/catalogue/<id>.sql on the status branch):")
         for line in sql.splitlines():
             self.say(f"    {line}")
 
     def show_migration_plan(self, plan: str) -> None:
-        status = git.Repo(self.remote)
-        text = str(status.git.show(f"seshat/status:plans/shop/ledger/{plan[7:]}.json"))
-        status.close()
+        text = self.status_file(f"plans/shop/ledger/{plan[7:]}.json")
         files = [f["name"] for f in json.loads(text)["files"]]
         self.say(f"  the plan (plans/shop/ledger/<id>.json, no SQL): apply {', '.join(files)}")
 
@@ -269,18 +271,34 @@ class _Demo:
             f"  {person}: seshat approve shop/{name} --plan {plan[:19]}... --key keys/{person}"
         )
 
+    def approve_plan(
+        self,
+        message: str,
+        name: str = "catalogue",
+        people: tuple[str, ...] = ("alice",),
+        step: str = "",
+    ) -> None:
+        """How each round that yields a plan ends: ``shop/<name>`` awaits approval, the plan
+        is shown, signed by ``people`` and committed, and the next pass applies it."""
+        assert self.reconcile(name) == "AwaitingApproval"
+        plan = self.plan_id(name)
+        if name == "ledger":
+            self.show_migration_plan(plan)
+        else:
+            self.show_plan(plan)
+        if step:
+            self.step(step)
+        for person in people:
+            self.approve(person, plan, name)
+        self.commit(message)
+        assert self.reconcile(name) == "InSync"
+
     def run(self) -> None:
         self.setup()
         self.step("version 1 of the catalogue schema")
         self.publish("v1", {"catalogue.sql": V1})
         self.declare("v1", False, "Declare the shop catalogue")
-        assert self.reconcile() == "AwaitingApproval"
-        plan = self.plan_id()
-        self.show_plan(plan)
-        self.step("approve the exact plan")
-        self.approve("alice", plan)
-        self.commit("Approve the catalogue plan")
-        assert self.reconcile() == "InSync"
+        self.approve_plan("Approve the catalogue plan", step="approve the exact plan")
         self.say(f"  tables now: {', '.join(self._tables())}")
         self.step("version 2 drops products.legacy_code: destructive")
         self.publish("v2", {"catalogue.sql": V2})
@@ -288,14 +306,11 @@ class _Demo:
         assert self.reconcile() == "Blocked"
         self.step("allow destructive changes for this resource")
         self.declare("v2", True, "Allow dropping legacy_code")
-        assert self.reconcile() == "AwaitingApproval"
-        plan = self.plan_id()
-        self.show_plan(plan)
-        self.step("a destructive plan needs two distinct approvers")
-        self.approve("alice", plan)
-        self.approve("bob", plan)
-        self.commit("Approve dropping legacy_code")
-        assert self.reconcile() == "InSync"
+        self.approve_plan(
+            "Approve dropping legacy_code",
+            people=("alice", "bob"),
+            step="a destructive plan needs two distinct approvers",
+        )
         self.migrations()
         self.step("the status branch's history (git log seshat/status)")
         status = git.Repo(self.remote)
@@ -310,12 +325,7 @@ class _Demo:
         self.step("beside it, the ledger: a DatabaseMigration with two migration files")
         self.publish("ledger-v1", LEDGER_V1, "migrations")
         self.declare_ledger("ledger-v1", "Declare the ledger's migrations")
-        assert self.reconcile("ledger") == "AwaitingApproval"
-        plan = self.plan_id("ledger")
-        self.show_migration_plan(plan)
-        self.approve("alice", plan, "ledger")
-        self.commit("Approve the ledger's migrations")
-        assert self.reconcile("ledger") == "InSync"
+        self.approve_plan("Approve the ledger's migrations", "ledger")
         self.say(f"  ledger tables now: {', '.join(self._tables(self.ledger))}")
         self.step("an artifact that edits an applied migration file is refused")
         self.publish("ledger-edited", LEDGER_EDITED, "migrations")
@@ -324,12 +334,7 @@ class _Demo:
         self.step("keep the applied files as they were and add a third")
         self.publish("ledger-v2", LEDGER_V2, "migrations")
         self.declare_ledger("ledger-v2", "Ledger: index entries by account")
-        assert self.reconcile("ledger") == "AwaitingApproval"
-        plan = self.plan_id("ledger")
-        self.show_migration_plan(plan)
-        self.approve("alice", plan, "ledger")
-        self.commit("Approve the ledger's index")
-        assert self.reconcile("ledger") == "InSync"
+        self.approve_plan("Approve the ledger's index", "ledger")
 
     def _tables(self, database: Path | None = None) -> list[str]:
         conn = sqlite3.connect(database or self.database)
