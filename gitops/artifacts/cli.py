@@ -99,8 +99,8 @@ def _reference(text: str) -> Reference:
 
 
 def _resolve(ref: str) -> tuple[_Context, Reference, Store, Digest]:
-    """The start of every command about an artifact that exists: REF parsed, its store
-    opened and the manifest digest it names now (a failure ends the command)."""
+    """How the commands that act on REF's current manifest start: REF parsed, its store
+    opened and the digest REF names now resolved (a failure ends the command)."""
     context = _context()
     reference = _reference(ref)
     with context.exit_on_error():
@@ -109,7 +109,7 @@ def _resolve(ref: str) -> tuple[_Context, Reference, Store, Digest]:
 
 
 def _file_option(*names: str, help: str, required: bool = False) -> Callable[[F], F]:
-    """An option naming a file that must exist: a key, a bundle, a payload, a policy."""
+    """An option naming a file that must exist (a CA bundle, a key, a Sigstore bundle...)."""
     return click.option(
         *names,
         required=required,
