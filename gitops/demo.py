@@ -61,26 +61,27 @@ CREATE INDEX products_name ON products (name);
 """
 V2 = V1.replace("    name TEXT NOT NULL,\n    legacy_code TEXT\n", "    name TEXT NOT NULL\n")
 
-SCHEMA = """\
-# The shop's catalogue (from examples/repo), pointed at the demo's OCI layout and SQLite file.
+DECLARATION = """\
+# The shop's {name} (from examples/repo), {about}.
 apiVersion: seshat.dev/v1alpha1
-kind: DatabaseSchema
+kind: {kind}
 metadata:
-  name: catalogue
+  name: {name}
   namespace: shop
 spec:
   target:
     engine: sqlite
-    url: {{fromEnv: SHOP_CATALOGUE_URL}}
-    coordinationKey: shop-catalogue
+    url: {{fromEnv: {url}}}
+    coordinationKey: shop-{name}
   artifact:
     ref: oci-layout://{layout}:{tag}
     verification: {{policy: signed-by-ci}}
   policy:
     apply: OnApproval
-    allowDestructive: {destructive}
-    protectedTables: [orders_archive]
-"""
+{policy}"""
+"""The shop's two databases (from examples/repo) are declared alike, pointed at the demo's
+OCI layout and SQLite files; only the catalogue's policy says more (:data:`SCHEMA_POLICY`)."""
+SCHEMA_POLICY = "    allowDestructive: {destructive}\n    protectedTables: [orders_archive]\n"
 
 LEDGER_V1 = {
     "1_accounts.sql": "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT NOT NULL);\n",
@@ -95,25 +96,6 @@ LEDGER_V2 = {
     **LEDGER_V1,
     "3_entries_index.sql": "CREATE INDEX entries_account ON entries (account_id);\n",
 }
-
-MIGRATION = """\
-# The shop's ledger (from examples/repo), evolved by versioned migration files.
-apiVersion: seshat.dev/v1alpha1
-kind: DatabaseMigration
-metadata:
-  name: ledger
-  namespace: shop
-spec:
-  target:
-    engine: sqlite
-    url: {{fromEnv: SHOP_LEDGER_URL}}
-    coordinationKey: shop-ledger
-  artifact:
-    ref: oci-layout://{layout}:{tag}
-    verification: {{policy: signed-by-ci}}
-  policy:
-    apply: OnApproval
-"""
 
 _URLS = ("SHOP_CATALOGUE_URL", "SHOP_LEDGER_URL")
 
@@ -208,16 +190,31 @@ class _Demo:
         self.say(f"  pushed and signed oci-layout://{self.layout.name}:{tag} ({digest[:19]}...)")
 
     def declare(self, tag: str, destructive: bool, message: str) -> None:
-        path = self.work / "databases/shop/schema.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            SCHEMA.format(layout=self.layout, tag=tag, destructive=str(destructive).lower())
-        )
-        self.commit(message)
+        policy = SCHEMA_POLICY.format(destructive=str(destructive).lower())
+        about = "pointed at the demo's OCI layout and SQLite file"
+        self._declare("schema.yaml", "DatabaseSchema", "catalogue", about, tag, message, policy)
 
     def declare_ledger(self, tag: str, message: str) -> None:
-        path = self.work / "databases/shop/migrations.yaml"
-        path.write_text(MIGRATION.format(layout=self.layout, tag=tag))
+        about = "evolved by versioned migration files"
+        self._declare("migrations.yaml", "DatabaseMigration", "ledger", about, tag, message)
+
+    def _declare(
+        self, file: str, kind: str, name: str, about: str, tag: str, message: str, policy: str = ""
+    ) -> None:
+        """Write ``databases/shop/<file>``, the resource of the shop's ``name`` database, at
+        artifact ``tag`` (its URL in ``SHOP_<NAME>_URL``), and commit it."""
+        path = self.work / "databases" / "shop" / file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = DECLARATION.format(
+            name=name,
+            about=about,
+            kind=kind,
+            url=f"SHOP_{name.upper()}_URL",
+            layout=self.layout,
+            tag=tag,
+            policy=policy,
+        )
+        path.write_text(text)
         self.commit(message)
 
     def commit(self, message: str) -> None:
@@ -234,25 +231,27 @@ class _Demo:
             self.say(f"  seshat reconcile --once: {key} is {verdict}")
         return report.phases[f"shop/{name}"]
 
-    def plan_id(self, name: str = "catalogue") -> str:
+    def status_file(self, path: str) -> str:
+        """A file on the remote's status branch."""
         status = git.Repo(self.remote)
-        text = str(status.git.show(f"seshat/status:status/shop/{name}.yaml"))
-        status.close()
+        try:
+            return str(status.git.show(f"seshat/status:{path}"))
+        finally:
+            status.close()
+
+    def plan_id(self, name: str = "catalogue") -> str:
+        text = self.status_file(f"status/shop/{name}.yaml")
         line = next(x for x in text.splitlines() if x.strip().startswith("id: sha256:"))
         return line.split(":", 1)[1].strip()
 
     def show_plan(self, plan: str) -> None:
-        status = git.Repo(self.remote)
-        sql = str(status.git.show(f"seshat/status:plans/shop/catalogue/{plan[7:]}.sql"))
-        status.close()
+        sql = self.status_file(f"plans/shop/catalogue/{plan[7:]}.sql")
         self.say("  the plan (plans/shop/catalogue/<id>.sql on the status branch):")
         for line in sql.splitlines():
             self.say(f"    {line}")
 
     def show_migration_plan(self, plan: str) -> None:
-        status = git.Repo(self.remote)
-        text = str(status.git.show(f"seshat/status:plans/shop/ledger/{plan[7:]}.json"))
-        status.close()
+        text = self.status_file(f"plans/shop/ledger/{plan[7:]}.json")
         files = [f["name"] for f in json.loads(text)["files"]]
         self.say(f"  the plan (plans/shop/ledger/<id>.json, no SQL): apply {', '.join(files)}")
 
@@ -272,18 +271,34 @@ class _Demo:
             f"  {person}: seshat approve shop/{name} --plan {plan[:19]}... --key keys/{person}"
         )
 
+    def approve_plan(
+        self,
+        message: str,
+        name: str = "catalogue",
+        people: tuple[str, ...] = ("alice",),
+        step: str = "",
+    ) -> None:
+        """How each round that yields a plan ends: ``shop/<name>`` awaits approval, the plan
+        is shown, signed by ``people`` and committed, and the next pass applies it."""
+        assert self.reconcile(name) == "AwaitingApproval"
+        plan = self.plan_id(name)
+        if name == "ledger":
+            self.show_migration_plan(plan)
+        else:
+            self.show_plan(plan)
+        if step:
+            self.step(step)
+        for person in people:
+            self.approve(person, plan, name)
+        self.commit(message)
+        assert self.reconcile(name) == "InSync"
+
     def run(self) -> None:
         self.setup()
         self.step("version 1 of the catalogue schema")
         self.publish("v1", {"catalogue.sql": V1})
         self.declare("v1", False, "Declare the shop catalogue")
-        assert self.reconcile() == "AwaitingApproval"
-        plan = self.plan_id()
-        self.show_plan(plan)
-        self.step("approve the exact plan")
-        self.approve("alice", plan)
-        self.commit("Approve the catalogue plan")
-        assert self.reconcile() == "InSync"
+        self.approve_plan("Approve the catalogue plan", step="approve the exact plan")
         self.say(f"  tables now: {', '.join(self._tables())}")
         self.step("version 2 drops products.legacy_code: destructive")
         self.publish("v2", {"catalogue.sql": V2})
@@ -291,14 +306,11 @@ class _Demo:
         assert self.reconcile() == "Blocked"
         self.step("allow destructive changes for this resource")
         self.declare("v2", True, "Allow dropping legacy_code")
-        assert self.reconcile() == "AwaitingApproval"
-        plan = self.plan_id()
-        self.show_plan(plan)
-        self.step("a destructive plan needs two distinct approvers")
-        self.approve("alice", plan)
-        self.approve("bob", plan)
-        self.commit("Approve dropping legacy_code")
-        assert self.reconcile() == "InSync"
+        self.approve_plan(
+            "Approve dropping legacy_code",
+            people=("alice", "bob"),
+            step="a destructive plan needs two distinct approvers",
+        )
         self.migrations()
         self.step("the status branch's history (git log seshat/status)")
         status = git.Repo(self.remote)
@@ -313,12 +325,7 @@ class _Demo:
         self.step("beside it, the ledger: a DatabaseMigration with two migration files")
         self.publish("ledger-v1", LEDGER_V1, "migrations")
         self.declare_ledger("ledger-v1", "Declare the ledger's migrations")
-        assert self.reconcile("ledger") == "AwaitingApproval"
-        plan = self.plan_id("ledger")
-        self.show_migration_plan(plan)
-        self.approve("alice", plan, "ledger")
-        self.commit("Approve the ledger's migrations")
-        assert self.reconcile("ledger") == "InSync"
+        self.approve_plan("Approve the ledger's migrations", "ledger")
         self.say(f"  ledger tables now: {', '.join(self._tables(self.ledger))}")
         self.step("an artifact that edits an applied migration file is refused")
         self.publish("ledger-edited", LEDGER_EDITED, "migrations")
@@ -327,12 +334,7 @@ class _Demo:
         self.step("keep the applied files as they were and add a third")
         self.publish("ledger-v2", LEDGER_V2, "migrations")
         self.declare_ledger("ledger-v2", "Ledger: index entries by account")
-        assert self.reconcile("ledger") == "AwaitingApproval"
-        plan = self.plan_id("ledger")
-        self.show_migration_plan(plan)
-        self.approve("alice", plan, "ledger")
-        self.commit("Approve the ledger's index")
-        assert self.reconcile("ledger") == "InSync"
+        self.approve_plan("Approve the ledger's index", "ledger")
 
     def _tables(self, database: Path | None = None) -> list[str]:
         conn = sqlite3.connect(database or self.database)

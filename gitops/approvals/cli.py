@@ -26,6 +26,7 @@ from gitops.repo.files import (
     read_regular,
 )
 from gitops.repo.loader import Repository, load_repository
+from gitops.repo.options import repo_option
 from gitops.repo.single import load_one
 from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
@@ -40,13 +41,7 @@ EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
 LIFECYCLE_KINDS = ("DatabaseSchema", "DatabaseMigration")
 
 
-_repo_option = click.option(
-    "--repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="The repository (a Git work tree) declaring the resource.",
-)
+_repo_option = repo_option("The repository (a Git work tree) declaring the resource.")
 _kind_option = click.option(
     "--kind", type=click.Choice(LIFECYCLE_KINDS), help="If both kinds use the name."
 )
@@ -210,13 +205,7 @@ def _add_bundle(path: Path, bundle: Path, root: Path) -> None:
 
 @click.command(name="verify-approval")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="The repository holding the file and its ApprovalPolicy.",
-)
+@repo_option("The repository holding the file and its ApprovalPolicy.")
 @click.option("--plan", "current_plan", help="The current plan id; another one is refused.")
 @click.option("--destructive", is_flag=True, help="The plan is destructive (higher quorum).")
 @click.option("--privilege", is_flag=True, help="The plan changes privileges (higher quorum).")

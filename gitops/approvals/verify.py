@@ -40,6 +40,7 @@ from gitops.resources.policies import ApprovalPolicy, ApprovalRule
 from runner.artifacts.sigstore import BAD_SIGNATURE, verify_bundle
 from runner.digests import Digest, digest
 from runner.errors import ConfigurationError
+from runner.models import wire_fields
 
 __all__ = [
     "REASONS",
@@ -81,13 +82,8 @@ class StatementVerdict:
     required: int = 0
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "accepted": self.accepted,
-            "reason": self.reason,
-            "message": self.message,
-            "required": self.required,
-            "signers": [{"principal": s.principal, "key": s.fingerprint} for s in self.signers],
-        }
+        signers = [{"principal": s.principal, "key": s.fingerprint} for s in self.signers]
+        return wire_fields(self) | {"signers": signers}
 
 
 MAX_BUNDLES = 32  # per statement file: more signers than any quorum needs

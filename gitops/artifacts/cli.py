@@ -15,12 +15,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
+from gitops.repo.options import repo_option
 from gitops.repo.single import load_one
 from gitops.resources.policies import VerificationPolicy
 from runner.artifacts.errors import ArtifactError
@@ -40,6 +43,7 @@ from runner.artifacts.signing import load_private_key, payload_for
 from runner.artifacts.signing import sign as sign_digest
 from runner.artifacts.store import Store, open_store
 from runner.artifacts.verify import policy_digest, verify_artifact
+from runner.digests import Digest
 from runner.errors import SeshatError
 from runner.options import format_option
 from runner.redact import Redactor
@@ -47,6 +51,8 @@ from runner.redact import Redactor
 __all__ = ["artifact"]
 
 EXIT_OK, EXIT_REFUSED, EXIT_CANNOT_RUN = 0, 1, 2
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Context:
@@ -72,6 +78,14 @@ class _Context:
         self.say(f"seshat: {error}")
         sys.exit(EXIT_CANNOT_RUN)
 
+    @contextmanager
+    def exit_on_error(self) -> Iterator[None]:
+        """End the command on a :class:`SeshatError`, saying why, with its exit status."""
+        try:
+            yield
+        except SeshatError as error:
+            self.fail(error)
+
 
 def _context() -> _Context:
     context = click.get_current_context().find_object(_Context)
@@ -80,10 +94,28 @@ def _context() -> _Context:
 
 
 def _reference(text: str) -> Reference:
-    try:
+    with _context().exit_on_error():
         return parse_reference(text)
-    except ArtifactError as error:
-        _context().fail(error)
+
+
+def _resolve(ref: str) -> tuple[_Context, Reference, Store, Digest]:
+    """How the commands that act on REF's current manifest start: REF parsed, its store
+    opened and the digest REF names now resolved (a failure ends the command)."""
+    context = _context()
+    reference = _reference(ref)
+    with context.exit_on_error():
+        store = context.store(reference)
+        return context, reference, store, resolve(store, reference)
+
+
+def _file_option(*names: str, help: str, required: bool = False) -> Callable[[F], F]:
+    """An option naming a file that must exist (a CA bundle, a key, a Sigstore bundle...)."""
+    return click.option(
+        *names,
+        required=required,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help=help,
+    )
 
 
 def _default_cache() -> Path:
@@ -92,10 +124,8 @@ def _default_cache() -> Path:
 
 
 @click.group()
-@click.option(
-    "--ca-file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Trust this CA bundle (PEM) for registry TLS, instead of the system's roots.",
+@_file_option(
+    "--ca-file", help="Trust this CA bundle (PEM) for registry TLS, instead of the system's roots."
 )
 @click.option(
     "--plain-http",
@@ -156,11 +186,9 @@ def push(
         annotations[ANNOTATION_SOURCE] = source
     if revision:
         annotations[ANNOTATION_REVISION] = revision
-    try:
+    with context.exit_on_error():
         packaged = package_folder(folder, kind, annotations)
         digest = push_artifact(context.store(reference), reference, packaged)
-    except SeshatError as error:
-        context.fail(error)
     context.say(f"pushed {len(packaged.titles)} files to {reference}")
     context.out(digest)
 
@@ -184,7 +212,7 @@ def pull(ref: str, folder: Path, kind: str | None, cache: Path | None) -> None:
     context = _context()
     reference = _reference(ref)
     allowed = (ARTIFACT_TYPES[kind],) if kind else tuple(ARTIFACT_TYPES.values())
-    try:
+    with context.exit_on_error():
         fetched = fetch(
             context.store(reference),
             reference,
@@ -192,8 +220,6 @@ def pull(ref: str, folder: Path, kind: str | None, cache: Path | None) -> None:
             cache=ContentCache(cache or _default_cache()),
         )
         written = write_files(fetched, folder)
-    except SeshatError as error:
-        context.fail(error)
     context.say(f"wrote {len(written)} files from {fetched.reference} into {folder}")
     context.out(fetched.manifest.digest)
 
@@ -202,33 +228,23 @@ def pull(ref: str, folder: Path, kind: str | None, cache: Path | None) -> None:
 @click.argument("ref")
 def resolve_command(ref: str) -> None:
     """Print the digest REF names now (a tag is resolved once, to an immutable digest)."""
-    context = _context()
-    reference = _reference(ref)
-    try:
-        context.out(resolve(context.store(reference), reference))
-    except SeshatError as error:
-        context.fail(error)
+    context, _, _, digest = _resolve(ref)
+    context.out(digest)
 
 
 @artifact.command()
 @click.argument("ref")
-@click.option(
+@_file_option(
     "--key",
     required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="PEM private key (PKCS#8, ECDSA P-256 or Ed25519); password from "
     "SESHAT_SIGNING_KEY_PASSWORD if encrypted.",
 )
 def sign(ref: str, key: Path) -> None:
     """Sign REF's manifest digest with a static key (cosign tag layout and OCI referrer)."""
-    context = _context()
-    reference = _reference(ref)
-    try:
-        store = context.store(reference)
-        digest = resolve(store, reference)
+    context, reference, store, digest = _resolve(ref)
+    with context.exit_on_error():
         written = sign_digest(store, reference, digest, load_private_key(key))
-    except SeshatError as error:
-        context.fail(error)
     context.say(f"signed {reference.pinned(digest)} ({len(written)} signature manifests)")
     context.out(digest)
 
@@ -237,29 +253,22 @@ def sign(ref: str, key: Path) -> None:
 @click.argument("ref")
 def payload_command(ref: str) -> None:
     """Print the payload a keyless signature of REF signs (to sign with a Sigstore client)."""
-    context = _context()
-    reference = _reference(ref)
-    try:
-        digest = resolve(context.store(reference), reference)
-    except SeshatError as error:
-        context.fail(error)
+    _, reference, _, digest = _resolve(ref)
     sys.stdout.buffer.write(payload_for(reference, digest))
     sys.stdout.buffer.flush()
 
 
 @artifact.command(name="attach-bundle")
 @click.argument("ref")
-@click.option(
+@_file_option(
     "--bundle",
     "bundle_file",
     required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A Sigstore bundle (message signature) over the payload.",
 )
-@click.option(
+@_file_option(
     "--payload",
     "payload_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The signed payload (default: what 'seshat artifact payload REF' prints).",
 )
 def attach_bundle(ref: str, bundle_file: Path, payload_file: Path | None) -> None:
@@ -268,35 +277,18 @@ def attach_bundle(ref: str, bundle_file: Path, payload_file: Path | None) -> Non
     The referrer (artifactType application/vnd.dev.sigstore.bundle.v0.3+json) holds the
     bundle and the payload it signs; a bundle over other bytes is refused.
     """
-    context = _context()
-    reference = _reference(ref)
-    try:
-        store = context.store(reference)
-        digest = resolve(store, reference)
+    context, reference, store, digest = _resolve(ref)
+    with context.exit_on_error():
         payload = payload_file.read_bytes() if payload_file else payload_for(reference, digest)
         written = attach_bundle_to(store, digest, payload, bundle_file.read_bytes())
-    except SeshatError as error:
-        context.fail(error)
     context.say(f"attached a Sigstore bundle to {reference.pinned(digest)} ({written})")
     context.out(written)
 
 
 @artifact.command()
 @click.argument("ref")
-@click.option(
-    "--policy",
-    "policy_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A VerificationPolicy YAML file.",
-)
-@click.option(
-    "--repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="The repository the policy's key paths are relative to.",
-)
+@_file_option("--policy", "policy_file", required=True, help="A VerificationPolicy YAML file.")
+@repo_option("The repository the policy's key paths are relative to.")
 @format_option("text", "json")
 def verify(ref: str, policy_file: Path, repo: Path, output_format: str) -> None:
     """Check REF against a VerificationPolicy and say which requirement passed or failed.
@@ -305,16 +297,9 @@ def verify(ref: str, policy_file: Path, repo: Path, output_format: str) -> None:
     """
     context = _context()
     reference = _reference(ref)
-    try:
+    with context.exit_on_error():
         policy = load_one(policy_file, VerificationPolicy)
         verdict = verify_artifact(context.store(reference), reference, policy.spec, repo)
-    except SeshatError as error:
-        if isinstance(error, ArtifactError) and error.retryable:
-            context.fail(error)
-        if not isinstance(error, ArtifactError):
-            context.fail(error)
-        context.say(f"seshat: {error.reason}: {error.message}")
-        sys.exit(EXIT_REFUSED)
     if output_format == "json":
         data = verdict.to_json() | {"policyDigest": policy_digest(policy.spec)}
         context.out(json.dumps(data, sort_keys=True))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runner.models import wire_fields
+
 __all__ = ["Problem", "ResourceKey"]
 
 
@@ -44,13 +46,7 @@ class Problem:
 
     def to_json(self) -> dict[str, object]:
         """The ``seshat validate --format json`` form of this problem."""
-        return {
-            "path": self.path,
-            "line": self.line,
-            "field": self.field,
-            "message": self.message,
-            "resource": str(self.resource) if self.resource else None,
-        }
+        return wire_fields(self) | {"resource": str(self.resource) if self.resource else None}
 
     def sort_key(self) -> tuple[str, int, str, str]:
         """Problems are reported in file, line and field order, so output is stable."""

@@ -12,20 +12,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from gitops.resources.base import (
-    API_VERSION,
-    DNS_LABEL,
-    DNS_SUBDOMAIN,
-    STORED_NAME_MAX,
-    Model,
-    ObjectMeta,
-)
+from gitops.resources.base import DNS_LABEL, DNS_SUBDOMAIN, STORED_NAME_MAX, Declaration, Model
 from runner.digests import Sha256
 
 __all__ = ["Approval", "ApprovalSpec", "PlanRef", "ResourceRef", "RunAcknowledgment"]
 
 UID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 Digest = Sha256
+HexId = Annotated[str, Field(pattern=r"^[0-9a-f]{16,64}$")]
+"""A nonce or an operation id: 16 to 64 lowercase hex digits."""
+Comment = Annotated[str, Field(max_length=1024)]
+"""What the signer wants kept in the statement, for the people who read it later."""
 
 
 class ResourceRef(Model):
@@ -34,9 +31,7 @@ class ResourceRef(Model):
     kind: Literal["DatabaseSchema", "DatabaseMigration"]
     namespace: Annotated[str, Field(pattern=DNS_LABEL)] = "default"
     name: Annotated[str, Field(pattern=DNS_SUBDOMAIN, max_length=STORED_NAME_MAX)]
-    uid: Annotated[
-        str, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-    ]
+    uid: Annotated[str, Field(pattern=UID)]
 
 
 class PlanRef(Model):
@@ -54,16 +49,14 @@ class ApprovalSpec(Model):
     expires_at: datetime | None = None
     # Written by `seshat approve`: a fresh statement each time, so an approval of a plan id
     # that comes back after its earlier approval was consumed is a new statement.
-    nonce: Annotated[str, Field(pattern=r"^[0-9a-f]{16,64}$")] | None = None
-    comment: Annotated[str, Field(max_length=1024)] = ""
+    nonce: HexId | None = None
+    comment: Comment = ""
 
 
-class Approval(Model):
+class Approval(Declaration):
     """A signed approval file under ``approvals/<namespace>/<name>/<plan-id-hex>.yaml``."""
 
-    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["Approval"] = "Approval"
-    metadata: ObjectMeta
     spec: ApprovalSpec
 
 
@@ -71,14 +64,12 @@ class RunAcknowledgmentSpec(Model):
     """A person's statement that they settled an uncertain migration run."""
 
     resource: ResourceRef
-    operation_id: Annotated[str, Field(pattern=r"^[0-9a-f]{16,64}$")]
-    comment: Annotated[str, Field(max_length=1024)] = ""
+    operation_id: HexId
+    comment: Comment = ""
 
 
-class RunAcknowledgment(Model):
+class RunAcknowledgment(Declaration):
     """A signed file under ``acknowledgments/<namespace>/<name>/<operation-id-hex>.yaml``."""
 
-    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["RunAcknowledgment"] = "RunAcknowledgment"
-    metadata: ObjectMeta
     spec: RunAcknowledgmentSpec

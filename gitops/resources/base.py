@@ -8,7 +8,7 @@ and refuses unknown fields: a typo in Git is an error, never a silently ignored 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -16,7 +16,9 @@ from pydantic import (
     PlainSerializer,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
+from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from runner.models import Model, plain_path
@@ -26,6 +28,7 @@ __all__ = [
     "API_VERSION",
     "DNS_LABEL",
     "DatabaseObjectMeta",
+    "Declaration",
     "Interval",
     "MaxAge",
     "MigrationLockTimeout",
@@ -33,6 +36,7 @@ __all__ = [
     "ObjectMeta",
     "RetryInterval",
     "SchemaLockTimeout",
+    "exactly_one",
     "format_duration",
     "parse_duration",
     "plain_path",
@@ -107,6 +111,33 @@ class DatabaseObjectMeta(ObjectMeta):
     @classmethod
     def _storable(cls, name: str) -> str:
         return storable_name(name)
+
+
+class Declaration(Model):
+    """How every kind a repository declares begins: ``apiVersion``, ``kind``, ``metadata``.
+
+    Each kind narrows ``kind`` to its own name (and ``metadata`` where it needs more) and adds
+    its ``spec``; pydantic keeps inherited fields first, so the documents and the CRDs list
+    the fields in this order.
+    """
+
+    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
+    kind: str
+    metadata: ObjectMeta
+
+
+def exactly_one(error: str, *fields: str) -> Any:
+    """A model validator refusing a model with none or several of ``fields`` set, for the
+    alternatives a person must choose between (the message names them as on the wire)."""
+    names = [to_camel(field) for field in fields]
+    message = f"set exactly one of {', '.join(names[:-1])} or {names[-1]}"
+
+    def check(model: Model) -> Model:
+        if sum(getattr(model, field) is not None for field in fields) != 1:
+            raise PydanticCustomError(error, message)
+        return model
+
+    return model_validator(mode="after")(check)
 
 
 _UNITS: Final = {"h": 3600, "m": 60, "s": 1}

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Self
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from gitops.resources.base import API_VERSION, Model, plain_path
+from gitops.resources.base import API_VERSION, Model, exactly_one, plain_path
 from gitops.resources.database import ENV_NAME
 
 __all__ = ["CommitIdentity", "CommitSettings", "Config", "ConfigSpec", "Reviews", "Signing"]
@@ -65,11 +65,7 @@ class Signing(Model):
     # signed records still count (the current key always does); see docs/security.md.
     verify_with: Annotated[str, Field(pattern=r"^[^/\s][^\s]*$", max_length=1024)] | None = None
 
-    @model_validator(mode="after")
-    def _one_key(self) -> Self:
-        if (self.key_from_env is None) == (self.key_file is None):
-            raise PydanticCustomError("signing", "set exactly one of keyFromEnv or keyFile")
-        return self
+    _one_key = exactly_one("signing", "key_from_env", "key_file")
 
 
 class CommitSettings(Model):

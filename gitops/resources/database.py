@@ -9,18 +9,26 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from gitops.resources.base import Interval, Model, RetryInterval
+from gitops.resources.base import (
+    DatabaseObjectMeta,
+    Declaration,
+    Interval,
+    Model,
+    RetryInterval,
+    exactly_one,
+)
 
 __all__ = [
     "KNOWN_ENGINES",
     "ApplyPolicy",
     "Artifact",
     "ArtifactVerification",
+    "DatabaseDeclaration",
     "DatabaseSpec",
     "SecretKeyRef",
     "Target",
@@ -72,14 +80,7 @@ class UrlReference(Model):
             )
         return data
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Self:
-        given = [x for x in (self.from_env, self.from_file, self.secret_key_ref) if x is not None]
-        if len(given) != 1:
-            raise PydanticCustomError(
-                "url_reference", "set exactly one of fromEnv, fromFile or secretKeyRef"
-            )
-        return self
+    _exactly_one = exactly_one("url_reference", "from_env", "from_file", "secret_key_ref")
 
 
 class Target(Model):
@@ -91,11 +92,7 @@ class Target(Model):
     realm: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] | None = None
     shared_realm: bool = False
 
-    @model_validator(mode="after")
-    def _one_coordination_name(self) -> Self:
-        if (self.coordination_key is None) == (self.realm is None):
-            raise PydanticCustomError("coordination", "set exactly one of coordinationKey or realm")
-        return self
+    _one_coordination_name = exactly_one("coordination", "coordination_key", "realm")
 
 
 class ArtifactVerification(Model):
@@ -130,3 +127,10 @@ class DatabaseSpec(Model):
     interval: Interval = 600
     retry_interval: RetryInterval = 30
     suspend: bool = False
+
+
+class DatabaseDeclaration(Declaration):
+    """A ``DatabaseSchema`` or a ``DatabaseMigration``: a database resource, whose name
+    becomes file names and a branch name (:class:`DatabaseObjectMeta`)."""
+
+    metadata: DatabaseObjectMeta

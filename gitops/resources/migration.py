@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from gitops.resources.base import API_VERSION, DatabaseObjectMeta, MigrationLockTimeout, Model
-from gitops.resources.database import ApplyPolicy, DatabaseSpec
+from gitops.resources.base import MigrationLockTimeout, Model
+from gitops.resources.database import ApplyPolicy, DatabaseDeclaration, DatabaseSpec
 from gitops.resources.status import DatabaseMigrationStatus
 
 __all__ = ["DatabaseMigration", "DatabaseMigrationSpec", "MigrationPolicy"]
@@ -36,11 +36,9 @@ class DatabaseMigrationSpec(DatabaseSpec):
     policy: MigrationPolicy = Field(default_factory=MigrationPolicy)
 
 
-class DatabaseMigration(Model):
+class DatabaseMigration(DatabaseDeclaration):
     """A database whose recorded migration history Seshat advances."""
 
-    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["DatabaseMigration"] = "DatabaseMigration"
-    metadata: DatabaseObjectMeta
     spec: DatabaseMigrationSpec
     status: DatabaseMigrationStatus | None = None

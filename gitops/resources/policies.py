@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from gitops.resources.base import API_VERSION, MaxAge, Model, ObjectMeta
+from gitops.resources.base import Declaration, MaxAge, Model
 from runner.artifacts.policy import (
     Authority,
     KeyAuthority,
@@ -40,12 +40,10 @@ __all__ = [
 ]
 
 
-class VerificationPolicy(Model):
+class VerificationPolicy(Declaration):
     """A named artifact trust policy, referenced by ``spec.artifact.verification.policy``."""
 
-    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["VerificationPolicy"] = "VerificationPolicy"
-    metadata: ObjectMeta
     spec: VerificationPolicySpec
 
     def repo_paths(self) -> list[tuple[tuple[str | int, ...], str]]:
@@ -111,12 +109,10 @@ class ApprovalPolicySpec(Model):
     rules: Annotated[list[ApprovalRule], Field(min_length=1, max_length=64)]
 
 
-class ApprovalPolicy(Model):
+class ApprovalPolicy(Declaration):
     """Who may approve plans, and how many distinct signers each kind of plan needs."""
 
-    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["ApprovalPolicy"] = "ApprovalPolicy"
-    metadata: ObjectMeta
     spec: ApprovalPolicySpec
 
     def repo_paths(self) -> list[tuple[tuple[str | int, ...], str]]:

@@ -7,8 +7,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from gitops.resources.base import API_VERSION, DatabaseObjectMeta, Model, SchemaLockTimeout
-from gitops.resources.database import ApplyPolicy, DatabaseSpec, UrlReference
+from gitops.resources.base import Model, SchemaLockTimeout
+from gitops.resources.database import (
+    ApplyPolicy,
+    DatabaseDeclaration,
+    DatabaseSpec,
+    UrlReference,
+)
 from gitops.resources.status import DatabaseSchemaStatus
 
 __all__ = ["DatabaseSchema", "DatabaseSchemaSpec", "DevDatabase", "SchemaPolicy"]
@@ -58,11 +63,9 @@ class DatabaseSchemaSpec(DatabaseSpec):
     dev: DevDatabase | None = None
 
 
-class DatabaseSchema(Model):
+class DatabaseSchema(DatabaseDeclaration):
     """A database whose schema Seshat converges to the artifact's DDL."""
 
-    api_version: Literal["seshat.dev/v1alpha1"] = API_VERSION
     kind: Literal["DatabaseSchema"] = "DatabaseSchema"
-    metadata: DatabaseObjectMeta
     spec: DatabaseSchemaSpec
     status: DatabaseSchemaStatus | None = None
