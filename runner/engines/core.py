@@ -129,7 +129,8 @@ class Engine(Generic[FactsT, SandboxT]):
         raise NotImplementedError
 
     def server_key(self, facts: FactsT) -> dict[str, object]:
-        """What of the server decides a normalization or a dry run (version, settings)."""
+        """What of the server decides a normalization or a dry run (version, settings); the
+        core adds which explicit sandbox, if any, runs them (:meth:`_server`)."""
         raise NotImplementedError
 
     def sandbox(self, facts: FactsT) -> AbstractContextManager[SandboxT]:
@@ -191,7 +192,7 @@ class Engine(Generic[FactsT, SandboxT]):
             {
                 "dialect": self.dialect,
                 "files": [[name, digest("file", {"text": text})] for name, text in files],
-                "server": self.server_key(facts),
+                "server": self._server(facts),
                 "engine": engine_version(),
                 "exclude": sorted(set(exclude)),
             },
@@ -204,6 +205,12 @@ class Engine(Generic[FactsT, SandboxT]):
         if not self.used_live:  # a normalization that borrowed from the live schema is not
             self.cache.keep_desired(key, model)  # this key's alone: not kept
         return model
+
+    def _server(self, facts: FactsT) -> dict[str, object]:
+        """The server part of a cache key: the dialect's :meth:`server_key`, and the explicit
+        sandbox (``dev_url``) a normalization or a dry run would run in."""
+        explicit = self.dev_url.display() if self.dev_url else None
+        return {**self.server_key(facts), "explicitSandbox": explicit}
 
     @contextlib.contextmanager
     def _reading(self, exclude: Sequence[str]) -> Iterator[Callable[[], Database]]:
@@ -233,7 +240,7 @@ class Engine(Generic[FactsT, SandboxT]):
                 "live": fingerprint(live),
                 "desired": fingerprint(desired),
                 "statements": [s.model_dump(mode="json") for s in statements],
-                "server": self.server_key(facts),
+                "server": self._server(facts),
                 "engine": engine_version(),
                 "exclude": sorted(set(options.exclude)),
             },

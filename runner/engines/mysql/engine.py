@@ -135,7 +135,6 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             "charset": facts.charset,
             "collation": facts.collation,
             "database": self.database,  # qualifiers naming it are pointed at the sandbox
-            "explicitSandbox": self.dev_url.display() if self.dev_url else None,
         }
 
     def _scrub(self, text: str) -> str:

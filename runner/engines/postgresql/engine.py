@@ -163,7 +163,6 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             "encoding": facts.encoding,
             "collate": facts.collate,
             "ctype": facts.ctype,
-            "explicitSandbox": self.dev_url.display() if self.dev_url else None,
         }
 
     @contextlib.contextmanager
