@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 __all__ = [
+    "OBJECT_CLASSES",
     "Column",
     "Comment",
     "Constraint",
@@ -157,6 +159,10 @@ class Comment:
     @property
     def key(self) -> str:
         return f"comment:{self.on}"
+
+
+OBJECT_CLASSES: Final = (Table, Column, Constraint, Index, Sequence, Definition, Comment)
+"""Every class a model's objects are made of (a fingerprint names each one's fields)."""
 
 
 @dataclass(frozen=True, slots=True)
