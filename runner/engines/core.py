@@ -46,6 +46,7 @@ from runner.engines.model import Database
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement
 from runner.engines.planner import Planned, PlanOptions, PlanRefused, converged, fingerprint
 from runner.engines.report import ApplyReport
+from runner.engines.scope import apply_exclude
 from runner.engines.servers import SandboxRefusal
 from runner.url import DatabaseURL
 
@@ -97,6 +98,7 @@ class Engine(Generic[FactsT, SandboxT]):
         self.cache = cache if cache is not None else PlanCache(Path("."), enabled=False)
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
         self.used_live = False  # the last normalization needed the live model
+        self._live: Callable[[], Database] | None = None  # the reading a normalization may use
         self.prepare()
 
     def prepare(self) -> None:
@@ -127,7 +129,8 @@ class Engine(Generic[FactsT, SandboxT]):
         raise NotImplementedError
 
     def server_key(self, facts: FactsT) -> dict[str, object]:
-        """What of the server decides a normalization or a dry run (version, settings)."""
+        """What of the server decides a normalization or a dry run (version, settings); the
+        core adds which explicit sandbox, if any, runs them (:meth:`_server`)."""
         raise NotImplementedError
 
     def sandbox(self, facts: FactsT) -> AbstractContextManager[SandboxT]:
@@ -135,15 +138,10 @@ class Engine(Generic[FactsT, SandboxT]):
         raise NotImplementedError
 
     def normalize(
-        self,
-        sandbox: SandboxT,
-        files: list[tuple[str, str]],
-        live: Callable[[], Database],
-        exclude: Sequence[str],
+        self, sandbox: SandboxT, files: list[tuple[str, str]], exclude: Sequence[str]
     ) -> Database:
-        """Load ``files`` into a fresh sandbox database and read them back. ``live()`` waits
-        for the live model, for a load that needs it (PostgreSQL: a schema only the live
-        database has); such a normalization sets :attr:`used_live`."""
+        """Load ``files`` into a fresh sandbox database and read them back. A load that needs
+        the live model asks :meth:`live_model` for it."""
         raise NotImplementedError
 
     def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
@@ -151,15 +149,11 @@ class Engine(Generic[FactsT, SandboxT]):
         raise NotImplementedError
 
     def dry_run(
-        self,
-        sandbox: SandboxT,
-        baseline: Database,
-        statements: Sequence[PlanStatement],
-        options: PlanOptions,
+        self, sandbox: SandboxT, baseline: Database, statements: Sequence[PlanStatement]
     ) -> tuple[list[PlanStatement], Database]:
         """Rebuild ``baseline`` (the live schema, or a scope of it) in a fresh sandbox
         database and run ``statements`` there: the statements as the dry run judged them
-        (lock probes), and the schema it reached (``exclude`` applied)."""
+        (lock probes), and the whole schema it reached (the core applies ``exclude``)."""
         raise NotImplementedError
 
     def drift_differ(self, live: Database, desired: Database) -> list[Any]:
@@ -169,6 +163,14 @@ class Engine(Generic[FactsT, SandboxT]):
 
     def apply(self, document: PlanDocument, *, lock_timeout_ms: int = 30_000) -> ApplyReport:
         raise NotImplementedError
+
+    def live_model(self) -> Database:
+        """The live model, for a normalization that needs it (PostgreSQL: a schema only the
+        live database has); it waits for the read. Such a normalization sets
+        :attr:`used_live`: it is not the desired files' alone, so it is not cached."""
+        assert self._live is not None, "the live model is lent to a normalization only"
+        self.used_live = True
+        return self._live()
 
     # -- the sequence --------------------------------------------------------------------
 
@@ -190,7 +192,7 @@ class Engine(Generic[FactsT, SandboxT]):
             {
                 "dialect": self.dialect,
                 "files": [[name, digest("file", {"text": text})] for name, text in files],
-                "server": self.server_key(facts),
+                "server": self._server(facts),
                 "engine": engine_version(),
                 "exclude": sorted(set(exclude)),
             },
@@ -198,11 +200,17 @@ class Engine(Generic[FactsT, SandboxT]):
         found = self.cache.desired(key)
         if found is not None:
             return found
-        self.used_live = False
-        model = self.normalize(lazy.get(), files, live, exclude)
+        self._live, self.used_live = live, False
+        model = self.normalize(lazy.get(), files, exclude)
         if not self.used_live:  # a normalization that borrowed from the live schema is not
             self.cache.keep_desired(key, model)  # this key's alone: not kept
         return model
+
+    def _server(self, facts: FactsT) -> dict[str, object]:
+        """The server part of a cache key: the dialect's :meth:`server_key`, and the explicit
+        sandbox (``dev_url``) a normalization or a dry run would run in."""
+        explicit = self.dev_url.display() if self.dev_url else None
+        return {**self.server_key(facts), "explicitSandbox": explicit}
 
     @contextlib.contextmanager
     def _reading(self, exclude: Sequence[str]) -> Iterator[Callable[[], Database]]:
@@ -232,7 +240,7 @@ class Engine(Generic[FactsT, SandboxT]):
                 "live": fingerprint(live),
                 "desired": fingerprint(desired),
                 "statements": [s.model_dump(mode="json") for s in statements],
-                "server": self.server_key(facts),
+                "server": self._server(facts),
                 "engine": engine_version(),
                 "exclude": sorted(set(options.exclude)),
             },
@@ -277,22 +285,26 @@ class Engine(Generic[FactsT, SandboxT]):
         """The dry run on a scope of the live schema where that is enough, else on all of
         it; the statements as judged and the fingerprint the plan promises."""
         differ = self.drift_differ
+
+        def run(baseline: Database) -> tuple[list[PlanStatement], Database]:
+            """The dry run on ``baseline``, and the schema it reached in the managed scope."""
+            statements, result = self.dry_run(lazy.get(), baseline, planned.statements)
+            return statements, apply_exclude(result, options.exclude)
+
         if self.partial_dry_run:
             scope = dry_run_scope(live, desired, planned.changes)
             created = created_keys(live, desired)
             left_out = (live.tables.keys() | live.definitions.keys()) - scope
             if left_out and untouched_equal(live, desired, scope, differ):
                 try:
-                    statements, result = self.dry_run(
-                        lazy.get(), restrict(live, scope), planned.statements, options
-                    )
+                    statements, result = run(restrict(live, scope))
                     wanted = scope | created
                     converged(restrict(result, wanted), restrict(desired, wanted), differ)
                     return statements, fingerprint(merged(live, result, scope, created))
                 except PlanRefused as refusal:
                     if not refusal.reason.startswith("dry_run_"):
                         raise  # else: the whole live schema, below, settles it
-        statements, result = self.dry_run(lazy.get(), live, planned.statements, options)
+        statements, result = run(live)
         return statements, converged(result, desired, differ)
 
     def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import ClassVar, Final
 
 __all__ = [
+    "OBJECT_CLASSES",
     "Column",
     "Comment",
     "Constraint",
@@ -25,6 +27,20 @@ __all__ = [
     "Sequence",
     "Table",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class _InSchema:
+    """An object named in a schema (a table, an index, a sequence): its key is
+    ``<prefix>:<schema>.<name>``, the fields it starts with."""
+
+    prefix: ClassVar[str]
+    schema: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.prefix}:{self.schema}.{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +80,10 @@ class Constraint:
 
 
 @dataclass(frozen=True, slots=True)
-class Table:
+class Table(_InSchema):
     """A table (ordinary or partitioned) with its columns in physical order."""
 
-    schema: str
-    name: str
+    prefix = "table"
     columns: tuple[Column, ...]
     partition_key: str | None = None  # "RANGE (created_at)" for a partitioned table
     partition_of: str | None = None  # parent table key for a partition
@@ -78,20 +93,15 @@ class Table:
     force_row_security: bool = False
     options: tuple[tuple[str, str], ...] = ()  # dialect facts (ENGINE, STRICT, ...), sorted
 
-    @property
-    def key(self) -> str:
-        return f"table:{self.schema}.{self.name}"
-
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
 
 
 @dataclass(frozen=True, slots=True)
-class Index:
+class Index(_InSchema):
     """A stand-alone index (not one that backs a constraint), as ``pg_get_indexdef`` prints it."""
 
-    schema: str
-    name: str
+    prefix = "index"
     table: str
     definition: str
     unique: bool = False
@@ -99,17 +109,12 @@ class Index:
     """False for a PostgreSQL index an interrupted ``CREATE INDEX CONCURRENTLY`` left
     behind (``pg_index.indisvalid``/``indisready``): it is drift, and a plan rebuilds it."""
 
-    @property
-    def key(self) -> str:
-        return f"index:{self.schema}.{self.name}"
-
 
 @dataclass(frozen=True, slots=True)
-class Sequence:
+class Sequence(_InSchema):
     """A sequence's options; ``owned_by`` is ``column:s.t.c`` for a serial's sequence."""
 
-    schema: str
-    name: str
+    prefix = "sequence"
     data_type: str
     start: int
     increment: int
@@ -118,10 +123,6 @@ class Sequence:
     cache: int
     cycle: bool
     owned_by: str | None = None
-
-    @property
-    def key(self) -> str:
-        return f"sequence:{self.schema}.{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,10 @@ class Comment:
     @property
     def key(self) -> str:
         return f"comment:{self.on}"
+
+
+OBJECT_CLASSES: Final = (Table, Column, Constraint, Index, Sequence, Definition, Comment)
+"""Every class a model's objects are made of (a fingerprint names each one's fields)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,16 +19,7 @@ from runner.digests import digest
 from runner.engines.changes import Change, Statement
 from runner.engines.diff import diff
 from runner.engines.hazards import hazards_of
-from runner.engines.model import (
-    Column,
-    Comment,
-    Constraint,
-    Database,
-    Definition,
-    Index,
-    Table,
-)
-from runner.engines.model import Sequence as SequenceObject
+from runner.engines.model import OBJECT_CLASSES, Database
 from runner.engines.order import order
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement, PlanSummary
 from runner.errors import SeshatError
@@ -80,8 +71,7 @@ _SCALARS = (str, int, bool, type(None))
 SECTIONS: Final = ("tables", "constraints", "indexes", "sequences", "definitions", "comments")
 _FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
 _FIELD_NAMES: Final = {  # every model class's fields, in the order rows hold them
-    kind.__name__: [f.name for f in dataclasses.fields(kind)]
-    for kind in (Table, Column, Constraint, Index, SequenceObject, Definition, Comment)
+    kind.__name__: [f.name for f in dataclasses.fields(kind)] for kind in OBJECT_CLASSES
 }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import pwd
 import shutil
@@ -42,6 +43,7 @@ __all__ = [
     "cached_template",
     "copy_tree",
     "owner_for",
+    "private_data",
     "private_dir",
     "run_as",
 ]
@@ -220,3 +222,29 @@ def cached_template(
                 finally:
                     shutil.rmtree(folder, ignore_errors=True)
     yield published
+
+
+@contextlib.contextmanager
+def private_data(
+    name: str,
+    settings: str,
+    user: str,
+    build: Callable[[Owner], Callable[[Path], None]],
+    *,
+    prefix: str,
+    cache: bool = True,
+) -> Iterator[tuple[Owner, Path]]:
+    """The data directory one private server runs on, and the owner it runs as
+    (:func:`owner_for` ``user``): a copy of the template for ``name`` and ``settings``
+    (:func:`cached_template`, built by ``build(owner)``) in a fresh private directory
+    (:func:`private_dir`, named ``prefix``), removed afterwards: data in which a desired
+    schema ran is never reused."""
+    owner = owner_for(user)
+    key = f"{name}-{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
+    with cached_template(key, owner, build(owner), cache=cache) as template:
+        work = private_dir(owner, prefix)
+        try:
+            copy_tree(template, work / "data")
+            yield owner, work / "data"
+        finally:
+            shutil.rmtree(work, ignore_errors=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -135,7 +135,6 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             "charset": facts.charset,
             "collation": facts.collation,
             "database": self.database,  # qualifiers naming it are pointed at the sandbox
-            "explicitSandbox": self.dev_url.display() if self.dev_url else None,
         }
 
     def _scrub(self, text: str) -> str:
@@ -151,11 +150,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             yield sandbox
 
     def normalize(
-        self,
-        sandbox: Sandbox,
-        files: list[tuple[str, str]],
-        live: Callable[[], Database],
-        exclude: Sequence[str],
+        self, sandbox: Sandbox, files: list[tuple[str, str]], exclude: Sequence[str]
     ) -> Database:
         """Load the desired schema into a fresh sandbox schema and read it back."""
         with self._server_errors():
@@ -211,11 +206,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         return diff(live, desired)
 
     def dry_run(
-        self,
-        sandbox: Sandbox,
-        baseline: Database,
-        statements: Sequence[PlanStatement],
-        options: PlanOptions,
+        self, sandbox: Sandbox, baseline: Database, statements: Sequence[PlanStatement]
     ) -> tuple[list[PlanStatement], Database]:
         """Rebuild ``baseline`` in a fresh sandbox schema and run the plan there, probing
         each ``ALTER TABLE``'s algorithm."""
@@ -223,17 +214,12 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             conn, name = sandbox.fresh()
             self.scratch_names.append(name)
             try:
-                return self._probe_run(conn, name, baseline, statements, options)
+                return self._probe_run(conn, name, baseline, statements)
             finally:
                 conn.close()
 
     def _probe_run(
-        self,
-        conn: Any,
-        name: str,
-        baseline: Database,
-        statements: Sequence[PlanStatement],
-        options: PlanOptions,
+        self, conn: Any, name: str, baseline: Database, statements: Sequence[PlanStatement]
     ) -> tuple[list[PlanStatement], Database]:
         empty = introspect(conn, name)
         copy = plan_changes(
@@ -268,7 +254,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                     ),
                 ) from None
             probed.append(probed_hazards(statement, algorithm))
-        return probed, self._read(conn, name, options.exclude)
+        return probed, introspect(conn, name)
 
     # -- applying --------------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ With neither, the plan is refused ``sandbox_unavailable``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import secrets
@@ -39,16 +38,7 @@ import pymysql
 
 from runner.engines.mysql.connection import connection, rows
 from runner.engines.mysql.quoting import ident
-from runner.engines.servers import (
-    Owner,
-    SandboxRefusal,
-    SandboxUnavailable,
-    cached_template,
-    copy_tree,
-    owner_for,
-    private_dir,
-    run_as,
-)
+from runner.engines.servers import Owner, SandboxRefusal, SandboxUnavailable, private_data, run_as
 from runner.errors import CanNotRunError
 from runner.url import DatabaseURL
 
@@ -358,34 +348,26 @@ def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandb
     series = _local_version(server)
     if series != facts.series:
         raise _unavailable(facts, f"this machine's mariadbd is {series or 'of unknown version'}")
-    owner = owner_for("mysql")
     settings = f"{TEMPLATE}|{series}|{facts.lower_case_table_names}|{server}"
-    key = f"mariadb-{series}-{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
-    with cached_template(key, owner, _build(server, install, owner, facts), cache=cache) as seed:
-        work = private_dir(owner, "seshat-mariadb-")
-        try:
-            copy_tree(seed, work / "data")
-            with _running(server, owner, work / "data", facts) as socket:
-                params = (("unix_socket", str(socket)),)
-                as_role = DatabaseURL(
-                    "mariadb",
-                    "mysql",
-                    user=ROLE,
-                    host="localhost",
-                    database="mysql",
-                    params=params,
-                )
-                as_root = DatabaseURL(
-                    "mariadb",
-                    "mysql",
-                    user="root",
-                    host="localhost",
-                    database="mysql",
-                    params=params,
-                )
-                yield Sandbox(as_role, as_root, facts)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    with (
+        private_data(
+            f"mariadb-{series}",
+            settings,
+            "mysql",
+            lambda owner: _build(server, install, owner, facts),
+            prefix="seshat-mariadb-",
+            cache=cache,
+        ) as (owner, data),
+        _running(server, owner, data, facts) as socket,
+    ):
+        params = (("unix_socket", str(socket)),)
+        as_role = DatabaseURL(
+            "mariadb", "mysql", user=ROLE, host="localhost", database="mysql", params=params
+        )
+        as_root = DatabaseURL(
+            "mariadb", "mysql", user="root", host="localhost", database="mysql", params=params
+        )
+        yield Sandbox(as_role, as_root, facts)
 
 
 # -- an explicit sandbox -----------------------------------------------------------------

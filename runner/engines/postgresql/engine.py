@@ -163,7 +163,6 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             "encoding": facts.encoding,
             "collate": facts.collate,
             "ctype": facts.ctype,
-            "explicitSandbox": self.dev_url.display() if self.dev_url else None,
         }
 
     @contextlib.contextmanager
@@ -173,18 +172,14 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             yield sandbox
 
     def normalize(
-        self,
-        sandbox: Sandbox,
-        files: list[tuple[str, str]],
-        live: Callable[[], Database],
-        exclude: Sequence[str],
+        self, sandbox: Sandbox, files: list[tuple[str, str]], exclude: Sequence[str]
     ) -> Database:
         """Load the desired schema into a fresh sandbox database and read it back."""
         database = sandbox.fresh()
 
         def schemas() -> list[str]:
-            self.used_live = True
-            return [d.definition for d in live().definitions.values() if d.kind == "schema"]
+            live = self.live_model().definitions.values()
+            return [d.definition for d in live if d.kind == "schema"]
 
         with connection(database) as conn:
             _load(conn, files, sandbox, database, schemas)
@@ -203,11 +198,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         return plan_changes(live, desired, options, render)
 
     def dry_run(
-        self,
-        sandbox: Sandbox,
-        baseline: Database,
-        statements: Sequence[PlanStatement],
-        options: PlanOptions,
+        self, sandbox: Sandbox, baseline: Database, statements: Sequence[PlanStatement]
     ) -> tuple[list[PlanStatement], Database]:
         """Rebuild ``baseline`` in a fresh sandbox database, run ``statements`` there."""
         database = sandbox.fresh()
@@ -239,7 +230,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             run(statements, "statement {number} failed in the dry run: {error}")
         try:
             with connection(database) as conn:
-                result = apply_exclude(introspect(conn), options.exclude)
+                result = introspect(conn)
         except psycopg.Error as error:
             raise PlanRefused(
                 "dry_run_failed", f"the dry run's result cannot be read: {_error_text(error)}"

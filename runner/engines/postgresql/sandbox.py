@@ -27,7 +27,6 @@ first use. With neither a private server nor an explicit sandbox the plan is ref
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import secrets
@@ -41,16 +40,7 @@ import psycopg
 
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.quoting import ident, literal
-from runner.engines.servers import (
-    Owner,
-    SandboxRefusal,
-    SandboxUnavailable,
-    cached_template,
-    copy_tree,
-    owner_for,
-    private_dir,
-    run_as,
-)
+from runner.engines.servers import Owner, SandboxRefusal, SandboxUnavailable, private_data, run_as
 from runner.errors import CanNotRunError
 from runner.url import DatabaseURL
 
@@ -367,21 +357,23 @@ def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandb
             f"postgresql-{facts.major}), or give an explicit sandbox: an empty database on "
             "another server (--dev-url, or spec.dev.url)"
         )
-    owner = owner_for("postgres")
     settings = f"{TEMPLATE}|{facts.major}|{facts.encoding}|{facts.collate}|{facts.ctype}|{bindir}"
-    key = f"postgresql-{facts.major}-{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
-    with cached_template(key, owner, _build(bindir, owner, facts), cache=cache) as template:
-        work = private_dir(owner, "seshat-pg-")
-        try:
-            copy_tree(template, work / "data")
-            with _running(bindir, owner, work / "data") as socket_dir:
-                server = DatabaseURL("postgresql", "postgresql", user=ROLE, host=str(socket_dir))
-                admin = DatabaseURL("postgresql", "postgresql", user=ADMIN, host=str(socket_dir))
-                sandbox = Sandbox(server.with_database("postgres"), admin.with_database("postgres"))
-                sandbox.ready = list(READY)
-                yield sandbox
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    with (
+        private_data(
+            f"postgresql-{facts.major}",
+            settings,
+            "postgres",
+            lambda owner: _build(bindir, owner, facts),
+            prefix="seshat-pg-",
+            cache=cache,
+        ) as (owner, data),
+        _running(bindir, owner, data) as socket_dir,
+    ):
+        server = DatabaseURL("postgresql", "postgresql", user=ROLE, host=str(socket_dir))
+        admin = DatabaseURL("postgresql", "postgresql", user=ADMIN, host=str(socket_dir))
+        sandbox = Sandbox(server.with_database("postgres"), admin.with_database("postgres"))
+        sandbox.ready = list(READY)
+        yield sandbox
 
 
 # -- an explicit sandbox -----------------------------------------------------------------

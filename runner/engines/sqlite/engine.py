@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -163,11 +163,7 @@ class SqliteEngine(Engine[None, None]):
         return contextlib.nullcontext()  # each step opens an in-memory sandbox of its own
 
     def normalize(
-        self,
-        sandbox: None,
-        files: list[tuple[str, str]],
-        live: Callable[[], Database],
-        exclude: Sequence[str],
+        self, sandbox: None, files: list[tuple[str, str]], exclude: Sequence[str]
     ) -> Database:
         """The desired schema, loaded into an in-memory sandbox and read back."""
         conn = open_sandbox()
@@ -187,11 +183,7 @@ class SqliteEngine(Engine[None, None]):
         return sqlite_diff(live, desired)
 
     def dry_run(
-        self,
-        sandbox: None,
-        baseline: Database,
-        statements: Sequence[PlanStatement],
-        options: PlanOptions,
+        self, sandbox: None, baseline: Database, statements: Sequence[PlanStatement]
     ) -> tuple[list[PlanStatement], Database]:
         """The plan on an in-memory copy of the live schema (its stored ``CREATE`` text,
         never its rows; ``baseline`` is the model of that same file)."""
@@ -217,7 +209,7 @@ class SqliteEngine(Engine[None, None]):
                     f"statement {failure.index + 1} failed in the dry run: {failure.error}",
                 ) from None
             conn.execute("COMMIT")
-            result = apply_exclude(introspect(conn), options.exclude)
+            result = introspect(conn)
         finally:
             conn.close()
         return list(statements), result

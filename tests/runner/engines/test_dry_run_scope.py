@@ -62,14 +62,10 @@ class Recording(PostgresEngine):
     rebuilt: list[int]
 
     def dry_run(
-        self,
-        sandbox: Sandbox,
-        baseline: Database,
-        statements: Sequence[PlanStatement],
-        options: PlanOptions,
+        self, sandbox: Sandbox, baseline: Database, statements: Sequence[PlanStatement]
     ) -> tuple[list[PlanStatement], Database]:
         self.rebuilt.append(len(baseline.tables))
-        return super().dry_run(sandbox, baseline, statements, options)
+        return super().dry_run(sandbox, baseline, statements)
 
 
 def plan(db: PostgresDatabase, desired: Path, *, partial: bool) -> tuple[bytes, list[int]]:
