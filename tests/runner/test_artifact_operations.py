@@ -127,30 +127,26 @@ def test_resolve_verify_and_plan_by_digest(
     )
     assert (refused["result"]["accepted"], refused["result"]["reason"]) == (False, "bad_signature")
 
-    # Plan reads the artifact by its digest (through the runner's cache), typed.
+    # Plan reads the artifact by its digest (through the runner's cache), typed; and a
+    # schema never stands in for migrations.
     database = tmp_path / "orders.db"
     sqlite3.connect(database).close()
-    plan = {
-        "operation": "plan",
-        "id": "p-1",
-        "url": {"from_env": "DB_URL"},
-        "artifact": artifact | {"artifact_type": SCHEMA_TYPE},
-        "registry": registry,
-    }
-    status, planned = _op(runner, tmp_path, plan, env={"DB_URL": f"sqlite:///{database}"})
+
+    def on_database(operation: str, artifact_type: str) -> tuple[int, dict[str, Any]]:
+        request = {
+            "operation": operation,
+            "id": f"{operation}-1",
+            "url": {"from_env": "DB_URL"},
+            "artifact": artifact | {"artifact_type": artifact_type},
+            "registry": registry,
+        }
+        return _op(runner, tmp_path, request, env={"DB_URL": f"sqlite:///{database}"})
+
+    status, planned = on_database("plan", SCHEMA_TYPE)
     assert status == 0, planned
     statements = [s["sql"] for s in planned["result"]["plan"]["statements"]]
     assert len(statements) == 1 and statements[0].startswith("CREATE TABLE"), statements
-
-    # A schema never stands in for migrations.
-    history = {
-        "operation": "history",
-        "id": "h-1",
-        "url": {"from_env": "DB_URL"},
-        "artifact": artifact | {"artifact_type": MIGRATIONS_TYPE},
-        "registry": registry,
-    }
-    status, wrong = _op(runner, tmp_path, history, env={"DB_URL": f"sqlite:///{database}"})
+    status, wrong = on_database("history", MIGRATIONS_TYPE)
     assert status == 2
     assert (wrong["error"]["code"], wrong["error"]["reason"]) == (
         "artifact_refused",
