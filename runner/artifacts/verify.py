@@ -22,11 +22,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from runner.artifacts.errors import ArtifactError
 from runner.artifacts.format import DEFAULT_LIMITS, Limits, Manifest, parse_manifest
-from runner.artifacts.keyless import FoundBundle, find_bundles
 from runner.artifacts.policy import (
     Authority,
     SignatureMode,
@@ -40,11 +39,13 @@ from runner.artifacts.signing import (
     load_public_key,
     verify_signature,
 )
-from runner.artifacts.sigstore import BAD_SIGNATURE, verify_bundle
 from runner.artifacts.store import Store
 from runner.digests import Digest
 from runner.files import NotReadable, read_inside
 from runner.protocol.results import VerifyCheck
+
+if TYPE_CHECKING:
+    from runner.artifacts.keyless import FoundBundle
 
 __all__ = ["Verdict", "policy_digest", "verify_artifact"]
 
@@ -124,6 +125,8 @@ def _key_file(repo: Path, relative: str) -> bytes:
 def _keyless(
     authorities: list[Authority], repo: Path, digest: str, found: list[FoundBundle]
 ) -> _Keyless:
+    from runner.artifacts.sigstore import BAD_SIGNATURE, verify_bundle
+
     keyless = [a for a in authorities if a.keyless is not None]
     candidates: dict[str, set[str]] = {a.name: set() for a in keyless}
     invalid = other_digest = mismatched = 0
@@ -273,10 +276,21 @@ def verify_artifact(
         checks.append(VerifyCheck("signatures", True, "not required (mode off)"))
         return Verdict(True, None, digest, tuple(checks), manifest)
     signature_checks, reason = _signature_checks(
-        spec, repo, digest, find_signatures(store, digest), find_bundles(store, digest)
+        spec, repo, digest, find_signatures(store, digest), _bundles(store, spec, digest)
     )
     checks += signature_checks
     if reason is not None and spec.signatures.mode is SignatureMode.WARN:
         checks.append(VerifyCheck("mode warn", True, f"accepted despite {reason}"))
         return Verdict(True, None, digest, tuple(checks), manifest)
     return Verdict(reason is None, reason, digest, tuple(checks), manifest)
+
+
+def _bundles(store: Store, spec: VerificationPolicySpec, digest: Digest) -> list[FoundBundle]:
+    """The Sigstore bundle referrers of ``digest``, read only for a policy with a keyless
+    authority (they mean nothing to a keys-only one, and the Sigstore client is slow to
+    import: a runner verifying static keys never loads it)."""
+    if not any(a.keyless is not None for a in spec.signatures.authorities):
+        return []
+    from runner.artifacts.keyless import find_bundles
+
+    return find_bundles(store, digest)
