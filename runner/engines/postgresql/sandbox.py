@@ -174,6 +174,7 @@ class Sandbox:
         self.names: list[str] = []  # scratch databases made (redacted by the caller)
         self._roles: set[str] = set()
         self._lent = False  # an explicit sandbox's own database is in use
+        self.public: PublicSchema | None = None  # how emptying it recreates ``public``
         self.ready: list[str] = []  # empty databases the template already holds
 
     def fresh(self) -> DatabaseURL:
@@ -191,7 +192,7 @@ class Sandbox:
                 if self.admin_url is not None:
                     raise
                 if self._lent:
-                    _empty(conn)
+                    _empty(conn, self.public)
                 self._lent = True
                 return self.server_url
             except psycopg.Error as error:
@@ -395,7 +396,9 @@ def dev_sandbox(dev_url: DatabaseURL, target: ServerFacts) -> Iterator[Sandbox]:
             raise SandboxRefusal(
                 "the dev database is not empty; give an empty database Seshat may use"
             )
+        public = PublicSchema.read(conn)
     sandbox = Sandbox(dev_url, None)
+    sandbox.public = public
     try:
         yield sandbox
     finally:
@@ -403,11 +406,30 @@ def dev_sandbox(dev_url: DatabaseURL, target: ServerFacts) -> Iterator[Sandbox]:
             for name in sandbox.names:
                 conn.execute(f"DROP DATABASE IF EXISTS {ident(name)} WITH (FORCE)".encode())
             if sandbox._lent:
-                _empty(conn)
+                _empty(conn, public)
 
 
-def _empty(conn: psycopg.Connection[Any]) -> None:
-    """Drop every schema and extension of the database ``conn`` is on; ``public`` again."""
+@dataclass(frozen=True, slots=True)
+class PublicSchema:
+    """The ``public`` schema of an explicit sandbox before Seshat used it (its owner and
+    comment, which the model reads): emptying the sandbox recreates it so, and every use,
+    in this process or the next, starts from the same database."""
+
+    owner: str
+    comment: str | None
+
+    @classmethod
+    def read(cls, conn: psycopg.Connection[Any]) -> PublicSchema | None:
+        row = conn.execute(
+            "SELECT pg_get_userbyid(nspowner), obj_description(oid, 'pg_namespace')"
+            " FROM pg_namespace WHERE nspname = 'public'"
+        ).fetchone()
+        return cls(row[0], row[1]) if row is not None else None
+
+
+def _empty(conn: psycopg.Connection[Any], public: PublicSchema | None) -> None:
+    """Drop every schema and extension of the database ``conn`` is on; then ``public`` as it
+    was (``public``: how it was before the first use; None: there was none)."""
     for (name,) in conn.execute(
         "SELECT extname FROM pg_extension WHERE extname <> 'plpgsql'"
     ).fetchall():
@@ -417,7 +439,16 @@ def _empty(conn: psycopg.Connection[Any]) -> None:
         " AND nspname <> 'information_schema' ORDER BY 1"
     ).fetchall():
         conn.execute(f"DROP SCHEMA {ident(name)} CASCADE".encode())
+    if public is None:
+        return
     conn.execute("CREATE SCHEMA public")
+    if public.owner != conn.info.user:
+        # pg_database_owner (PostgreSQL 15 and later) or whoever owned it; a role that may
+        # not give it away leaves it its own, which the model does not read.
+        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"ALTER SCHEMA public OWNER TO {ident(public.owner)}".encode())
+    if public.comment is not None:
+        conn.execute(f"COMMENT ON SCHEMA public IS {literal(public.comment)}".encode())
 
 
 def is_empty(conn: psycopg.Connection[Any]) -> bool:
