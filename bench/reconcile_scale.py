@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -50,16 +50,16 @@ class CountingExecutor(LocalExecutor):
 
     starts = 0
 
-    def run(
+    def run_batch(
         self,
-        request: OperationInput,
+        requests: Sequence[OperationInput],
         environment: Mapping[str, EnvValue],
         deadline: float,
         *,
         namespace: str = "default",
-    ) -> Outcome:
+    ) -> list[Outcome]:
         self.starts += 1
-        return super().run(request, environment, deadline, namespace=namespace)
+        return super().run_batch(requests, environment, deadline, namespace=namespace)
 
 
 def _git(cwd: Path, *args: str) -> None:

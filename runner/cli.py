@@ -155,16 +155,21 @@ def cli(cache_dir: Path | None) -> None:
     help="The operation, as JSON (see runner/protocol/messages.py).",
 )
 def op(input_path: Path) -> None:
-    """Run one operation for the control plane and print exactly one framed result.
+    """Run one operation (or a batch of them) for the control plane and print one framed
+    result per operation, each as soon as it ends.
 
-    The frame is the last thing on stdout: a header with the payload's length and SHA-256,
-    one line of JSON, and a footer. Exit status: 0 done, 1 refused by policy, 2 failed.
+    A frame is a header with the payload's length and SHA-256, one line of JSON, and a
+    footer. After an operation of a batch fails, the rest are not started (each answers
+    not_run). Exit status: 0 all done, 1 refused by policy, 2 failed (the first failure's).
     """
-    from runner.operations import run_operation
+    from runner.operations import run_operations
 
-    frame, status = run_operation(input_path)
-    click.echo(frame, nl=False)
-    sys.exit(status)
+    exit_status = 0
+    for frame, status in run_operations(input_path):
+        click.echo(frame, nl=False)
+        sys.stdout.flush()
+        exit_status = exit_status or status
+    sys.exit(exit_status)
 
 
 @cli.group()

@@ -7,9 +7,11 @@ including the frame. Errors become a stable code and a bounded message.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from runner.identity import target_identity
 from runner.protocol.frame import encode_frame
 from runner.protocol.messages import (
     REASON_PATTERN,
+    BatchInput,
     OperationError,
     OperationInput,
     OperationResult,
@@ -43,7 +46,7 @@ from runner.protocol.results import (
 from runner.redact import Redactor
 from runner.url import DatabaseURL, InvalidURL, UnsupportedScheme, parse_url, secrets_of_unreadable
 
-__all__ = ["MAX_MESSAGE", "run_operation"]
+__all__ = ["MAX_MESSAGE", "run_operations"]
 
 MAX_MESSAGE = 2048
 
@@ -222,57 +225,105 @@ def _execute(
         secrets.extend(engine.scratch_names)
 
 
-def run_operation(input_path: Path) -> tuple[str, int]:
-    """The frame to print for the operation described in ``input_path``, and an exit status."""
-    secrets: list[str] = []
-    operation, operation_id, identity = "unknown", "unknown", None
+def _read_input(input_path: Path) -> list[OperationInput]:
+    """The operations ``input_path`` describes: one operation, or a batch of them."""
     try:
-        try:
-            request = OperationInput.model_validate_json(input_path.read_bytes())
-        except (OSError, ValidationError) as error:
-            detail = (
-                str(error).splitlines()[0]
-                if isinstance(error, OSError)
-                else (
-                    "; ".join(
-                        f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                        for e in error.errors(include_input=False)
-                    )
-                )
+        data = json.loads(input_path.read_bytes())
+        if isinstance(data, dict) and "batch" in data:
+            return BatchInput.model_validate(data).batch
+        return [OperationInput.model_validate(data)]
+    except (OSError, ValueError) as error:
+        if isinstance(error, ValidationError):
+            detail = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                for e in error.errors(include_input=False)
             )
-            raise _Failure(ErrorCode.INVALID_INPUT, f"invalid operation input: {detail}") from None
-        operation, operation_id = request.operation, request.id
-        url = _resolve(request.url, secrets) if request.url else None
-        dev_url = _resolve(request.dev_url, secrets) if request.dev_url else None
+        else:
+            detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise _Failure(ErrorCode.INVALID_INPUT, f"invalid operation input: {detail}") from None
+
+
+class _Urls:
+    """The batch's URL references, each read and parsed once (every operation of a batch
+    names the same ones); a failure to read one is the failure of the operation that
+    needed it first."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        self.secrets = secrets
+        self._parsed: dict[UrlReference, DatabaseURL] = {}
+
+    def __call__(self, reference: UrlReference | None) -> DatabaseURL | None:
+        if reference is None:
+            return None
+        if reference not in self._parsed:
+            self._parsed[reference] = _resolve(reference, self.secrets)
+        return self._parsed[reference]
+
+
+def _answer(request: OperationInput, urls: _Urls) -> tuple[OperationResult, int]:
+    """The result of one operation and its exit status (0 done, 1 refused, 2 failed)."""
+    operation, operation_id, identity = request.operation, request.id, None
+    secrets = urls.secrets
+
+    def failed(code: ErrorCode, message: str, reason: str | None = None) -> OperationResult:
+        return _error(operation, operation_id, identity, code, message, reason)
+
+    try:
+        url = urls(request.url)
+        dev_url = urls(request.dev_url)
         identity = target_identity(url) if url is not None else None
         if request.artifact is not None:
             result = _with_artifact(request, url, dev_url, secrets)
         else:
             assert url is not None  # the input's validator requires it
             result = _execute(request, url, dev_url, secrets)
-        payload = OperationResult(
+        done = OperationResult(
             operation=operation, id=operation_id, target_identity=identity, result=result
         )
-        status = 0
+        return done, 0
     except _Failure as failure:
-        payload = _error(
-            operation, operation_id, identity, failure.code, failure.message, failure.reason
-        )
         status = 1 if failure.code is ErrorCode.PLAN_REFUSED else 2
+        return failed(failure.code, failure.message, failure.reason), status
     except CanNotRunError as error:
-        payload = _error(operation, operation_id, identity, ErrorCode.CANNOT_CONNECT, str(error))
-        status = 2
+        return failed(ErrorCode.CANNOT_CONNECT, str(error)), 2
     except SeshatError as error:
-        payload = _error(operation, operation_id, identity, ErrorCode.OPERATION_FAILED, str(error))
-        status = 2
+        return failed(ErrorCode.OPERATION_FAILED, str(error)), 2
     except KeyboardInterrupt:
-        message = "the runner was interrupted"
-        payload = _error(operation, operation_id, identity, ErrorCode.INTERRUPTED, message)
-        status = 2
+        return failed(ErrorCode.INTERRUPTED, "the runner was interrupted"), 2
     except Exception as error:  # the protocol promises one frame, whatever went wrong
         message = f"{type(error).__name__}: {error}"
-        payload = _error(operation, operation_id, identity, ErrorCode.INTERNAL, message)
-        status = 2
+        return failed(ErrorCode.INTERNAL, message), 2
+
+
+def run_operations(input_path: Path) -> Iterator[tuple[str, int]]:
+    """The frame to print for each operation ``input_path`` describes, in order, as each
+    ends, with its exit status. After an operation fails, the rest of a batch are not
+    started: each answers ``not_run``."""
+    secrets: list[str] = []
+    try:
+        requests = _read_input(input_path)
+    except _Failure as failure:
+        payload = _error("unknown", "unknown", None, failure.code, failure.message)
+        yield _framed(payload, secrets), 2
+        return
+    urls = _Urls(secrets)
+    failed: OperationResult | None = None
+    for request in requests:
+        if failed is not None:
+            assert failed.error is not None
+            message = f"not run: {failed.operation} {failed.id} failed ({failed.error.code})"
+            identity = failed.target_identity
+            payload = _error(request.operation, request.id, identity, ErrorCode.NOT_RUN, message)
+            yield _framed(payload, secrets), 2
+            continue
+        payload, status = _answer(request, urls)
+        if status != 0:
+            failed = payload
+        yield _framed(payload, secrets), status
+
+
+def _framed(payload: OperationResult, secrets: list[str]) -> str:
+    """The frame of ``payload``, with every secret the runner learned so far redacted."""
     redact = Redactor(secrets)
     document = payload.model_dump(mode="json", by_alias=True, exclude_none=True)
     # Keys and the protocol fields are Seshat's own words (operation, id, digests, the error
@@ -281,7 +332,7 @@ def run_operation(input_path: Path) -> tuple[str, int]:
     framed = {k: v if k in _PROTOCOL_FIELDS else _redacted(v, redact) for k, v in document.items()}
     if "error" in document:
         framed["error"] = document["error"] | {"message": redact(document["error"]["message"])}
-    return encode_frame(framed), status
+    return encode_frame(framed)
 
 
 _REASON = re.compile(REASON_PATTERN)

@@ -27,14 +27,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
 from gitops.resources.database import UrlReference
-from runner.protocol.frame import Found, find_last_frame
-from runner.protocol.messages import OperationInput, OperationResult
+from runner.protocol.frame import Found, find_frames, find_last_frame
+from runner.protocol.messages import BatchInput, OperationInput, OperationResult
 from runner.protocol.messages import UrlReference as RunnerUrl
 from runner.protocol.results import ErrorCode
 
@@ -45,7 +46,9 @@ __all__ = [
     "LocalExecutor",
     "Outcome",
     "SecretEnv",
+    "input_document",
     "outcome_from_output",
+    "outcomes_from_output",
 ]
 
 _BASE_ENVIRONMENT = (
@@ -98,16 +101,30 @@ class CredentialUnavailable(Exception):
     """This executor cannot hand the runner a URL given this way (a configuration error)."""
 
 
-class Executor(Protocol):
+class Executor(ABC):
+    """Runs operations in a runner: a subprocess, or a Kubernetes Job."""
+
     local_files: bool
     """Whether the runner sees the controller's filesystem (an ``oci-layout`` folder)."""
 
+    @abstractmethod
     def bind(
         self, reference: UrlReference, slot: Literal["url", "dev_url"]
     ) -> tuple[RunnerUrl, dict[str, EnvValue]]:
         """How the runner finds the URL ``reference`` names, and the environment carrying
         it; raises :class:`CredentialUnavailable`."""
-        ...
+
+    @abstractmethod
+    def run_batch(
+        self,
+        requests: Sequence[OperationInput],
+        environment: Mapping[str, EnvValue],
+        deadline: float,
+        *,
+        namespace: str = "default",
+    ) -> list[Outcome]:
+        """Run ``requests`` in one runner invocation with one credential (``environment``),
+        in order, within ``deadline`` seconds in all; one outcome per request."""
 
     def run(
         self,
@@ -116,31 +133,57 @@ class Executor(Protocol):
         deadline: float,
         *,
         namespace: str = "default",
-    ) -> Outcome: ...
+    ) -> Outcome:
+        """Run the one operation ``request``."""
+        return self.run_batch([request], environment, deadline, namespace=namespace)[0]
+
+
+def outcomes_from_output(
+    stdout: bytes, requests: Sequence[OperationInput], exit_code: int | None
+) -> list[Outcome]:
+    """The outcome of each of ``requests`` that the runner's output (its stdout, or a pod
+    log) states: the last valid frame answering that operation, or ``lost`` without one."""
+    output = stdout[-_MAX_OUTPUT:]
+    answers: dict[tuple[str, str], OperationResult] = {}
+    for frame in find_frames(output):
+        try:
+            answer = OperationResult.model_validate(frame.payload)
+        except ValueError:
+            continue  # a frame, but not an answer: as if it were damaged
+        answers[(answer.operation, answer.id)] = answer
+    outcomes = []
+    for request in requests:
+        result = answers.get((request.operation, request.id))
+        if result is None:
+            outcomes.append(Outcome("lost", None, _why_lost(output, exit_code), exit_code))
+        elif result.error is None:
+            outcomes.append(Outcome("done", result, "", exit_code))
+        else:
+            code = result.error.code
+            kind: Literal["refused", "failed"] = (
+                "refused" if code is ErrorCode.PLAN_REFUSED else "failed"
+            )
+            outcomes.append(Outcome(kind, result, f"{code}: {result.error.message}", exit_code))
+    return outcomes
 
 
 def outcome_from_output(stdout: bytes, request: OperationInput, exit_code: int | None) -> Outcome:
-    """The outcome the runner's output (its stdout, or a pod log) states for ``request``."""
-    frame = find_last_frame(stdout[-_MAX_OUTPUT:])
-    if not isinstance(frame, Found):
-        return Outcome(
-            "lost",
-            None,
-            f"no result ({frame.status.value}: {frame.detail}; exit {exit_code})",
-            exit_code,
-        )
-    try:
-        result = OperationResult.model_validate(frame.payload)
-    except ValueError:
-        return Outcome("lost", None, "the result frame is not an operation result", None)
-    if result.id != request.id or result.operation != request.operation:
-        return Outcome("lost", None, "the result answers another operation", None)
-    if result.error is None:
-        return Outcome("done", result, "", exit_code)
-    kind: Literal["refused", "failed"] = (
-        "refused" if result.error.code is ErrorCode.PLAN_REFUSED else "failed"
-    )
-    return Outcome(kind, result, f"{result.error.code}: {result.error.message}", exit_code)
+    """The outcome of the one operation ``request`` (see :func:`outcomes_from_output`)."""
+    return outcomes_from_output(stdout, [request], exit_code)[0]
+
+
+def _why_lost(output: bytes, exit_code: int | None) -> str:
+    frame = find_last_frame(output)
+    if isinstance(frame, Found):
+        return f"no frame answers this operation (exit {exit_code})"
+    return f"no result ({frame.status.value}: {frame.detail}; exit {exit_code})"
+
+
+def input_document(requests: Sequence[OperationInput]) -> str:
+    """The runner's input: one operation as itself, several as a :class:`BatchInput`."""
+    if len(requests) == 1:
+        return requests[0].model_dump_json(exclude_none=True)
+    return BatchInput(batch=list(requests)).model_dump_json(exclude_none=True)
 
 
 def _runner_command() -> list[str]:
@@ -148,7 +191,7 @@ def _runner_command() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "runner.cli"]
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Runs each operation as a ``seshat-runner`` child process."""
 
     local_files = True
@@ -180,36 +223,40 @@ class LocalExecutor:
             "the local executor takes fromEnv or fromFile"
         )
 
-    def run(
+    def run_batch(
         self,
-        request: OperationInput,
+        requests: Sequence[OperationInput],
         environment: Mapping[str, EnvValue],
         deadline: float,
         *,
         namespace: str = "default",
-    ) -> Outcome:
+    ) -> list[Outcome]:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         child_env = {k: os.environ[k] for k in _BASE_ENVIRONMENT if k in os.environ}
         child_env.setdefault("SESHAT_CACHE_DIR", str(self.cache_dir))
-        if request.artifact is not None:  # the registry credential, for this runner only
+        if any(r.artifact is not None for r in requests):  # the registry credential, for it
             child_env |= {k: os.environ[k] for k in _REGISTRY_ENVIRONMENT if k in os.environ}
         for name, value in environment.items():
             if not isinstance(value, str):
                 raise CredentialUnavailable(f"{name}: a Secret key needs the Kubernetes executor")
             child_env[name] = value
         with tempfile.NamedTemporaryFile(
-            "w", dir=self.work_dir, prefix=f"op-{request.id}-", suffix=".json", delete=False
+            "w", dir=self.work_dir, prefix=f"op-{requests[0].id}-", suffix=".json", delete=False
         ) as handle:
-            handle.write(request.model_dump_json(exclude_none=True))
+            handle.write(input_document(requests))
             input_path = Path(handle.name)
         try:
-            return self._run(input_path, request, child_env, deadline)
+            return self._run(input_path, requests, child_env, deadline)
         finally:
             input_path.unlink(missing_ok=True)
 
     def _run(
-        self, input_path: Path, request: OperationInput, env: dict[str, str], deadline: float
-    ) -> Outcome:
+        self,
+        input_path: Path,
+        requests: Sequence[OperationInput],
+        env: dict[str, str],
+        deadline: float,
+    ) -> list[Outcome]:
         process = subprocess.Popen(
             [*self.command, "op", "--input", str(input_path)],
             stdin=subprocess.DEVNULL,
@@ -223,6 +270,11 @@ class LocalExecutor:
             stdout, _ = process.communicate(timeout=deadline)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            return Outcome("lost", None, f"deadline of {deadline:g} s exceeded; killed", None)
-        return outcome_from_output(stdout, request, process.returncode)
+            stdout, _ = process.communicate()
+            # What finished before the deadline stands; the rest is lost.
+            killed = f"deadline of {deadline:g} s exceeded; killed"
+            return [
+                outcome if outcome.kind != "lost" else Outcome("lost", None, killed, None)
+                for outcome in outcomes_from_output(stdout, requests, None)
+            ]
+        return outcomes_from_output(stdout, requests, process.returncode)

@@ -1,4 +1,6 @@
-"""The Kubernetes executor: each runner operation is one Job in the resource's namespace.
+"""The Kubernetes executor: each runner invocation is one Job in the resource's namespace
+(one operation, or a batch of them for one resource with one credential: Observe, Plan and
+Plan of a refresh run in one Job, each answering with a frame of its own).
 
 What the Job gets, and only that:
 
@@ -30,7 +32,7 @@ import itertools
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,9 +40,11 @@ from typing import Any, Literal
 from gitops.execution.executor import (
     CredentialUnavailable,
     EnvValue,
+    Executor,
     Outcome,
     SecretEnv,
-    outcome_from_output,
+    input_document,
+    outcomes_from_output,
 )
 from gitops.kubernetes.api import Json, KubeApi, KubeError, NotFound
 from gitops.resources.database import UrlReference
@@ -106,7 +110,7 @@ def _files(request: OperationInput) -> list[tuple[str, bytes]]:
     return found
 
 
-class KubernetesExecutor:
+class KubernetesExecutor(Executor):
     """Runs each operation as a Job; see the module's documentation."""
 
     local_files = False
@@ -135,34 +139,41 @@ class KubernetesExecutor:
 
     def manifests(
         self,
-        request: OperationInput,
+        requests: Sequence[OperationInput],
         environment: Mapping[str, EnvValue],
         deadline: float,
         namespace: str,
     ) -> tuple[Json, Json]:
-        """The ConfigMap and the Job for ``request`` (both named after the operation)."""
+        """The ConfigMap and the Job for ``requests`` (both named after the first
+        operation): one Job runs them all, in order, with one credential."""
         s = self.settings
-        name = _name(request)
+        name = _name(requests[0])
         base = f"{s.mount_root.rstrip('/')}/{name}"
         inputs, scratch = f"{base}/input", f"{base}/work"
-        moved = request.model_copy(
-            update={
-                "desired": f"{inputs}/desired" if request.desired else None,
-                "migrations": f"{inputs}/migrations" if request.migrations else None,
-                "plan": f"{inputs}/plan/{Path(request.plan).name}" if request.plan else None,
-                "journal": f"{scratch}/journal" if request.journal else None,
-            }
-        )
-        files = [
-            ("operation.json", moved.model_dump_json(exclude_none=True).encode()),
-            *_files(request),
-        ]
+        moved: list[OperationInput] = []
+        files: list[tuple[str, bytes]] = []
+        for index, request in enumerate(requests):
+            # A batch's operations each get a folder of their own under the input mount.
+            prefix = "" if len(requests) == 1 else f"op{index}/"
+            there = f"{inputs}/{prefix}"
+            moved.append(
+                request.model_copy(
+                    update={
+                        "desired": f"{there}desired" if request.desired else None,
+                        "migrations": f"{there}migrations" if request.migrations else None,
+                        "plan": f"{there}plan/{Path(request.plan).name}" if request.plan else None,
+                        "journal": f"{scratch}/{prefix}journal" if request.journal else None,
+                    }
+                )
+            )
+            files += [(prefix + path, data) for path, data in _files(request)]
+        files.insert(0, ("operation.json", input_document(moved).encode()))
         labels = {
             "app.kubernetes.io/name": "seshat-runner",
             "app.kubernetes.io/managed-by": "seshat",
-            "seshat.dev/operation": request.operation,
+            "seshat.dev/operation": "-".join(r.operation for r in requests)[:63].strip("-"),
         }
-        annotations = {"seshat.dev/operation-id": request.id}
+        annotations = {"seshat.dev/operation-id": ",".join(r.id for r in requests)}
         metadata = {
             "name": name,
             "namespace": namespace,
@@ -203,7 +214,7 @@ class KubernetesExecutor:
             env.append({"name": "SESHAT_CACHE_DIR", "value": f"{cache}/runner"})
             mounts.append({"name": "cache", "mountPath": cache})
             volumes.append({"name": "cache", "persistentVolumeClaim": {"claimName": s.cache_claim}})
-        if request.artifact is not None and s.registry_secret is not None:
+        if any(r.artifact is not None for r in requests) and s.registry_secret is not None:
             registry = f"{base}/registry"
             env.append({"name": "DOCKER_CONFIG", "value": registry})
             mounts.append({"name": "registry", "mountPath": registry, "readOnly": True})
@@ -279,15 +290,26 @@ class KubernetesExecutor:
 
     # -- running -------------------------------------------------------------------------
 
-    def run(
+    def run_batch(
         self,
-        request: OperationInput,
+        requests: Sequence[OperationInput],
         environment: Mapping[str, EnvValue],
         deadline: float,
         *,
         namespace: str = "default",
-    ) -> Outcome:
-        configmap, job = self.manifests(request, environment, deadline, namespace)
+    ) -> list[Outcome]:
+        answered = self._run_job(requests, environment, deadline, namespace)
+        # A Job that never ran, or whose log is gone, has the same outcome for each.
+        return answered if isinstance(answered, list) else [answered] * len(requests)
+
+    def _run_job(
+        self,
+        requests: Sequence[OperationInput],
+        environment: Mapping[str, EnvValue],
+        deadline: float,
+        namespace: str,
+    ) -> Outcome | list[Outcome]:
+        configmap, job = self.manifests(requests, environment, deadline, namespace)
         size = sum(len(v) for v in configmap["binaryData"].values())
         if size > _MAX_CONFIGMAP:
             return Outcome(
@@ -318,15 +340,15 @@ class KubernetesExecutor:
             # ConfigMap and pod. (An immutable ConfigMap's metadata may still change.)
             with contextlib.suppress(KubeError):
                 self.api.merge_patch(f"{configmaps}/{name}", _owned_by(created))
-            return self._follow(request, namespace, name, deadline)
+            return self._follow(requests, namespace, name, deadline)
         finally:
             for path in (f"{jobs}/{name}", f"{configmaps}/{name}"):
                 with contextlib.suppress(KubeError):
                     self.api.delete(path)
 
     def _follow(
-        self, request: OperationInput, namespace: str, name: str, deadline: float
-    ) -> Outcome:
+        self, requests: Sequence[OperationInput], namespace: str, name: str, deadline: float
+    ) -> Outcome | list[Outcome]:
         ends = time.monotonic() + deadline + self.settings.grace
         # Short operations answer in about a second: look again soon at first, then every
         # ``poll`` seconds.
@@ -353,7 +375,7 @@ class KubernetesExecutor:
                 )
             finished = _finished(status)
             if finished is not None:
-                return self._read(request, namespace, pod, finished)
+                return self._read(requests, namespace, pod, finished)
             if time.monotonic() > ends:
                 return Outcome(
                     "lost", None, f"deadline of {deadline:g} s exceeded; Job {name} deleted", None
@@ -367,8 +389,8 @@ class KubernetesExecutor:
         return pods[0] if pods else None
 
     def _read(
-        self, request: OperationInput, namespace: str, pod: Json | None, finished: str
-    ) -> Outcome:
+        self, requests: Sequence[OperationInput], namespace: str, pod: Json | None, finished: str
+    ) -> Outcome | list[Outcome]:
         if pod is None:
             return Outcome("lost", None, f"the Job ended ({finished}) and its pod is gone", None)
         name = pod["metadata"]["name"]
@@ -378,11 +400,12 @@ class KubernetesExecutor:
             )
         except KubeError as error:
             return Outcome("lost", None, f"the pod's log could not be read: {error}", None)
-        outcome = outcome_from_output(log, request, _exit_code(pod))
-        if outcome.kind == "lost":
-            detail = f"{outcome.detail}; the Job ended: {finished}"
-            return Outcome("lost", None, detail, outcome.exit_code)
-        return outcome
+        return [
+            outcome
+            if outcome.kind != "lost"
+            else Outcome("lost", None, f"{outcome.detail}; the Job ended: {finished}", None)
+            for outcome in outcomes_from_output(log, requests, _exit_code(pod))
+        ]
 
 
 def _owned_by(job: Json) -> Json:

@@ -10,7 +10,7 @@ own phases and steps.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,9 +110,11 @@ class PassContext:
     now: Callable[[], datetime] = field(default=utc_now)
     log: Callable[[str], None] = lambda _: None
     leases: Leases | None = None  # None: the state file's
+    resolved: dict[str, str] = field(default_factory=dict)
+    """Resolve's answers this pass: the digest of each reference (as the runner reads it)."""
     verified: dict[tuple[str, str], VerifyResult] = field(default_factory=dict)
-    """Verify's answers this pass, by (reference, policy digest): resources sharing an
-    artifact resolve and verify it once."""
+    """Verify's answers this pass, by (the artifact pinned to its digest, policy digest):
+    resources sharing an artifact resolve and verify it once per pass."""
 
     @property
     def lease_store(self) -> Leases:
@@ -183,26 +185,42 @@ class ResourcePass(Generic[StatusT]):
         return f"{operation}-{secrets.token_hex(8)}"
 
     def run_operation(self, operation: str, op_id: str | None = None, **fields: object) -> Outcome:
+        """One operation on the resource's database (an Apply runs alone, with its id)."""
+        return self.run_batch([(operation, fields)], op_id)[0]
+
+    def run_batch(
+        self, operations: Sequence[tuple[str, Mapping[str, object]]], op_id: str | None = None
+    ) -> list[Outcome]:
+        """``operations`` (each a name and its input fields) in one runner invocation with
+        the database credential, in order; one outcome each. After one fails, the runner
+        starts none of the rest (they answer ``not_run``)."""
         executor = self.ctx.executor
         try:
             url, env = executor.bind(self.spec.target.url, "url")
-            request: dict[str, object] = {
-                "operation": operation,
-                "id": op_id or self.op_id(operation),
-                "url": url,
-            }
+            urls: dict[str, object] = {"url": url}
             dev = getattr(self.spec, "dev", None)
             if dev is not None:
                 dev_url, dev_env = executor.bind(dev.url, "dev_url")
-                request["dev_url"] = dev_url
+                urls["dev_url"] = dev_url
                 env = {**env, **dev_env}
         except CredentialUnavailable as error:
             raise Stop(BLOCKED, Reason.CONFIGURATION_ERROR, str(error)) from None
-        operation_input = OperationInput.model_validate(
-            {**request, "registry": self.ctx.registry, **fields, "settings": self.settings()}
-        )
-        self.ctx.log(f"{self.key}: {operation}")
-        return executor.run(operation_input, env, self.ctx.deadline, namespace=self.ref.namespace)
+        requests = [
+            OperationInput.model_validate(
+                {
+                    "operation": operation,
+                    "id": op_id or self.op_id(operation),
+                    **urls,
+                    "registry": self.ctx.registry,
+                    **fields,
+                    "settings": self.settings(),
+                }
+            )
+            for operation, fields in operations
+        ]
+        self.ctx.log(f"{self.key}: {', '.join(name for name, _ in operations)}")
+        deadline = self.ctx.deadline * len(requests)
+        return executor.run_batch(requests, env, deadline, namespace=self.ref.namespace)
 
     def run_registry_operation(self, operation: str, **fields: object) -> Outcome:
         """Resolve or Verify: an operation that reads a registry and no database, so the
@@ -410,7 +428,9 @@ class ResourcePass(Generic[StatusT]):
         verification = policy_digest(policy)
         self.status = self.status.model_copy(update={"source": SourceStatus(requested=declared)})
         source = self._source(declared)
-        key = (source.ref, verification)
+        source = source.model_copy(update={"digest": self._resolve(source)})
+        assert source.digest is not None
+        key = (str(parse_reference(source.ref).pinned(source.digest)), verification)
         verified = self.ctx.verified.get(key)
         if verified is None:
             verified = self._verify(source, policy)
@@ -458,19 +478,23 @@ class ResourcePass(Generic[StatusT]):
         version = f"@{reference.digest}" if reference.digest else f":{reference.tag or 'latest'}"
         return ArtifactSource(ref=f"oci-layout://{layout}{version}")
 
-    def _verify(self, source: ArtifactSource, policy: VerificationPolicySpec) -> VerifyResult:
-        """Resolve (unless the reference is pinned) and Verify, each a runner operation."""
-        digest = parse_reference(source.ref).digest
+    def _resolve(self, source: ArtifactSource) -> str:
+        """The manifest digest the reference names: its own pin, or Resolve's answer (a
+        runner operation, once per reference per pass)."""
+        pinned = parse_reference(source.ref).digest
+        if pinned is not None:
+            return pinned
+        digest = self.ctx.resolved.get(source.ref)
         if digest is None:
             outcome = self.run_registry_operation("resolve", artifact=source)
             digest = self.result(outcome, "Resolve", ResolveResult).digest
+            self.ctx.resolved[source.ref] = digest
+        return digest
+
+    def _verify(self, source: ArtifactSource, policy: VerificationPolicySpec) -> VerifyResult:
+        """Verify the artifact ``source`` pins against ``policy``: a runner operation."""
         trust = [TrustFile.of(path, self._trust_file(path)) for path in trust_paths(policy)]
-        outcome = self.run_registry_operation(
-            "verify",
-            artifact=source.model_copy(update={"digest": digest}),
-            policy=policy,
-            trust=trust,
-        )
+        outcome = self.run_registry_operation("verify", artifact=source, policy=policy, trust=trust)
         return self.result(outcome, "Verify", VerifyResult)
 
     def _trust_file(self, path: str) -> bytes:

@@ -89,11 +89,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         spec = self.resource.spec
         # Resolving and Verifying.
         desired, artifact_digest, verification = self.resolve_and_verify()
-        # Observing.
-        observed = self.run_operation("drift", artifact=desired)
-        drift = self.result(observed, "Observe", DriftResult).drift
-        self.status = self.status.model_copy(update={"drift": _drift(drift)})
-        # Planning, under the realm lease.
+        # Observing and Planning, under the realm lease: one runner invocation.
         coordination = coordination_digest(self.ref.namespace, spec.target)
         self.lease = self.ctx.lease_store.acquire(coordination, self.ctx.holder)
         if self.lease is None:
@@ -102,7 +98,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                 Reason.DISPATCH_FAILED,
                 "another controller holds this database's lease",
             )
-        document, data, target_identity = self._plan(desired)
+        document, data, target_identity = self._refresh(desired)
         if document.empty:
             return self._in_sync("the database matches the declared schema")
         binding = PlanBinding(
@@ -174,15 +170,15 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             )
         return self._apply(current, document, data, approval, desired, target_identity)
 
-    def _plan(self, desired: ArtifactSource) -> tuple[PlanDocument, bytes, str]:
-        """Two independent plans; only byte-identical ones are accepted."""
-        results = []
-        for attempt in ("Plan", "Plan (second)"):
-            outcome = self.run_operation("plan", artifact=desired)
-            result = self.result(outcome, attempt, PlanResult)
-            assert outcome.result is not None
-            results.append((result, outcome.result.target_identity or ""))
-        (first, identity), (second, _) = results
+    def _refresh(self, desired: ArtifactSource, when: str = "") -> tuple[PlanDocument, bytes, str]:
+        """Observe, then two independent plans (only byte-identical ones are accepted): one
+        runner invocation with the database credential. The drift goes to the status."""
+        fields = {"artifact": desired}
+        outcomes = self.run_batch([("drift", fields), ("plan", fields), ("plan", fields)])
+        drift = self.result(outcomes[0], f"Observe{when}", DriftResult).drift
+        self.status = self.status.model_copy(update={"drift": _drift(drift)})
+        first = self.result(outcomes[1], f"Plan{when}", PlanResult)
+        second = self.result(outcomes[2], f"Plan{when} (second)", PlanResult)
         if first.plan_digest != second.plan_digest:
             raise Stop(
                 FAILED,
@@ -197,7 +193,8 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                 Reason.OPERATION_FAILED,
                 "the plan does not hash to the digest the runner reported",
             )
-        return document, data, identity
+        assert outcomes[1].result is not None
+        return document, data, outcomes[1].result.target_identity or ""
 
     def _approval(self, current: str, document: PlanDocument) -> str | None:
         previous = self.previous
@@ -254,10 +251,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             return Verdict(FAILED, Reason.APPLY_FAILED, f"the Apply failed: {detail}")
         self.record_run(op_id, current, "Applied", "", now=now)
         # VerifyingConvergence: a fresh Observe and Plan under the same lease.
-        observed = self.run_operation("drift", artifact=desired)
-        drift = self.result(observed, "Observe after Apply", DriftResult).drift
-        self.status = self.status.model_copy(update={"drift": _drift(drift)})
-        after, _, _ = self._plan(desired)
+        after, _, _ = self._refresh(desired, " after Apply")
         if not after.empty:
             return Verdict(
                 FAILED,

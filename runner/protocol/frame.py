@@ -6,9 +6,10 @@ A frame is three lines::
     {"compact":"json",...}
     <<<SESHAT-RESULT END>>>
 
-The runner prints exactly one. Drivers, libraries and the runner's own logging may print
-around it, so the reader looks for the *last* frame whose length, digest and footer all
-check out, tolerating interleaved lines before and after. When there is none it says why,
+The runner prints one per operation (a batch prints several, in order). Drivers, libraries
+and the runner's own logging may print around them, so the reader looks for the *last*
+frame whose length, digest and footer all check out (or, for a batch, every such frame),
+tolerating interleaved lines before and after. When there is none it says why,
 because the cases mean different things to the control plane: nothing was printed
 (``not_found``: the runner died early), output stopped inside a frame (``incomplete``: it
 was killed while writing), a frame is damaged (``malformed``), or a frame declares more
@@ -35,6 +36,7 @@ __all__ = [
     "FrameStatus",
     "NotFound",
     "encode_frame",
+    "find_frames",
     "find_last_frame",
 ]
 
@@ -131,3 +133,17 @@ def find_last_frame(output: str | bytes, max_bytes: int = MAX_FRAME_BYTES) -> Fo
             return result
         failure = failure or result
     return failure or NotFound(FrameStatus.NOT_FOUND, "no result frame in the output")
+
+
+def find_frames(output: str | bytes, max_bytes: int = MAX_FRAME_BYTES) -> list[Found]:
+    """Every valid frame in ``output``, in order (a batch's answers); damaged ones are
+    left out, so an operation whose frame is damaged has no answer."""
+    text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+    lines = text.split("\n")
+    found = []
+    for index, line in enumerate(lines):
+        if line.startswith(_HEADER_START):
+            result = _check(lines, index, max_bytes)
+            if isinstance(result, Found):
+                found.append(result)
+    return found

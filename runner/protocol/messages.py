@@ -27,6 +27,7 @@ __all__ = [
     "DATABASE_OPERATIONS",
     "REASON_PATTERN",
     "ArtifactSource",
+    "BatchInput",
     "OperationError",
     "OperationInput",
     "OperationResult",
@@ -145,6 +146,32 @@ class OperationInput(_Frozen):
             raise ValueError(f"{self.operation} needs migrations or artifact (with its digest)")
         if self.operation == "migrate" and not self.expect_pending:
             raise ValueError("migrate needs expect_pending (the approved sequence)")
+        return self
+
+
+MAX_BATCH: Final = 8
+ALONE: Final = frozenset({"apply", "migrate"})
+"""The operations that change a database run alone, one per invocation."""
+
+
+class BatchInput(_Frozen):
+    """Several operations for one resource, run in order by one runner process with one
+    credential (every operation names the same URL references). The runner writes one frame
+    per operation; after one fails, the rest are not started and answer ``not_run``."""
+
+    protocol: Literal[1] = PROTOCOL_VERSION
+    batch: Annotated[list[OperationInput], Field(min_length=1, max_length=MAX_BATCH)]
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> Self:
+        first = self.batch[0]
+        for request in self.batch:
+            if (request.url, request.dev_url) != (first.url, first.dev_url):
+                raise ValueError("every operation of a batch names the same url and dev_url")
+            if request.operation in ALONE and len(self.batch) > 1:
+                raise ValueError(f"{request.operation} runs alone, never in a batch")
+        if len({request.id for request in self.batch}) != len(self.batch):
+            raise ValueError("the operations of a batch have distinct ids")
         return self
 
 

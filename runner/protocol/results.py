@@ -70,6 +70,7 @@ class ErrorCode(StrEnum):
     OPERATION_FAILED = "operation_failed"
     INTERRUPTED = "interrupted"
     INTERNAL = "internal"
+    NOT_RUN = "not_run"  # in a batch, after an operation that failed: never started
 
     @property
     def ran_nothing(self) -> bool:

@@ -6,7 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.reconcile_world import World, schema_yaml, tables
@@ -61,23 +61,23 @@ def test_suspend_while_an_apply_runs_follows_it_to_its_result(world: World) -> N
 
 
 class StealingExecutor(LocalExecutor):
-    """The real runner, but another controller takes the realm lease while a plan runs."""
+    """The real runner, but another controller takes the realm lease while the plans run."""
 
     def __init__(self, work: Path, state: Path) -> None:
         super().__init__(work / "operations")
         self.state_path = state
         self.stolen = False
 
-    def run(
+    def run_batch(
         self,
-        request: OperationInput,
+        requests: Sequence[OperationInput],
         environment: Mapping[str, EnvValue],
         deadline: float,
         *,
         namespace: str = "default",
-    ) -> Outcome:
-        outcome = super().run(request, environment, deadline, namespace=namespace)
-        if request.operation == "plan" and not self.stolen:
+    ) -> list[Outcome]:
+        outcome = super().run_batch(requests, environment, deadline, namespace=namespace)
+        if any(r.operation == "plan" for r in requests) and not self.stolen:
             self.stolen = True
             thief = StateFile(self.state_path)
             (coordination,) = thief.db.execute("SELECT coordination FROM leases").fetchone()

@@ -8,7 +8,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -186,14 +186,15 @@ class _MovesHistoryFirst(LocalExecutor):
         super().__init__(work_dir)
         self.database = database
 
-    def run(
+    def run_batch(
         self,
-        request: OperationInput,
+        requests: Sequence[OperationInput],
         env: Mapping[str, EnvValue],
         deadline: float,
         *,
         namespace: str = "default",
-    ) -> Outcome:
+    ) -> list[Outcome]:
+        (request, *_) = requests
         if request.operation == "migrate":
             with sqlite3.connect(self.database) as conn:
                 conn.execute("ALTER TABLE items ADD COLUMN name TEXT")
@@ -203,7 +204,7 @@ class _MovesHistoryFirst(LocalExecutor):
                     (next(c for v, c in request.expect_pending or [] if v == "2"),),
                 )
             conn.close()
-        return super().run(request, env, deadline, namespace=namespace)
+        return super().run_batch(requests, env, deadline, namespace=namespace)
 
 
 def test_the_history_moving_between_approval_and_apply_changes_nothing(world: World) -> None:
