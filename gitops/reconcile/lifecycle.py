@@ -28,6 +28,7 @@ from gitops.execution.executor import CredentialUnavailable, Executor, Outcome
 from gitops.execution.leases import Lease, Leases
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.state import StateFile
+from gitops.reconcile.workers import Books
 from gitops.repo.loader import LoadedResource, Repository
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.resources.database import DatabaseSpec
@@ -110,6 +111,8 @@ class PassContext:
     now: Callable[[], datetime] = field(default=utc_now)
     log: Callable[[str], None] = lambda _: None
     leases: Leases | None = None  # None: the state file's
+    books: Books = field(default_factory=Books)
+    """What the pass's workers share is used by one at a time, except while a runner works."""
     resolved: dict[str, str] = field(default_factory=dict)
     """Resolve's answers this pass: the digest of each reference (as the runner reads it)."""
     verified: dict[tuple[str, str], VerifyResult] = field(default_factory=dict)
@@ -220,7 +223,8 @@ class ResourcePass(Generic[StatusT]):
         ]
         self.ctx.log(f"{self.key}: {', '.join(name for name, _ in operations)}")
         deadline = self.ctx.deadline * len(requests)
-        return executor.run_batch(requests, env, deadline, namespace=self.ref.namespace)
+        with self.ctx.books.released():
+            return executor.run_batch(requests, env, deadline, namespace=self.ref.namespace)
 
     def run_registry_operation(self, operation: str, **fields: object) -> Outcome:
         """Resolve or Verify: an operation that reads a registry and no database, so the
@@ -234,7 +238,10 @@ class ResourcePass(Generic[StatusT]):
             }
         )
         self.ctx.log(f"{self.key}: {operation}")
-        return self.ctx.executor.run(request, {}, self.ctx.deadline, namespace=self.ref.namespace)
+        with self.ctx.books.released():
+            return self.ctx.executor.run(
+                request, {}, self.ctx.deadline, namespace=self.ref.namespace
+            )
 
     def result(self, outcome: Outcome, what: str, kind: type[PayloadT]) -> PayloadT:
         """The operation's result, or the Stop its failure means: Blocked with the reason
@@ -431,10 +438,11 @@ class ResourcePass(Generic[StatusT]):
         source = source.model_copy(update={"digest": self._resolve(source)})
         assert source.digest is not None
         key = (str(parse_reference(source.ref).pinned(source.digest)), verification)
-        verified = self.ctx.verified.get(key)
-        if verified is None:
-            verified = self._verify(source, policy)
-            self.ctx.verified[key] = verified
+        with self.ctx.books.one_at_a_time(("verify", key)):
+            verified = self.ctx.verified.get(key)
+            if verified is None:
+                verified = self._verify(source, policy)
+                self.ctx.verified[key] = verified
         self.status = self.status.model_copy(
             update={
                 "source": SourceStatus(
@@ -484,11 +492,12 @@ class ResourcePass(Generic[StatusT]):
         pinned = parse_reference(source.ref).digest
         if pinned is not None:
             return pinned
-        digest = self.ctx.resolved.get(source.ref)
-        if digest is None:
-            outcome = self.run_registry_operation("resolve", artifact=source)
-            digest = self.result(outcome, "Resolve", ResolveResult).digest
-            self.ctx.resolved[source.ref] = digest
+        with self.ctx.books.one_at_a_time(("resolve", source.ref)):
+            digest = self.ctx.resolved.get(source.ref)
+            if digest is None:
+                outcome = self.run_registry_operation("resolve", artifact=source)
+                digest = self.result(outcome, "Resolve", ResolveResult).digest
+                self.ctx.resolved[source.ref] = digest
         return digest
 
     def _verify(self, source: ArtifactSource, policy: VerificationPolicySpec) -> VerifyResult:

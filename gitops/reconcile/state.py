@@ -46,7 +46,8 @@ class StateFile:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite3.connect(path, isolation_level=None, timeout=30)
+        # A pass's workers take turns with it (gitops/reconcile/workers.py), never at once.
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(_SCHEMA)
 
