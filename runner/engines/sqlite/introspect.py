@@ -23,10 +23,9 @@ import hashlib
 import sqlite3
 from typing import Any
 
-from sqlglot.tokenizer_core import TokenType
-
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
 from runner.engines.sqlite.sqltext import (
+    Kind,
     SqlTextError,
     TableText,
     ident,
@@ -116,7 +115,7 @@ class _Reader:
         """Keys of the tables and views a definition's text names."""
         found = set()
         for piece in tokens(sql):
-            if piece.kind in (TokenType.IDENTIFIER, TokenType.VAR):
+            if piece.kind in (Kind.IDENTIFIER, Kind.VAR):
                 key = self.names.get(piece.text.lower())
                 if key is not None and key != own:
                     found.add(key)
