@@ -8,7 +8,10 @@ plan, and every refresh of a converged database):
   server's version and settings, the engine's own code and the planning options;
 * **the dry-run verdict** (the fingerprint the dry run reached, and the statements as the
   dry run judged them, lock probes included), keyed by the live fingerprint, the desired
-  fingerprint, the statements' digest, the server and the engine.
+  fingerprint, the statements' digest, the server and the engine;
+* **a live model read before** (SQLite), keyed by the rows introspection read, the SQLite
+  library and the engine: reading a SQLite schema means tokenizing its stored CREATE text,
+  which an unchanged database then needs no parser for.
 
 Each entry is a file named by its key: the digest of the rest, then canonical JSON; an entry
 that does not verify, or cannot be read, is a miss (and removed). Entries
@@ -170,29 +173,34 @@ class PlanCache:
             Path(temporary).unlink(missing_ok=True)
             raise
 
-    # -- the normalized desired model ----------------------------------------------------
+    # -- models: the normalized desired model, a live model read before ------------------
 
-    def desired(self, key: Digest) -> Database | None:
-        body = self._read("desired", key)
+    def _model(self, kind: str, key: Digest) -> Database | None:
+        body = self._read(kind, key)
         if body is None:
             return None
         try:
             model = model_from_entry(body["model"])
             remember_fingerprint(model, str(body["fingerprint"]))
         except (KeyError, TypeError, ValueError):
-            self._path("desired", key).unlink(missing_ok=True)
+            self._path(kind, key).unlink(missing_ok=True)
             return None
         return model
 
+    def _keep_model(self, kind: str, key: Digest, model: Database) -> None:
+        self._write(kind, key, {"model": model_entry(model), "fingerprint": fingerprint(model)})
+
+    def desired(self, key: Digest) -> Database | None:
+        return self._model("desired", key)
+
     def keep_desired(self, key: Digest, model: Database) -> None:
-        self._write(
-            "desired",
-            key,
-            {
-                "model": model_entry(model),
-                "fingerprint": fingerprint(model),
-            },
-        )
+        self._keep_model("desired", key, model)
+
+    def live(self, key: Digest) -> Database | None:
+        return self._model("live", key)
+
+    def keep_live(self, key: Digest, model: Database) -> None:
+        self._keep_model("live", key, model)
 
     # -- the dry-run verdict -------------------------------------------------------------
 

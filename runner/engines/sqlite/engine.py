@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from runner.digests import digest
+from runner.engines.cache import engine_version
 from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying
 from runner.engines.desired import DesiredSchemaError
@@ -37,7 +39,7 @@ from runner.engines.planner import (
 )
 from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
-from runner.engines.sqlite.introspect import introspect, server_major
+from runner.engines.sqlite.introspect import introspect, model_of, read_catalog, server_major
 from runner.engines.sqlite.rebuild import sqlite_diff
 from runner.engines.sqlite.render import render
 from runner.engines.sqlite.sandbox import copy_schema
@@ -144,17 +146,35 @@ class SqliteEngine(Engine[None, None]):
     def facts(self) -> None:
         return None
 
+    def _read(self, exclude: Sequence[str]) -> Database:
+        """The target's schema, read-only (``mode=ro``). A catalog read before, by this
+        engine's code and this SQLite library, is the model the planning cache kept for it:
+        its CREATE text is not tokenized again."""
+        with self._connect("ro") as conn:
+            catalog = read_catalog(conn)
+        key = digest(
+            "sqlite-live-model",
+            {
+                "catalog": catalog.document(),
+                "server": self.server_key(None),
+                "engine": engine_version(),
+            },
+        )
+        model = self.cache.live(key)
+        if model is None:
+            model = model_of(catalog)
+            self.cache.keep_live(key, model)
+        return apply_exclude(model, exclude)
+
     def observe(self, exclude: Sequence[str]) -> Database:
-        """The live schema read-only (``mode=ro``); a missing file is an empty schema (what a
-        first apply would create), never created."""
+        """The live schema; a missing file is an empty schema (what a first apply would
+        create), never created."""
         if not self.path.exists():
             return Database(dialect="sqlite", server_major=server_major())
-        with self._connect("ro") as conn:
-            return apply_exclude(introspect(conn), exclude)
+        return self._read(exclude)
 
     def inspect(self, exclude: Sequence[str] = ()) -> Database:
-        with self._connect("ro") as conn:
-            return apply_exclude(introspect(conn), exclude)
+        return self._read(exclude)
 
     def server_key(self, facts: None) -> dict[str, object]:
         return {"sqlite": sqlite3.sqlite_version}

@@ -6,6 +6,10 @@ Sources: ``sqlite_schema`` (what exists, and its stored CREATE text), the pragma
 and ``foreign_key_list``; and the stored text, read by :mod:`~runner.engines.sqlite.sqltext`,
 for what no pragma tells (CHECK, COLLATE, generation expressions, AUTOINCREMENT).
 
+Reading is two steps: :func:`read_catalog` runs the queries (the :class:`Catalog`, plain
+rows), :func:`model_of` makes the model of them; the engine can skip the second for a
+catalog it has read before.
+
 Everything lives in schema ``main``. Keys: ``table:main.t``, ``index:main.i``,
 ``view:main.v``, ``trigger:main.tr``, ``constraint:main.t.<name>`` where unnamed
 constraints get a name derived from what they say (``unique(a,b)``, ``check_<digest>``),
@@ -21,13 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from dataclasses import dataclass, fields
 from typing import Any
-
-from sqlglot.tokenizer_core import TokenType
 
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
 from runner.engines.sqlite.sqltext import (
-    SqlTextError,
+    Kind,
     TableText,
     ident,
     normalize,
@@ -36,7 +39,7 @@ from runner.engines.sqlite.sqltext import (
 )
 from runner.errors import CanNotRunError
 
-__all__ = ["SCHEMA", "introspect", "server_major"]
+__all__ = ["SCHEMA", "Catalog", "introspect", "model_of", "read_catalog", "server_major"]
 
 SCHEMA = "main"
 _NO_ACTION = "NO ACTION"
@@ -63,46 +66,87 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
+Rows = list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """Everything introspection reads from the database: ``sqlite_schema``'s rows and the
+    pragmas' rows, as SQLite returned them. The model is a function of these rows and the
+    SQLite library's major version alone, so :meth:`document` can key a model read before
+    (``SqliteEngine`` keeps it in the planning cache: an unchanged catalog is not read again,
+    and its CREATE text not tokenized again)."""
+
+    schema: Rows
+    xinfo: dict[str, Rows]
+    index_list: dict[str, Rows]
+    unique_info: dict[str, Rows]
+    foreign_keys: dict[str, Rows]
+    table_list: dict[str, tuple[Any, Any]]
+
+    def document(self) -> dict[str, object]:
+        """The rows as JSON values (names, text, integers and nulls: what the pragmas
+        return)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def read_catalog(conn: sqlite3.Connection) -> Catalog:
+    """The rows the model of the ``main`` database behind ``conn`` is made from."""
+    tables = "FROM sqlite_schema m JOIN {} p WHERE m.type = 'table'"
+    try:
+        return Catalog(
+            schema=_rows(
+                conn,
+                "SELECT type, name, tbl_name, sql FROM sqlite_schema"
+                " WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND sql IS NOT NULL"
+                " ORDER BY type, name",
+            ),
+            # Every pragma in one query each (a query per table costs seconds at 1,000
+            # tables).
+            xinfo=_grouped(
+                conn, "SELECT m.name, p.* " + tables.format("pragma_table_xinfo(m.name)")
+            ),
+            index_list=_grouped(
+                conn,
+                "SELECT m.name, p.* "
+                + tables.format("pragma_index_list(m.name)")
+                + " ORDER BY p.name",
+            ),
+            unique_info=_grouped(
+                conn,
+                "SELECT p.name, i.* "
+                + tables.format("pragma_index_list(m.name)").replace(
+                    " p ", " p JOIN pragma_index_info(p.name) i "
+                )
+                + " AND p.origin = 'u' ORDER BY p.name, i.seqno",
+            ),
+            foreign_keys=_grouped(
+                conn, "SELECT m.name, p.* " + tables.format("pragma_foreign_key_list(m.name)")
+            ),
+            table_list={
+                str(r[0]): (r[1], r[2])
+                for r in _rows(
+                    conn, "SELECT name, strict, wr FROM pragma_table_list WHERE schema = ?", SCHEMA
+                )
+            },
+        )
+    except sqlite3.Error as error:
+        raise CanNotRunError(f"cannot read the SQLite schema: {error}") from None
+
+
 class _Reader:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    def __init__(self, catalog: Catalog) -> None:
         self.tables: dict[str, Table] = {}
         self.constraints: dict[str, Constraint] = {}
         self.indexes: dict[str, Index] = {}
         self.definitions: dict[str, Definition] = {}
         self.depends: set[tuple[str, str]] = set()
-        self.schema = _rows(
-            conn,
-            "SELECT type, name, tbl_name, sql FROM sqlite_schema"
-            " WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND sql IS NOT NULL"
-            " ORDER BY type, name",
-        )
-        # Every pragma in one query each (a query per table costs seconds at 1,000 tables).
-        tables = "FROM sqlite_schema m JOIN {} p WHERE m.type = 'table'"
-        self.xinfo = _grouped(
-            conn, "SELECT m.name, p.* " + tables.format("pragma_table_xinfo(m.name)")
-        )
-        self.index_list = _grouped(
-            conn,
-            "SELECT m.name, p.* " + tables.format("pragma_index_list(m.name)") + " ORDER BY p.name",
-        )
-        self.unique_info = _grouped(
-            conn,
-            "SELECT p.name, i.* "
-            + tables.format("pragma_index_list(m.name)").replace(
-                " p ", " p JOIN pragma_index_info(p.name) i "
-            )
-            + " AND p.origin = 'u' ORDER BY p.name, i.seqno",
-        )
-        self.foreign_keys = _grouped(
-            conn, "SELECT m.name, p.* " + tables.format("pragma_foreign_key_list(m.name)")
-        )
-        self.table_list = {
-            str(r[0]): (r[1], r[2])
-            for r in _rows(
-                conn, "SELECT name, strict, wr FROM pragma_table_list WHERE schema = ?", SCHEMA
-            )
-        }
+        self.schema = catalog.schema
+        self.xinfo = catalog.xinfo
+        self.index_list = catalog.index_list
+        self.unique_info = catalog.unique_info
+        self.foreign_keys = catalog.foreign_keys
+        self.table_list = catalog.table_list
         # Names are case-insensitive in SQLite: references resolve through lower case.
         self.names: dict[str, str] = {}
         for kind, name, _, _ in self.schema:
@@ -116,7 +160,7 @@ class _Reader:
         """Keys of the tables and views a definition's text names."""
         found = set()
         for piece in tokens(sql):
-            if piece.kind in (TokenType.IDENTIFIER, TokenType.VAR):
+            if piece.kind in (Kind.IDENTIFIER, Kind.VAR):
                 key = self.names.get(piece.text.lower())
                 if key is not None and key != own:
                     found.add(key)
@@ -288,11 +332,12 @@ class _Reader:
         )
 
 
+def model_of(catalog: Catalog) -> Database:
+    """The schema model ``catalog`` describes (its CREATE text read by
+    :mod:`~runner.engines.sqlite.sqltext`)."""
+    return _Reader(catalog).read()
+
+
 def introspect(conn: sqlite3.Connection) -> Database:
     """The schema model of the ``main`` database behind ``conn``."""
-    try:
-        return _Reader(conn).read()
-    except SqlTextError:
-        raise
-    except sqlite3.Error as error:
-        raise CanNotRunError(f"cannot read the SQLite schema: {error}") from None
+    return model_of(read_catalog(conn))

@@ -16,12 +16,10 @@ dropped from the list (the table's own statement carries them). The stored CREAT
 
 from __future__ import annotations
 
-from sqlglot.tokenizer_core import TokenType
-
 from runner.engines.changes import Change, Phase
 from runner.engines.diff import diff
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
-from runner.engines.sqlite.sqltext import tokens
+from runner.engines.sqlite.sqltext import Kind, tokens
 
 __all__ = ["NOT_COMPARED", "sqlite_diff"]
 
@@ -59,9 +57,7 @@ def _addable(column: Column) -> bool:
 def _mentions(text: str, column: str) -> bool:
     wanted = column.lower()
     return any(
-        p.text.lower() == wanted
-        for p in tokens(text)
-        if p.kind in (TokenType.IDENTIFIER, TokenType.VAR)
+        p.text.lower() == wanted for p in tokens(text) if p.kind in (Kind.IDENTIFIER, Kind.VAR)
     )
 
 

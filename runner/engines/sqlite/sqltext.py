@@ -7,6 +7,11 @@ collations, generation expressions, AUTOINCREMENT, constraint names) is read her
 four SQLite spellings, comments) and read by a small recursive reader over the tokens, so a
 comma or parenthesis inside a string or a nested expression never confuses it.
 
+sqlglot is imported when the first text is tokenized, not with this module: importing it
+costs more than a whole runner start should, and a runner that reads an unchanged catalog
+from the planning cache (:mod:`runner.engines.sqlite.introspect`) tokenizes nothing. The
+reader therefore knows tokens by its own :class:`Kind`, not by sqlglot's ``TokenType``.
+
 :func:`normalize` is the canonical spelling two definitions are compared in: the tokens'
 own source text joined by single spaces, comments dropped, identifiers unquoted where
 quoting changes nothing. Case is kept, so a normalized text is still valid SQL with the
@@ -16,16 +21,18 @@ meaning of the original.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-
-from sqlglot.dialects.sqlite import SQLite
-from sqlglot.errors import TokenError
-from sqlglot.tokenizer_core import Token, TokenType
+from enum import Enum
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
 from runner.errors import SeshatError
 
+if TYPE_CHECKING:
+    from sqlglot.tokenizer_core import Token, TokenType
+
 __all__ = [
     "ColumnText",
+    "Kind",
     "Piece",
     "SqlTextError",
     "TableText",
@@ -36,7 +43,6 @@ __all__ = [
     "tokens",
 ]
 
-_NAME_TOKENS = (TokenType.IDENTIFIER, TokenType.VAR, TokenType.STRING)
 _TABLE_CONSTRAINTS = {"CONSTRAINT", "PRIMARY KEY", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN KEY"}
 
 
@@ -44,11 +50,26 @@ class SqlTextError(SeshatError):
     """Stored or desired SQL text that the reader cannot tokenize."""
 
 
+class Kind(Enum):
+    """The kinds of token the reader tells apart, named as sqlglot's ``TokenType`` names
+    them; every other token (a keyword, an operator, a number) is ``OTHER``."""
+
+    IDENTIFIER = "IDENTIFIER"  # a quoted name
+    VAR = "VAR"  # an unquoted name (a word that is not a keyword)
+    STRING = "STRING"
+    L_PAREN = "L_PAREN"
+    R_PAREN = "R_PAREN"
+    COMMA = "COMMA"
+    DOT = "DOT"
+    AUTO_INCREMENT = "AUTO_INCREMENT"
+    OTHER = "OTHER"
+
+
 @dataclass(frozen=True, slots=True)
 class Piece:
     """One token: its kind, its value (unquoted for identifiers) and its source spelling."""
 
-    kind: TokenType
+    kind: Kind
     text: str
     source: str
     start: int
@@ -57,7 +78,7 @@ class Piece:
     @property
     def word(self) -> str:
         """The keyword spelling (upper case, single spaces); empty for names and literals."""
-        if self.kind in (TokenType.IDENTIFIER, TokenType.STRING):
+        if self.kind in (Kind.IDENTIFIER, Kind.STRING):
             return ""
         return " ".join(self.text.upper().split())
 
@@ -67,15 +88,34 @@ def tokens(sql: str) -> list[Piece]:
     return list(_tokens(sql))
 
 
-@lru_cache(maxsize=65536)
-def _tokens(sql: str) -> tuple[Piece, ...]:
-    # Cached: a plan reads the same stored text up to three times (live, desired, dry run).
+def _tokenize(sql: str) -> list[Token]:
+    """sqlglot's SQLite tokens of ``sql``, or :class:`SqlTextError` (sqlglot is imported
+    here, on first use: see the module docstring)."""
+    from sqlglot.dialects.sqlite import SQLite
+    from sqlglot.errors import TokenError
+
     try:
         found: list[Token] = SQLite().tokenizer().tokenize(sql)
     except TokenError as error:
         raise SqlTextError(f"cannot read SQL text: {str(error).splitlines()[0]}") from None
+    return found
+
+
+@cache
+def _kinds() -> dict[TokenType, Kind]:
+    """The kind of each of sqlglot's token types the reader tells apart."""
+    from sqlglot.tokenizer_core import TokenType
+
+    return {TokenType[kind.value]: kind for kind in Kind if kind is not Kind.OTHER}
+
+
+@lru_cache(maxsize=65536)
+def _tokens(sql: str) -> tuple[Piece, ...]:
+    # Cached: a plan reads the same stored text up to three times (live, desired, dry run).
+    kinds = _kinds()
     return tuple(
-        Piece(t.token_type, t.text, sql[t.start : t.end + 1], t.start, t.end) for t in found
+        Piece(kinds.get(t.token_type, Kind.OTHER), t.text, sql[t.start : t.end + 1], t.start, t.end)
+        for t in _tokenize(sql)
     )
 
 
@@ -93,16 +133,20 @@ def _bare(name: str) -> str:
         and all(c.isalnum() or c == "_" for c in name)
     ):
         try:
-            found = SQLite().tokenizer().tokenize(name)
-        except TokenError:
+            found = _tokenize(name)
+        except SqlTextError:
             return ident(name)
-        if len(found) == 1 and found[0].token_type is TokenType.VAR and found[0].text == name:
+        if (
+            len(found) == 1
+            and _kinds().get(found[0].token_type) is Kind.VAR
+            and found[0].text == name
+        ):
             return name
     return ident(name)
 
 
 def _spelling(piece: Piece) -> str:
-    return _bare(piece.text) if piece.kind is TokenType.IDENTIFIER else piece.source
+    return _bare(piece.text) if piece.kind is Kind.IDENTIFIER else piece.source
 
 
 def normalize(pieces: list[Piece] | str) -> str:
@@ -122,9 +166,9 @@ def _close(pieces: list[Piece], index: int) -> int:
     depth = 0
     for position in range(index, len(pieces)):
         kind = pieces[position].kind
-        if kind is TokenType.L_PAREN:
+        if kind is Kind.L_PAREN:
             depth += 1
-        elif kind is TokenType.R_PAREN:
+        elif kind is Kind.R_PAREN:
             depth -= 1
             if depth == 0:
                 return position
@@ -136,11 +180,11 @@ def _split(pieces: list[Piece]) -> list[list[Piece]]:
     items: list[list[Piece]] = [[]]
     depth = 0
     for piece in pieces:
-        if piece.kind is TokenType.L_PAREN:
+        if piece.kind is Kind.L_PAREN:
             depth += 1
-        elif piece.kind is TokenType.R_PAREN:
+        elif piece.kind is Kind.R_PAREN:
             depth -= 1
-        if piece.kind is TokenType.COMMA and depth == 0:
+        if piece.kind is Kind.COMMA and depth == 0:
             items.append([])
         else:
             items[-1].append(piece)
@@ -184,7 +228,7 @@ def _constraint_parts(pieces: list[Piece]) -> tuple[list[tuple[str | None, str]]
     index = 0
     while index < len(pieces):
         piece = pieces[index]
-        if piece.kind is TokenType.L_PAREN:
+        if piece.kind is Kind.L_PAREN:
             index = _close(pieces, index) + 1
             continue
         word = piece.word
@@ -192,11 +236,7 @@ def _constraint_parts(pieces: list[Piece]) -> tuple[list[tuple[str | None, str]]
             pending = _name_of(pieces[index + 1])
             index += 2
             continue
-        if (
-            word == "CHECK"
-            and index + 1 < len(pieces)
-            and pieces[index + 1].kind is TokenType.L_PAREN
-        ):
+        if word == "CHECK" and index + 1 < len(pieces) and pieces[index + 1].kind is Kind.L_PAREN:
             end = _close(pieces, index + 1)
             checks.append((pending, normalize(pieces[index + 2 : end])))
             pending = None
@@ -215,7 +255,7 @@ def _generated(pieces: list[Piece]) -> str | None:
         if (
             piece.word == "AS"
             and index + 1 < len(pieces)
-            and pieces[index + 1].kind is TokenType.L_PAREN
+            and pieces[index + 1].kind is Kind.L_PAREN
         ):
             end = _close(pieces, index + 1)
             return normalize(pieces[index + 2 : end])
@@ -232,7 +272,7 @@ def _column(pieces: list[Piece]) -> ColumnText:
         collation=collation,
         generated=_generated(rest),
         checks=tuple(checks),
-        autoincrement=any(p.kind is TokenType.AUTO_INCREMENT for p in rest)
+        autoincrement=any(p.kind is Kind.AUTO_INCREMENT for p in rest)
         or any(p.word == "AUTOINCREMENT" for p in rest),
     )
 
@@ -252,11 +292,11 @@ def parse_create_table(sql: str) -> TableText:
     name_start = pieces[index].start
     name_end = pieces[index].end
     # schema.name
-    while index + 2 < len(pieces) and pieces[index + 1].kind is TokenType.DOT:
+    while index + 2 < len(pieces) and pieces[index + 1].kind is Kind.DOT:
         index += 2
         name_end = pieces[index].end
     index += 1
-    if index >= len(pieces) or pieces[index].kind is not TokenType.L_PAREN:
+    if index >= len(pieces) or pieces[index].kind is not Kind.L_PAREN:
         return TableText(name_start, name_end)  # CREATE TABLE ... AS SELECT
     end = _close(pieces, index)
     columns: list[ColumnText] = []

@@ -698,15 +698,12 @@ def test_a_cache_claim_gives_every_job_the_same_runner_cache(
         assert outcome.result is not None and isinstance(outcome.result.result, PlanResult)
         digests.append(outcome.result.result.plan_digest)
         if number == 0:
-            entries = (cache / "runner" / "plans").rglob("*.json")
-            kinds = sorted(p.relative_to(cache / "runner").parts[1] for p in entries)
-            assert kinds == ["desired", "verdict"], kinds
+            first = sorted((cache / "runner" / "plans").rglob("*.json"))
+            kinds = {p.relative_to(cache / "runner").parts[1] for p in first}
+            assert {"desired", "verdict"} <= kinds, kinds
     assert digests[0] == digests[1]
-    entries = (cache / "runner" / "plans").rglob("*.json")  # the second plan added no key
-    assert sorted(p.relative_to(cache / "runner").parts[1] for p in entries) == [
-        "desired",
-        "verdict",
-    ]
+    # The second plan added no key (SQLite's live model is one since the catalog is cached).
+    assert sorted((cache / "runner" / "plans").rglob("*.json")) == first
     for job in kube.jobs_created:
         pod = job["spec"]["template"]["spec"]
         assert {"name": "cache", "persistentVolumeClaim": {"claimName": "runner-cache"}} in pod[

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.engines.cache import PlanCache
+from runner.engines.model import Database
 from runner.engines.sqlite.engine import SqliteEngine, database_path
 from runner.errors import CanNotRunError, ConfigurationError
 from runner.url import parse_url
@@ -99,6 +101,30 @@ def test_the_same_schema_written_differently_is_the_same_model(tmp_path: Path) -
         SqliteEngine(parse_url(f"sqlite:///{two}")).inspect(),
     )
     assert a.indexes == b.indexes and a.constraints == b.constraints
+
+
+def test_the_cache_answers_only_for_the_very_catalog_it_read(tmp_path: Path) -> None:
+    """An unchanged catalog's model comes from the planning cache; a changed schema is read
+    again, a damaged entry computed again, and each time the model is what reading gives."""
+    db = make(tmp_path / "app.db", SCHEMA)
+    url = parse_url(f"sqlite:///{db}")
+    cache = PlanCache(tmp_path / "cache" / "plans")
+    entries = tmp_path / "cache" / "plans" / "live"
+
+    def observed() -> Database:
+        return SqliteEngine(url, cache=cache).observe(())
+
+    first = observed()
+    assert first == SqliteEngine(url).inspect() and len(list(entries.iterdir())) == 1
+    assert observed() == first and len(list(entries.iterdir())) == 1
+    make(db, "ALTER TABLE artist ADD COLUMN nickname TEXT COLLATE NOCASE;")
+    changed = observed()
+    nickname = changed.tables["table:main.artist"].column("nickname")
+    assert nickname is not None and nickname.collation == "NOCASE"
+    assert changed == SqliteEngine(url).inspect() and len(list(entries.iterdir())) == 2
+    for entry in entries.iterdir():
+        entry.write_text("sha256:" + "0" * 64 + "\n{}")
+    assert observed() == changed
 
 
 def test_urls_name_relative_and_absolute_files(tmp_path: Path) -> None:
