@@ -284,7 +284,7 @@ class ResourcePass(Generic[StatusT]):
         files = dict(self.files)
         files[status_path(self.ref.namespace, self.ref.name)] = status_bytes(self.ref, self.status)
         plan = self.status.plan.id if self.status.plan is not None else None
-        trailers = Trailers(f"{self.ref.kind} {self.key}", phase, plan, self.ctx.revision)
+        trailers = Trailers.one(f"{self.ref.kind} {self.key}", phase, plan, self.ctx.revision)
         subject = f"{self.key}: {phase}" + (
             f" ({reason.value})" if phase in (BLOCKED, FAILED) else ""
         )

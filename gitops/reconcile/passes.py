@@ -291,7 +291,7 @@ def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
             ctx.status_branch.publish(
                 {status_path(namespace, name): status_bytes(ref, status)},
                 f"{namespace}/{name}: Blocked (ConfigurationError)",
-                Trailers(f"{kind} {namespace}/{name}", SharedPhase.BLOCKED, None, ctx.revision),
+                Trailers.one(f"{kind} {namespace}/{name}", SharedPhase.BLOCKED, None, ctx.revision),
                 message,
             )
         except (ValueError, SeshatError, git.GitCommandError) as error:
@@ -336,7 +336,7 @@ def _failed(
         ctx.status_branch.publish(
             {status_path(meta.namespace, meta.name): status_bytes(ref, status)},
             f"{meta.namespace}/{meta.name}: Failed (InternalError)",
-            Trailers(
+            Trailers.one(
                 f"{resource.kind} {meta.namespace}/{meta.name}",
                 SharedPhase.FAILED,
                 None,

@@ -176,7 +176,7 @@ class Reviews:
         text = message(
             f"Review {key}: {status.phase.value}",
             "",
-            Trailers(f"{kind} {key}", status.phase.value, plan, status.observed_revision),
+            Trailers.one(f"{kind} {key}", status.phase.value, plan, status.observed_revision),
         )
         author = self.config.commit.author
         path = f".seshat/reviews/{namespace}/{name}.md"

@@ -18,7 +18,13 @@ from gitops.resources.status import (
     DatabaseSchemaStatus,
     SchemaPhase,
 )
-from gitops.writeback.commits import Trailers, is_own_commit, parse_trailers
+from gitops.writeback.commits import (
+    ResourceTrailers,
+    Trailers,
+    is_own_commit,
+    message,
+    parse_trailers,
+)
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import plan_paths, status_bytes, status_path
 
@@ -80,7 +86,7 @@ def test_publish_commits_once_per_material_change(git_remote: GitRemote, tmp_pat
     files: dict[str, bytes | None] = {status_path("shop", "orders"): awaiting}
     json_path, sql_path = plan_paths("shop", "orders", PLAN)
     files[json_path], files[sql_path] = b'{"plan": 1}\n', b"CREATE TABLE t ();\n"
-    trailers = Trailers("DatabaseSchema shop/orders", "AwaitingApproval", PLAN, "a" * 40)
+    trailers = Trailers.one("DatabaseSchema shop/orders", "AwaitingApproval", PLAN, "a" * 40)
     first = branch.publish(files, "shop/orders: AwaitingApproval", trailers)
     assert first.commit is not None and first.attempts == 1
 
@@ -93,12 +99,13 @@ def test_publish_commits_once_per_material_change(git_remote: GitRemote, tmp_pat
     with git_remote.fresh_clone(tmp_path / "check") as clone:
         clone.git.checkout("seshat/status")
         head = clone.head.commit
-        assert parse_trailers(str(head.message)) == {
-            "Seshat-Resource": "DatabaseSchema shop/orders",
-            "Seshat-Phase": "AwaitingApproval",
-            "Seshat-Plan": PLAN,
-            "Seshat-Source-Revision": "a" * 40,
-        }
+        assert str(head.message).endswith(
+            "\n\nSeshat-Resource: DatabaseSchema shop/orders\nSeshat-Phase: AwaitingApproval\n"
+            f"Seshat-Plan: {PLAN}\nSeshat-Source-Revision: {'a' * 40}\n"
+        )
+        assert parse_trailers(str(head.message)) == Trailers(
+            (ResourceTrailers("DatabaseSchema shop/orders", "AwaitingApproval", PLAN),), "a" * 40
+        )
         assert is_own_commit(head, BOT.author)
         # The status branch holds only Seshat's files, never the declarations.
         tracked = sorted(clone.git.ls_files().splitlines())
@@ -112,7 +119,7 @@ def test_publish_commits_once_per_material_change(git_remote: GitRemote, tmp_pat
         sql_path: None,
     }
     third = branch.publish(
-        changed, "shop/orders: InSync", Trailers("DatabaseSchema shop/orders", "InSync")
+        changed, "shop/orders: InSync", Trailers.one("DatabaseSchema shop/orders", "InSync")
     )
     assert third.commit is not None and len(_remote_log(git_remote)) == 2
     assert branch.read(sql_path) is None
@@ -122,7 +129,9 @@ def test_a_rejected_push_is_replayed_on_the_new_tip_never_forced(
     git_remote: GitRemote, tmp_path: Path
 ) -> None:
     ours, theirs = _branch(tmp_path, git_remote, "ours"), _branch(tmp_path, git_remote, "theirs")
-    theirs.publish({"status/shop/other.yaml": b"a: 1\n"}, "other", Trailers("X shop/other", "P"))
+    theirs.publish(
+        {"status/shop/other.yaml": b"a: 1\n"}, "other", Trailers.one("X shop/other", "P")
+    )
     their_first = _remote_log(git_remote)[0].split()[0]
 
     original_sync = ours.sync
@@ -133,12 +142,12 @@ def test_a_rejected_push_is_replayed_on_the_new_tip_never_forced(
         if not raced:  # between our fetch and our push, another writer pushes
             raced.append(True)
             theirs.publish(
-                {"status/shop/other.yaml": b"a: 2\n"}, "other 2", Trailers("X shop/other", "P")
+                {"status/shop/other.yaml": b"a: 2\n"}, "other 2", Trailers.one("X shop/other", "P")
             )
 
     ours.sync = sync_then_someone_pushes  # type: ignore[method-assign]
     written = ours.publish(
-        {"status/shop/orders.yaml": b"b: 1\n"}, "orders", Trailers("X shop/orders", "P")
+        {"status/shop/orders.yaml": b"b: 1\n"}, "orders", Trailers.one("X shop/orders", "P")
     )
     assert written.commit is not None and written.attempts == 2
     log = [line.split()[0] for line in _remote_log(git_remote)]
@@ -159,7 +168,7 @@ def test_commits_are_ssh_signed_when_configured(
         author=BOT.author, signing=Signing(format="ssh", key_file=str(key.private_key))
     )
     branch = StatusBranch(tmp_path / "a", git_remote.remote_url, "seshat/status", settings, GIT_ENV)
-    written = branch.publish({"status/a/b.yaml": b"x: 1\n"}, "signed", Trailers("X a/b", "P"))
+    written = branch.publish({"status/a/b.yaml": b"x: 1\n"}, "signed", Trailers.one("X a/b", "P"))
     assert written.commit is not None
     allowed = tmp_path / "allowed"
     allowed.write_text(f"bot@seshat.test {key.public_key_text}\n")
@@ -172,3 +181,29 @@ def test_commits_are_ssh_signed_when_configured(
         in repo.git.verify_commit("--raw", written.commit, with_extended_output=True)[2]
     )
     repo.close()
+
+
+def test_trailers_group_by_resource_and_read_single_resource_commits() -> None:
+    revision = "c" * 40
+    trailers = Trailers(
+        (
+            ResourceTrailers("DatabaseSchema shop/orders", "AwaitingApproval", PLAN),
+            ResourceTrailers("DatabaseMigration shop/ledger", "InSync"),
+        ),
+        revision,
+    )
+    text = message("seshat: 2 resources changed", "a\nb", trailers, ["Seshat-Record: {}"])
+    assert text.endswith(
+        "\n\nSeshat-Resource: DatabaseSchema shop/orders\nSeshat-Phase: AwaitingApproval\n"
+        f"Seshat-Plan: {PLAN}\nSeshat-Resource: DatabaseMigration shop/ledger\n"
+        f"Seshat-Phase: InSync\nSeshat-Source-Revision: {revision}\nSeshat-Record: {{}}\n"
+    )
+    assert parse_trailers(text) == trailers
+    # A single-resource commit reads as before; a phase with no resource above it is not one.
+    single = "x: Blocked\n\nSeshat-Resource: DatabaseSchema a/b\nSeshat-Phase: Blocked\n"
+    assert parse_trailers(single) == Trailers.one("DatabaseSchema a/b", "Blocked")
+    assert parse_trailers("x\n\nSeshat-Phase: InSync\nSeshat-Plan: p\n") == Trailers()
+    # A body quoting a trailer cannot add a resource, even as the last paragraph.
+    for around in (Trailers(), Trailers.one("DatabaseSchema a/b", "InSync")):
+        quoted = message("s", "Seshat-Resource: DatabaseSchema evil/x", around)
+        assert parse_trailers(quoted) == around
