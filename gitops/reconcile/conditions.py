@@ -2,8 +2,9 @@
 
 ``Ready`` (InSync), ``Reconciling`` (work is under way or will be retried) and ``Stalled``
 (Blocked: nothing changes until an input does). A condition keeps its
-``lastTransitionTime`` while its status and reason stay the same, so an unchanged verdict
-writes the same bytes and makes no commit.
+``lastTransitionTime`` while its status and reason stay the same, and names no revision,
+so an unchanged verdict writes the same bytes whatever commit the pass read, and makes no
+commit.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ def summary_conditions(
     phase: str,
     reason: str,
     message: str,
-    revision: str,
     now: datetime,
     previous: Sequence[Condition] = (),
 ) -> list[Condition]:
@@ -45,7 +45,6 @@ def summary_conditions(
                 reason=why,
                 message=message[:1024],
                 last_transition_time=old.last_transition_time if same and old else now,
-                observed_revision=revision,
             )
         )
     return conditions

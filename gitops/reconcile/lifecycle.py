@@ -276,9 +276,7 @@ class ResourcePass(Generic[StatusT]):
         self.status = self.status.model_copy(
             update={
                 "phase": self.phases(phase),
-                "conditions": summary_conditions(
-                    phase, reason.value, message, self.ctx.revision, now, previous
-                ),
+                "conditions": summary_conditions(phase, reason.value, message, now, previous),
             }
         )
         files = dict(self.files)

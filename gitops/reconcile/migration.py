@@ -103,7 +103,7 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         self.binding: MigrationPlanBinding | None = None  # the plan being applied
 
     def initial_status(self) -> DatabaseMigrationStatus:
-        status = DatabaseMigrationStatus(observed_revision=self.ctx.revision)
+        status = DatabaseMigrationStatus()
         previous = self.previous
         if previous is None:
             return status

@@ -1,8 +1,8 @@
 """One reconciliation pass over a repository: fetch, read at one commit, census, lifecycles.
 
 ``run_pass`` clones (first time) or fetches the repository into ``work/source``, checks out
-the watched branch's tip detached (that commit is every status file's
-``observedRevision``), reads the declarations there, takes the realm census, reads each
+the watched branch's tip detached (that commit is the ``Seshat-Source-Revision`` trailer
+of the status commits it makes), reads the declarations there, takes the realm census, reads each
 resource's previous status from the status branch, and drives each ``DatabaseSchema``
 through :class:`~gitops.reconcile.schema.SchemaPass` and each ``DatabaseMigration``
 through :class:`~gitops.reconcile.migration.MigrationPass`. A declaration with problems
@@ -211,7 +211,16 @@ def run_pass(
             failed = status.phase.value == SharedPhase.FAILED
             wait = spec.retry_interval if failed else spec.interval
             state.schedule(str(meta.uid), time.time() + wait)
-            _review(reviews, status_branch, resource.kind, meta.namespace, meta.name, status, log)
+            _review(
+                reviews,
+                status_branch,
+                resource.kind,
+                meta.namespace,
+                meta.name,
+                status,
+                revision,
+                log,
+            )
             log(f"{key}: {status.phase.value} ({_ready_reason(status)})")
     finally:
         state.close()
@@ -227,6 +236,7 @@ def _review(
     namespace: str,
     name: str,
     status: Status,
+    revision: str,
     log: Callable[[str], None],
 ) -> None:
     """Publish the resource's review; a forge or push problem never fails the pass."""
@@ -236,7 +246,7 @@ def _review(
         data = status_branch.read(sql_path)
         sql = data.decode("utf-8", errors="replace") if data is not None else None
     try:
-        outcome = reviews.after_verdict(kind, namespace, name, status, sql)
+        outcome = reviews.after_verdict(kind, namespace, name, status, sql, revision)
     except (SeshatError, git.GitCommandError, ValueError) as error:
         log(f"{namespace}/{name}: review not published: {error}")
         return
@@ -275,13 +285,11 @@ def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
         model = DatabaseMigrationStatus if kind == "DatabaseMigration" else DatabaseSchemaStatus
         status = model.model_validate(
             {
-                "observedRevision": ctx.revision,
                 "phase": SharedPhase.BLOCKED,
                 "conditions": summary_conditions(
                     SharedPhase.BLOCKED,
                     Reason.CONFIGURATION_ERROR.value,
                     message,
-                    ctx.revision,
                     ctx.now(),
                     previous.conditions if previous else [],
                 ),
@@ -317,13 +325,11 @@ def _failed(
     status = model.model_validate(
         carried
         | {
-            "observedRevision": ctx.revision,
             "phase": SharedPhase.FAILED,
             "conditions": summary_conditions(
                 SharedPhase.FAILED,
                 Reason.INTERNAL_ERROR.value,
                 message,
-                ctx.revision,
                 ctx.now(),
                 previous.conditions if previous else [],
             ),

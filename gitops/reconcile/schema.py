@@ -69,7 +69,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         super().__init__(loaded, ctx, previous)
 
     def initial_status(self) -> DatabaseSchemaStatus:
-        status = DatabaseSchemaStatus(observed_revision=self.ctx.revision)
+        status = DatabaseSchemaStatus()
         if self.previous is not None:
             status = status.model_copy(update={"last_applied": self.previous.last_applied})
         return status

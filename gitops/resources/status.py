@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gitops.resources.base import Model
 from runner.digests import Sha256
@@ -138,15 +138,33 @@ class Reason(StrEnum):
     INTERNAL_ERROR = "InternalError"
 
 
+_LEGACY = frozenset({"observedRevision", "observed_revision"})
+
+
+def _without_revision(data: Any) -> Any:
+    """A status (or condition) as read, without the ``observedRevision`` that status files
+    held before the declarations' commit moved to the commit trailer
+    (``Seshat-Source-Revision``): read and dropped, never written again."""
+    if isinstance(data, dict) and not _LEGACY.isdisjoint(data):
+        return {k: v for k, v in data.items() if k not in _LEGACY}
+    return data
+
+
 class Condition(Model):
-    """One Kubernetes-style condition, tied to the declarations' commit it judged."""
+    """One Kubernetes-style condition. It names no revision: it changes only when its
+    status, reason or message does, so a pass over a newer commit that decides the same
+    rewrites nothing."""
 
     type: ConditionType
     status: Literal["True", "False", "Unknown"]
     reason: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]*$", max_length=64)]
     message: Annotated[str, Field(max_length=1024)] = ""
     last_transition_time: datetime
-    observed_revision: Annotated[str, Field(pattern=r"^([0-9a-f]{40}|[0-9a-f]{64})?$")] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy(cls, data: Any) -> Any:
+        return _without_revision(data)
 
 
 Digest = Sha256
@@ -208,7 +226,15 @@ class HistorySummary(Model):
 
 
 class _Status(Model):
-    observed_revision: str = ""
+    """What a status file holds: a verdict and what it rests on, never the declarations'
+    commit a pass read (that is the commit's ``Seshat-Source-Revision`` trailer), so the file
+    changes only when something a person would care about changes."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy(cls, data: Any) -> Any:
+        return _without_revision(data)
+
     # Kubernetes mode only (the custom resource's status, never a status file): the
     # generation of the cluster's object whose spec this status describes.
     observed_generation: int | None = None

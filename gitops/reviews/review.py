@@ -46,17 +46,19 @@ def review_body(
     key: str,
     status: Status,
     sql: str | None,
+    revision: str,
     status_branch: str = "seshat/status",
     limit: int = MAX_BODY,
 ) -> str:
-    """The review text (and pull request body) of one verdict: Seshat's own words around
+    """The review text (and pull request body) of one verdict reached on the declarations'
+    commit ``revision``: Seshat's own words around
     fenced blocks holding everything that may come from an artifact or a server
     (:mod:`gitops.reviews.markdown`), cut to ``limit`` characters."""
     ready = next((c for c in status.conditions if c.type == ConditionType.READY), None)
     lines = [f"## {key}: {status.phase.value}" + (f" ({ready.reason})" if ready else "")]
     if ready is not None and ready.message:
         lines += ["", fence(ready.message, "text")]
-    lines += ["", f"Declarations at {code(status.observed_revision)}."]
+    lines += ["", f"Declarations at {code(revision)}."]
     history = status.history if isinstance(status, DatabaseMigrationStatus) else None
     if history is not None:
         current = code(history.current_version or "-")
@@ -160,23 +162,30 @@ class Reviews:
         self.clone.close()
 
     def after_verdict(
-        self, kind: str, namespace: str, name: str, status: Status, sql: str | None
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: Status,
+        sql: str | None,
+        revision: str,
     ) -> ReviewOutcome | None:
-        """Publish, update or close the review of one resource after its pass."""
+        """Publish, update or close the review of one resource after a pass that read the
+        declarations at ``revision``."""
         key, branch = f"{namespace}/{name}", review_branch(namespace, name)
         if status.phase.value == SharedPhase.IN_SYNC:
             closed = self.forge.close(branch, f"{key} is InSync.") if self.forge else None
             return ReviewOutcome(branch, None, closed) if closed else None
         if status.phase.value not in _REVIEWED:
             return None
-        body = review_body(key, status, sql, self.config.status_branch)
+        body = review_body(key, status, sql, revision, self.config.status_branch)
         self.clone.fetch(branch, self.config.branch)
-        start = self.clone.tip(branch) or status.observed_revision
+        start = self.clone.tip(branch) or revision
         plan = status.plan.id if status.plan else None
         text = message(
             f"Review {key}: {status.phase.value}",
             "",
-            Trailers.one(f"{kind} {key}", status.phase.value, plan, status.observed_revision),
+            Trailers.one(f"{kind} {key}", status.phase.value, plan, revision),
         )
         author = self.config.commit.author
         path = f".seshat/reviews/{namespace}/{name}.md"

@@ -37,7 +37,6 @@ CRDS = DEPLOY / "crds"
 K8S_VERSION = "1.33.0"
 RUNNER_SA = "runner-serviceaccount.yaml"
 SNIPPET_FOLDERS = ("manifests", "flux", "argocd")
-REVISION = "0123456789abcdef0123456789abcdef01234567"
 
 Doc = dict[str, Any]
 
@@ -509,10 +508,9 @@ def resource(
     }
     if phase is not None:
         now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
-        conditions = summary_conditions(phase, reason, message, REVISION, now)
+        conditions = summary_conditions(phase, reason, message, now)
         status: Doc = {
             "phase": phase,
-            "observedRevision": REVISION,
             "conditions": [
                 c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions
             ],

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from gitops.reconcile.passes import run_pass
+from gitops.writeback.commits import parse_trailers
 from runner.protocol.messages import RegistrySettings
 
 from .gitrepo import GIT_ENV, GitRemote
@@ -248,7 +249,22 @@ class World:
         return listed.split(" ", 1)[0] if listed else ""
 
     def status_log(self) -> list[str]:
+        """The status branch's commit subjects, newest first."""
         return self.git("log", "--format=%s", "refs/heads/seshat/status", check=False).splitlines()
+
+    def status_messages(self) -> list[str]:
+        """The status branch's whole commit messages, newest first."""
+        text = self.git("log", "--format=%B%x1e", "refs/heads/seshat/status", check=False)
+        return [m.strip() for m in text.split("\x1e") if m.strip()]
+
+    def phases(self, name: str) -> list[str]:
+        """Each phase the status commits gave ``shop/<name>`` (their trailers), newest first."""
+        return [
+            r.phase
+            for m in self.status_messages()
+            for r in parse_trailers(m).resources
+            if r.resource.endswith(f" shop/{name}")
+        ]
 
     def status(self, name: str) -> dict[str, object]:
         from gitops.repo.yamlfile import read_documents

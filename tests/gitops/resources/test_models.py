@@ -163,3 +163,46 @@ def test_config_defaults_and_forge_requirements() -> None:
     assert errors(Config, {"spec": {"reviews": {"forge": "github"}}}) == [
         "spec.reviews: forge github needs repository and tokenFromEnv"
     ]
+
+
+def test_a_status_file_written_with_a_revision_is_read_and_written_without_it() -> None:
+    """Status files from before the revision moved to the commit trailer name it at the top
+    and in every condition: they are still read (a lost previous status would forget an
+    unresolved run), and the revision is never written back."""
+    from gitops.resources.approvals import ResourceRef
+    from gitops.resources.status import DatabaseMigrationStatus
+    from gitops.writeback.status_files import status_bytes
+
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    old = {
+        "observedRevision": revision,
+        "phase": "Blocked",
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "RunUnresolved",
+                "lastTransitionTime": "2026-01-02T03:04:05Z",
+                "observedRevision": revision,
+            }
+        ],
+        "unresolvedRun": {
+            "operationId": "0" * 32,
+            "planId": "sha256:" + "ab" * 32,
+            "outcome": "Partial",
+            "recordedAt": "2026-01-02T03:04:05Z",
+        },
+    }
+    status = DatabaseMigrationStatus.model_validate(old)
+    assert status.unresolved_run is not None and status.unresolved_run.outcome == "Partial"
+    ref = ResourceRef(
+        kind="DatabaseMigration",
+        namespace="shop",
+        name="ledger",
+        uid="6f1c2d3e-4a5b-4c6d-8e7f-0123456789ab",
+    )
+    written = status_bytes(ref, status).decode()
+    assert revision not in written and "observedRevision" not in written
+    assert "observed_revision" not in DatabaseMigrationStatus.model_fields
+    with pytest.raises(ValidationError):  # any other unknown field is still refused
+        DatabaseMigrationStatus.model_validate({**old, "observedRevisions": revision})

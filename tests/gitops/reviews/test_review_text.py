@@ -24,6 +24,7 @@ from gitops.reviews.markdown import MAX_BODY, code, fence
 from gitops.reviews.review import review_body
 
 PLAN = "sha256:" + "cd" * 32
+REVISION = "a" * 40
 HOSTILE = (
     "CREATE TABLE t (note text DEFAULT 'x\n```\n@everyone look ![p](https://evil.test/p.png) "
     "[click](https://evil.test) <!-- DROP TABLE important; --> <img src=x>\n````\n');\n"
@@ -32,7 +33,6 @@ HOSTILE = (
 
 def _status(message: str, statements: int = 3) -> DatabaseSchemaStatus:
     return DatabaseSchemaStatus(
-        observed_revision="a" * 40,
         phase=SchemaPhase.AWAITING_APPROVAL,
         conditions=[
             Condition(
@@ -65,7 +65,8 @@ def _live(body: str) -> list[Token]:
 
 @pytest.mark.parametrize("message", ["plain", "server said: `x` @someone ![i](https://e.test/i)"])
 def test_artifact_text_stays_inside_fences(message: str) -> None:
-    body = review_body("shop/orders", _status(message), HOSTILE)
+    body = review_body("shop/orders", _status(message), HOSTILE, REVISION)
+    assert f"Declarations at {code(REVISION)}." in body  # the commit the pass read
     live = _live(body)
     assert not [t for t in live if t.type in ("image", "link_open", "html_inline", "html_block")]
     text = " ".join(t.content for t in live if t.type == "text")
@@ -78,7 +79,7 @@ def test_artifact_text_stays_inside_fences(message: str) -> None:
 
 def test_a_long_plan_is_cut_with_a_pointer_to_the_whole_of_it() -> None:
     sql = "".join(f"ALTER TABLE t ADD COLUMN c{i} integer;\n" for i in range(20_000))
-    body = review_body("shop/orders", _status("plan", 20_000), sql)
+    body = review_body("shop/orders", _status("plan", 20_000), sql, REVISION)
     assert len(body) <= MAX_BODY + 1
     assert f"plans/shop/orders/{PLAN.removeprefix('sha256:')}.sql" in body
     assert "seshat approve shop/orders --plan" in body  # the command survives the cut

@@ -40,7 +40,6 @@ PLAN = "sha256:" + "ab" * 32
 
 def _status(phase: SchemaPhase, reason: str) -> bytes:
     status = DatabaseSchemaStatus(
-        observed_revision="a" * 40,
         phase=phase,
         conditions=[
             Condition(
