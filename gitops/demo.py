@@ -38,6 +38,7 @@ from gitops.approvals.write import approve
 from gitops.reconcile.passes import run_pass
 from gitops.repo.loader import load_repository
 from gitops.resources.approvals import ResourceRef
+from gitops.writeback.batch import change_lines
 from runner.artifacts.format import package_folder
 from runner.artifacts.layout import LayoutStore
 from runner.artifacts.push import push
@@ -315,9 +316,12 @@ class _Demo:
         self.step("the status branch's history (git log seshat/status)")
         status = git.Repo(self.remote)
         for commit in status.iter_commits("seshat/status"):
-            summary = commit.summary
-            text = summary.decode() if isinstance(summary, bytes) else summary
-            self.say(f"  {commit.hexsha[:10]} {text}")
+            raw = commit.message
+            text = raw.decode() if isinstance(raw, bytes) else raw
+            lines = change_lines(text)
+            self.say(f"  {commit.hexsha[:10]} {text.splitlines()[0]}")
+            for line in lines if len(lines) > 1 else []:
+                self.say(f"             {line}")
         status.close()
         self.say(f"\ndone in {time.monotonic() - self.started:.1f}s")
 

@@ -2,8 +2,9 @@
 
 :class:`ResourcePass` holds the pass's status, runs operations through the executor (this
 package never sees a database URL, only the reference to it), resolves and verifies the
-artifact, finds an accepted, unconsumed approval of a plan, and commits each material
-transition to the status branch. :mod:`.schema` and :mod:`.migration` subclass it with their
+artifact, finds an accepted, unconsumed approval of a plan, and stages its verdict for the
+pass's one status commit (the dispatch marker an Apply needs is pushed at once, with every
+verdict staged before it). :mod:`.schema` and :mod:`.migration` subclass it with their
 own phases and steps.
 """
 
@@ -45,7 +46,7 @@ from gitops.resources.status import (
     SharedPhase,
     SourceStatus,
 )
-from gitops.writeback.commits import Trailers
+from gitops.writeback.batch import Batch, Change, status_change
 from gitops.writeback.ledger import Dispatched, Finished, Ledger, Settled
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import status_bytes, status_path
@@ -104,6 +105,7 @@ class PassContext:
     state: StateFile
     executor: Executor
     status_branch: StatusBranch
+    batch: Batch  # the pass's status commit, staged resource by resource
     work_dir: Path
     holder: str
     registry: RegistrySettings = field(default_factory=RegistrySettings)
@@ -128,7 +130,7 @@ class PassContext:
 class Verdict:
     """Where one pass of one resource ends: ``phase`` (a phase both lifecycles share, or one
     of the resource's own), ``reason`` and a message for people. A lifecycle returns one;
-    :meth:`ResourcePass.run` commits it."""
+    :meth:`ResourcePass.run` stages it for the pass's status commit."""
 
     phase: str
     reason: Reason
@@ -167,7 +169,7 @@ class ResourcePass(Generic[StatusT]):
         )
         self.key = f"{self.ref.namespace}/{self.ref.name}"
         self.record_key = f"{self.ref.kind} {self.key}"  # how safety records name it
-        self.records: list[Dispatched | Finished | Settled] = []  # for the next commit
+        self.records: list[Dispatched | Finished | Settled] = []  # for the next change
         self.status: StatusT = self.initial_status()
         self.files: dict[str, bytes | None] = {}
         self.lease: Lease | None = None
@@ -271,22 +273,29 @@ class ResourcePass(Generic[StatusT]):
     # -- commits -------------------------------------------------------------------------
 
     def commit(self, phase: str, reason: Reason, message: str) -> None:
-        now = self.ctx.now()
+        """Stage the verdict (the status file, plan files and records) for the pass's status
+        commit, made when the pass ends or with the next dispatch marker."""
+        self.ctx.batch.stage(self.change(phase, reason, message))
+        self._advance()
+
+    def change(self, phase: str, reason: Reason, message: str) -> Change:
+        """The status at ``phase`` (conditions keep their transition times while they stay
+        the same) and its change from the status last staged or pushed."""
         previous = self.previous.conditions if self.previous is not None else []
         self.status = self.status.model_copy(
             update={
                 "phase": self.phases(phase),
-                "conditions": summary_conditions(phase, reason.value, message, now, previous),
+                "conditions": summary_conditions(
+                    phase, reason.value, message, self.ctx.now(), previous
+                ),
             }
         )
         files = dict(self.files)
         files[status_path(self.ref.namespace, self.ref.name)] = status_bytes(self.ref, self.status)
-        plan = self.status.plan.id if self.status.plan is not None else None
-        trailers = Trailers.one(f"{self.ref.kind} {self.key}", phase, plan, self.ctx.revision)
-        subject = f"{self.key}: {phase}" + (
-            f" ({reason.value})" if phase in (BLOCKED, FAILED) else ""
-        )
-        self.ctx.status_branch.publish(files, subject, trailers, message, records=self.records)
+        return status_change(self.record_key, self.previous, self.status, files, self.records)
+
+    def _advance(self) -> None:
+        """The status just staged or pushed is what the next change starts from."""
         self.previous = self.status
         self.files = {}
         self.records = []
@@ -349,7 +358,8 @@ class ResourcePass(Generic[StatusT]):
     ) -> Outcome:
         """Start the Apply of plan ``current``: the claim, the dispatch marker (``marker`` is
         its phase and message) with its ``dispatched`` record, pushed before the runner
-        starts or nothing runs, the approval consumed, then the operation itself."""
+        starts or nothing runs (in one commit with every verdict the pass staged so far, so
+        the Apply holds none of them back), the approval consumed, then the operation."""
         state, uid = self.ctx.state, self.ref.uid
         state.claim(uid, "apply", op_id, current)
         # The approval consumed is named in the marker's record, so neither a lost state
@@ -369,7 +379,7 @@ class ResourcePass(Generic[StatusT]):
         )
         self.record_dispatch(op_id, current)
         try:
-            self.commit(marker[0], Reason.APPLYING, marker[1])
+            self.ctx.batch.commit(marker=self.change(marker[0], Reason.APPLYING, marker[1]))
         except Exception as error:
             state.release_claim(uid, "apply")
             self.records = []  # nothing was dispatched
@@ -378,6 +388,7 @@ class ResourcePass(Generic[StatusT]):
                 Reason.DISPATCH_FAILED,
                 f"the dispatch marker could not be pushed, so nothing ran: {error}",
             ) from None
+        self._advance()
         if approval is not None:
             state.consume(approval, uid, op_id)
         state.mark_dispatched(op_id, uid, current)
@@ -389,7 +400,8 @@ class ResourcePass(Generic[StatusT]):
     # -- the pass ------------------------------------------------------------------------
 
     def run(self, census: tuple[Reason, str] | None) -> StatusT:
-        """The pass: its verdict (the lifecycle's, or why it did not start), committed."""
+        """The pass: its verdict (the lifecycle's, or why it did not start), staged for the
+        pass's status commit."""
         try:
             try:
                 verdict = self._not_started(census) or self.lifecycle()

@@ -1,12 +1,17 @@
 """One reconciliation pass over a repository: fetch, read at one commit, census, lifecycles.
 
 ``run_pass`` clones (first time) or fetches the repository into ``work/source``, checks out
-the watched branch's tip detached (that commit is the ``Seshat-Source-Revision`` trailer
-of the status commits it makes), reads the declarations there, takes the realm census, reads each
+the watched branch's tip detached (that commit is the ``Seshat-Source-Revision`` of the
+pass's status commit), reads the declarations there, takes the realm census, reads each
 resource's previous status from the status branch, and drives each ``DatabaseSchema``
 through :class:`~gitops.reconcile.schema.SchemaPass` and each ``DatabaseMigration``
 through :class:`~gitops.reconcile.migration.MigrationPass`. A declaration with problems
 gets a ``Blocked/ConfigurationError`` status of its own; the others proceed.
+
+Every verdict is staged in the pass's :class:`~gitops.writeback.batch.Batch` and committed
+in one commit when the pass ends (no commit when nothing changed); only a dispatch marker
+is pushed earlier, carrying what was staged before it. Reviews are published after that
+commit, so a review's plan is already on the status branch.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from gitops.resources.status import (
     SharedPhase,
 )
 from gitops.reviews.review import Reviews
-from gitops.writeback.commits import Trailers
+from gitops.writeback.batch import Batch, status_change
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import plan_paths, status_bytes, status_path
 from runner.errors import CanNotRunError, SeshatError
@@ -163,6 +168,7 @@ def run_pass(
     state = StateFile(work / "state.sqlite")
     reviews = Reviews(work / "reviews.git", source, config)
     report = PassReport(revision, repository=repository)
+    batch = Batch(status_branch, revision)
     try:
         status_branch.sync()
         verified = state.verified_commits()
@@ -174,6 +180,7 @@ def run_pass(
             state=state,
             executor=executor or LocalExecutor(work / "operations"),
             status_branch=status_branch,
+            batch=batch,
             work_dir=work,
             holder=f"{socket.gethostname()}:{work.resolve()}",
             log=log,
@@ -184,49 +191,76 @@ def run_pass(
         for problem in repository.problems:
             report.problems.append(str(problem))
         _blocked_by_problems(ctx, report)
-        census = _census(list(repository.resources))
-        for loaded in repository.resources:
-            resource = loaded.resource
-            if not isinstance(resource, (DatabaseSchema, DatabaseMigration)):
-                continue
-            meta = resource.metadata
-            key = f"{meta.namespace}/{meta.name}"
-            if due_only and not state.due(str(meta.uid), time.time()):
-                continue
-            previous = _previous(status_branch, meta.namespace, meta.name, resource.kind)
-            status: Status
-            blocked = census.get(str(loaded.key))
-            try:
-                if isinstance(resource, DatabaseSchema):
-                    assert previous is None or isinstance(previous, DatabaseSchemaStatus)
-                    status = SchemaPass(loaded, ctx, previous).run(blocked)
-                else:
-                    assert previous is None or isinstance(previous, DatabaseMigrationStatus)
-                    status = MigrationPass(loaded, ctx, previous).run(blocked)
-            except Exception as error:  # one resource's fault never stops the others
-                log(f"{key}: the pass failed: {type(error).__name__}: {error}")
-                status = _failed(ctx, loaded, previous, error)
-            report.statuses[key] = (resource.kind, status)
-            spec = resource.spec
-            failed = status.phase.value == SharedPhase.FAILED
-            wait = spec.retry_interval if failed else spec.interval
-            state.schedule(str(meta.uid), time.time() + wait)
-            _review(
-                reviews,
-                status_branch,
-                resource.kind,
-                meta.namespace,
-                meta.name,
-                status,
-                revision,
-                log,
-            )
-            log(f"{key}: {status.phase.value} ({_ready_reason(status)})")
+        reconciled: dict[str, tuple[str, float]] = {}  # "ns/name" -> uid, retryInterval
+        try:
+            _lifecycles(ctx, report, reconciled, due_only)
+        finally:  # whatever stopped the pass, what it decided is recorded
+            _commit(ctx, reconciled)
+        for key in reconciled:
+            kind, status = report.statuses[key]
+            namespace, _, name = key.partition("/")
+            _review(reviews, status_branch, kind, namespace, name, status, revision, log)
     finally:
         state.close()
         status_branch.close()
         reviews.close()
     return report
+
+
+def _lifecycles(
+    ctx: PassContext,
+    report: PassReport,
+    reconciled: dict[str, tuple[str, float]],
+    due_only: bool,
+) -> None:
+    """Each valid resource's lifecycle (those due, with ``due_only``), its verdict staged."""
+    state, log = ctx.state, ctx.log
+    census = _census(list(ctx.repository.resources))
+    for loaded in ctx.repository.resources:
+        resource = loaded.resource
+        if not isinstance(resource, (DatabaseSchema, DatabaseMigration)):
+            continue
+        meta = resource.metadata
+        key = f"{meta.namespace}/{meta.name}"
+        if due_only and not state.due(str(meta.uid), time.time()):
+            continue
+        previous = _previous(ctx.status_branch, meta.namespace, meta.name, resource.kind)
+        status: Status
+        blocked = census.get(str(loaded.key))
+        try:
+            if isinstance(resource, DatabaseSchema):
+                assert previous is None or isinstance(previous, DatabaseSchemaStatus)
+                status = SchemaPass(loaded, ctx, previous).run(blocked)
+            else:
+                assert previous is None or isinstance(previous, DatabaseMigrationStatus)
+                status = MigrationPass(loaded, ctx, previous).run(blocked)
+        except Exception as error:  # one resource's fault never stops the others
+            log(f"{key}: the pass failed: {type(error).__name__}: {error}")
+            status = _failed(ctx, loaded, previous, error)
+        report.statuses[key] = (resource.kind, status)
+        spec = resource.spec
+        failed = status.phase.value == SharedPhase.FAILED
+        wait = spec.retry_interval if failed else spec.interval
+        state.schedule(str(meta.uid), time.time() + wait)
+        reconciled[key] = (str(meta.uid), spec.retry_interval)
+        log(f"{key}: {status.phase.value} ({_ready_reason(status)})")
+
+
+def _commit(ctx: PassContext, reconciled: dict[str, tuple[str, float]]) -> None:
+    """The pass's status commit. If it cannot be pushed, the verdicts are not recorded: each
+    resource it held is due again after its ``retryInterval``, and the pass goes on."""
+    staged = [change.key for change in ctx.batch.staged.values()]
+    try:
+        written = ctx.batch.commit()
+    except (SeshatError, ValueError, git.GitCommandError) as error:
+        ctx.log(f"the verdicts of {', '.join(staged)} were not recorded: {error}")
+        for key in staged:
+            if key in reconciled:
+                uid, wait = reconciled[key]
+                ctx.state.schedule(uid, time.time() + wait)
+        return
+    if written.commit is not None:
+        ctx.log(f"status commit {written.commit[:12]}")
 
 
 def _review(
@@ -295,23 +329,19 @@ def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
                 ),
             }
         )
+        files = {status_path(namespace, name): status_bytes(ref, status)}
         try:
-            ctx.status_branch.publish(
-                {status_path(namespace, name): status_bytes(ref, status)},
-                f"{namespace}/{name}: Blocked (ConfigurationError)",
-                Trailers.one(f"{kind} {namespace}/{name}", SharedPhase.BLOCKED, None, ctx.revision),
-                message,
-            )
-        except (ValueError, SeshatError, git.GitCommandError) as error:
-            ctx.log(f"{namespace}/{name}: the Blocked status was not recorded: {error}")
+            ctx.batch.stage(status_change(f"{kind} {namespace}/{name}", previous, status, files))
+        except ValueError as error:
+            ctx.log(f"{namespace}/{name}: the Blocked status is not recorded: {error}")
         report.statuses[f"{namespace}/{name}"] = (kind, status)
 
 
 def _failed(
     ctx: PassContext, loaded: LoadedResource, previous: Status | None, error: Exception
 ) -> Status:
-    """A resource whose pass raised something unexpected: Failed/InternalError, recorded if
-    the status branch takes it (retried on ``retryInterval``), never a stopped pass."""
+    """A resource whose pass raised something unexpected: Failed/InternalError, staged for
+    the pass's status commit (retried on ``retryInterval``), never a stopped pass."""
     resource = loaded.resource
     assert isinstance(resource, (DatabaseSchema, DatabaseMigration))
     meta = resource.metadata
@@ -338,20 +368,11 @@ def _failed(
     ref = ResourceRef(
         kind=resource.kind, namespace=meta.namespace, name=meta.name, uid=str(meta.uid)
     )
+    files = {status_path(meta.namespace, meta.name): status_bytes(ref, status)}
     try:
-        ctx.status_branch.publish(
-            {status_path(meta.namespace, meta.name): status_bytes(ref, status)},
-            f"{meta.namespace}/{meta.name}: Failed (InternalError)",
-            Trailers.one(
-                f"{resource.kind} {meta.namespace}/{meta.name}",
-                SharedPhase.FAILED,
-                None,
-                ctx.revision,
-            ),
-            message,
+        ctx.batch.stage(
+            status_change(f"{resource.kind} {ref.namespace}/{ref.name}", previous, status, files)
         )
-    except (SeshatError, ValueError, git.GitCommandError) as publish_error:
-        ctx.log(
-            f"{meta.namespace}/{meta.name}: the Failed status was not recorded: {publish_error}"
-        )
+    except ValueError as stage_error:
+        ctx.log(f"{meta.namespace}/{meta.name}: the Failed status is not recorded: {stage_error}")
     return status

@@ -45,7 +45,7 @@ def test_seshat_demo_runs_the_loop(tmp_path: Path) -> None:
         position = out.index(expected, position) + len(expected)
     assert "ledger tables now: accounts, entries, seshat_schema_migrations" in out
     log = out[out.index("the status branch's history") :]
-    assert log.count("shop/catalogue: Applying") == 2
-    assert log.count("shop/ledger: Applying") == 2
+    assert log.count("shop/catalogue: AwaitingApproval -> Applying") == 2
+    assert log.count("shop/ledger: AwaitingApproval -> Applying") == 2
     repository = Path(out.split("  repository ", 1)[1].split(",", 1)[0])
     assert repository.name == "repo" and not repository.parent.exists()  # cleaned up

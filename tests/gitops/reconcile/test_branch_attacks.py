@@ -235,7 +235,7 @@ def test_a_consumed_approval_stays_consumed_after_the_state_file_is_lost(world: 
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     assert world.status("orders")["status"]["plan"]["id"] == plans[0]  # type: ignore[index]
     assert tables(database) == []
-    assert world.status_log().count("shop/orders: Applying") == 2
+    assert world.phases("orders").count("Applying") == 2
 
 
 # -- seshat plan show finds a plan by its id and checks it --------------------------------

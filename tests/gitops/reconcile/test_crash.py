@@ -41,7 +41,7 @@ def _kill_after_the_dispatch_marker(world: World, database: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 120
-        while "shop/orders: Applying" not in world.status_log():
+        while "Applying" not in world.phases("orders"):
             assert controller.poll() is None, "the reconciler ended before dispatching"
             assert time.monotonic() < deadline, "no dispatch marker"
             time.sleep(0.2)
@@ -71,7 +71,7 @@ def test_sigkill_after_the_dispatch_marker_never_applies_twice(world: World) -> 
     # The next pass observes and plans afresh; the same Apply is never started again.
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     assert tables(database) == []
-    assert world.status_log().count("shop/orders: Applying") == 1
+    assert world.phases("orders").count("Applying") == 1
     ready = world.status("orders")["status"]["conditions"][0]  # type: ignore[index]
     assert "never started again" in ready["message"]
 
@@ -104,4 +104,4 @@ def test_a_lost_state_file_does_not_make_a_consumed_approval_count_again(world: 
         leftover.unlink()
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     assert tables(database) == []  # the consumed approval did not start the Apply again
-    assert world.status_log().count("shop/orders: Applying") == 1
+    assert world.phases("orders").count("Applying") == 1

@@ -42,7 +42,7 @@ def test_suspend_while_an_apply_runs_follows_it_to_its_result(world: World) -> N
     )
     try:
         deadline = time.monotonic() + 120
-        while "shop/orders: Applying" not in world.status_log():
+        while "Applying" not in world.phases("orders"):
             assert controller.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
         # Someone suspends the resource while its Apply is running.

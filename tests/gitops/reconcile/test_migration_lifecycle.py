@@ -106,8 +106,10 @@ def test_both_families_side_by_side_plan_approve_apply_in_sync(world: World) -> 
     listed = world.seshat("status", "--repo", world.remote.remote_url)
     row = next(line for line in listed.stdout.splitlines() if "shop/billing" in line)
     assert "nothing_pending at 2" in row
-    log = world.status_log()
-    assert "shop/billing: Applying" in log and log[0] == "shop/billing: InSync"
+    assert world.status_log()[:2] == [
+        "shop/billing: Applying -> InSync",
+        "shop/billing: AwaitingApproval -> Applying",
+    ]
     # The schema resource is unaffected and still waits for its own approval.
     assert _status(world, "catalog")["phase"] == "AwaitingApproval"
 
@@ -329,7 +331,7 @@ def test_a_runner_killed_during_an_apply_is_unknown_and_never_rerun(world: World
     thread.start()
     try:
         deadline = time.monotonic() + 120
-        while "shop/ledger: Applying" not in world.status_log():
+        while "Applying" not in world.phases("ledger"):
             assert thread.is_alive() and time.monotonic() < deadline
             time.sleep(0.2)
         time.sleep(1.0)  # the runner has started and waits for the lock
@@ -347,7 +349,7 @@ def test_a_runner_killed_during_an_apply_is_unknown_and_never_rerun(world: World
     # is never started again.
     assert world.reconcile() == {"shop/ledger": "Blocked/RunUnresolved"}
     assert tables(database) == []
-    assert world.status_log().count("shop/ledger: Applying") == 1
+    assert world.phases("ledger").count("Applying") == 1
 
     world.acknowledge("ledger", run["operationId"])
     # The same plan was dispatched once: even apply: Always needs a new approval now.

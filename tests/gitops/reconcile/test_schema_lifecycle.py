@@ -66,10 +66,11 @@ def test_plan_approve_apply_in_sync(world: World) -> None:
     assert final["lastApplied"]["planId"] == plan_id  # type: ignore[index]
     assert final["lastApplied"]["outcome"] == "Applied"  # type: ignore[index]
     assert world.status_log() == [
-        "shop/orders: InSync",
-        "shop/orders: Applying",
+        "shop/orders: Applying -> InSync",
+        "shop/orders: AwaitingApproval -> Applying",  # the dispatch marker, before the Apply
         "shop/orders: AwaitingApproval",
     ]
+    assert world.phases("orders") == ["InSync", "Applying", "AwaitingApproval"]
     assert world.reconcile() == {"shop/orders": "InSync/InSync"}
     assert len(world.status_log()) == 3
 

@@ -1,0 +1,177 @@
+"""One status commit per pass: every verdict a pass decided, committed together.
+
+A pass *stages* each resource's verdict (its status file, its plan files and its safety
+records) as a :class:`Change`; :meth:`Batch.commit` at the end of the pass makes one commit
+of every staged change whose files differ from the branch's tip or that carries a record,
+and no commit when there is none. The one exception is the dispatch marker an Apply needs
+before it starts: :meth:`Batch.commit` with the ``marker`` pushes it at once, together with
+every verdict staged so far, so an Apply that runs for an hour never holds the verdicts of
+the resources before it back.
+
+The message lists each change on a line of its own (the subject, when there is one)::
+
+    seshat: 2 resources changed
+
+    shop/orders: AwaitingApproval -> InSync
+    shop/ledger: InSync -> Blocked (ChecksumModified)
+
+    Seshat-Resource: DatabaseSchema shop/orders
+    Seshat-Phase: InSync
+    Seshat-Resource: DatabaseMigration shop/ledger
+    Seshat-Phase: Blocked
+    Seshat-Source-Revision: 0123abcd...
+    Seshat-Record: {...}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from gitops.resources.status import ConditionType, DatabaseMigrationStatus, DatabaseSchemaStatus
+from gitops.writeback.bare import safe_path
+from gitops.writeback.commits import ResourceTrailers, Trailers
+from gitops.writeback.ledger import Dispatched, Finished, Settled
+from gitops.writeback.status_branch import StatusBranch, Written
+
+__all__ = ["Batch", "Change", "change_lines", "shown", "status_change"]
+
+
+def shown(phase: str, reason: str) -> str:
+    """How a change line shows a verdict: ``InSync``, ``Blocked (ProtectedTable)``."""
+    return phase if reason in ("", phase) else f"{phase} ({reason})"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One resource's part of a status commit."""
+
+    resource: str  # "DatabaseSchema shop/orders", as trailers and safety records name it
+    phase: str  # the phase this pass decided
+    before: str | None  # the verdict the status file held when the pass read it, shown()
+    after: str  # the verdict this pass decided, shown()
+    plan: str | None = None  # the current plan's id, if any
+    files: Mapping[str, bytes | None] = field(default_factory=dict)  # None deletes
+    records: tuple[Dispatched | Finished | Settled, ...] = ()
+    updated: tuple[str, ...] = ()  # the status fields that changed besides the verdict
+
+    @property
+    def key(self) -> str:
+        return self.resource.partition(" ")[2]
+
+    def line(self) -> str:
+        """``shop/orders: AwaitingApproval -> InSync``; ``shop/orders: InSync`` for a first
+        status; ``shop/orders: InSync; updated drift`` when the verdict stayed."""
+        if self.before is None:
+            return f"{self.key}: {self.after}"
+        if self.before != self.after:
+            return f"{self.key}: {self.before} -> {self.after}"
+        what = f"; updated {', '.join(self.updated)}" if self.updated else ""
+        return f"{self.key}: {self.after}{what}"
+
+    def then(self, later: Change) -> Change:
+        """This change followed by ``later`` of the same resource, as one change."""
+        assert later.resource == self.resource
+        return replace(
+            later,
+            before=self.before,
+            files={**self.files, **later.files},
+            records=self.records + later.records,
+            updated=tuple(dict.fromkeys(self.updated + later.updated)),
+        )
+
+
+class Batch:
+    """The changes a pass staged on ``branch`` and has not committed yet."""
+
+    def __init__(self, branch: StatusBranch, revision: str) -> None:
+        self.branch = branch
+        self.revision = revision  # the declarations' commit the pass read
+        self.staged: dict[str, Change] = {}
+
+    def stage(self, change: Change) -> None:
+        """Add ``change`` to the next commit (after the resource's earlier one, if any); a
+        path Seshat may not write is refused here (ValueError), never in the commit."""
+        for path in change.files:
+            safe_path(path)
+        earlier = self.staged.get(change.resource)
+        self.staged[change.resource] = earlier.then(change) if earlier else change
+
+    def commit(self, marker: Change | None = None) -> Written:
+        """Commit and push everything staged (and the dispatch ``marker``, when given) as
+        one commit; nothing is committed when no file differs and there is no record.
+
+        Raises what :meth:`StatusBranch.publish` raises; the staged changes (never the
+        marker) are then kept for the next commit."""
+        changes = dict(self.staged)
+        if marker is not None:
+            for path in marker.files:
+                safe_path(path)
+            earlier = changes.get(marker.resource)
+            changes[marker.resource] = earlier.then(marker) if earlier else marker
+        self.branch.sync()
+        listed = [c for c in changes.values() if c.records or self._differs(c)]
+        if not listed:
+            self.staged = {}
+            return Written(None, 0)
+        lines = [c.line() for c in listed]
+        subject = lines[0] if len(lines) == 1 else f"seshat: {len(lines)} resources changed"
+        trailers = Trailers(
+            tuple(ResourceTrailers(c.resource, c.phase, c.plan) for c in listed),
+            self.revision,
+        )
+        files = {path: data for c in listed for path, data in c.files.items()}
+        records = [r for c in listed for r in c.records]
+        written = self.branch.publish(
+            files, subject, trailers, "\n".join(lines) if len(lines) > 1 else "", records=records
+        )
+        self.staged = {}
+        return written
+
+    def _differs(self, change: Change) -> bool:
+        return any(self.branch.read(path) != data for path, data in change.files.items())
+
+
+def status_change(
+    resource: str,
+    previous: DatabaseSchemaStatus | DatabaseMigrationStatus | None,
+    status: DatabaseSchemaStatus | DatabaseMigrationStatus,
+    files: Mapping[str, bytes | None],
+    records: Sequence[Dispatched | Finished | Settled] = (),
+) -> Change:
+    """The change from ``previous`` (the status the pass read) to ``status``, whose status
+    file (and plan files) are ``files``."""
+    before = None if previous is None else shown(previous.phase.value, _ready(previous))
+    updated: tuple[str, ...] = ()
+    if previous is not None:
+        old, new = _fields(previous), _fields(status)
+        differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        updated = tuple("message" if k == "conditions" else k for k in differ if k != "phase")
+    return Change(
+        resource=resource,
+        phase=status.phase.value,
+        before=before,
+        after=shown(status.phase.value, _ready(status)),
+        plan=status.plan.id if status.plan is not None else None,
+        files=dict(files),
+        records=tuple(records),
+        updated=updated,
+    )
+
+
+def _ready(status: DatabaseSchemaStatus | DatabaseMigrationStatus) -> str:
+    return next((c.reason for c in status.conditions if c.type == ConditionType.READY), "")
+
+
+def _fields(status: DatabaseSchemaStatus | DatabaseMigrationStatus) -> dict[str, object]:
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def change_lines(message: str) -> list[str]:
+    """The change lines of a status commit's ``message``: its subject when it changed one
+    resource, else its body's lines (what :meth:`Batch.commit` wrote)."""
+    paragraphs = message.strip().split("\n\n")
+    subject = paragraphs[0].strip()
+    if len(paragraphs) > 2 and subject.startswith("seshat: "):
+        return [line.strip() for line in paragraphs[1].splitlines() if line.strip()]
+    return [subject]
