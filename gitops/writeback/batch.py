@@ -5,8 +5,8 @@ records) as a :class:`Change`; :meth:`Batch.commit` at the end of the pass makes
 of every staged change whose files differ from the branch's tip or that carries a record,
 and no commit when there is none. The one exception is the dispatch marker an Apply needs
 before it starts: :meth:`Batch.commit` with the ``marker`` pushes it at once, together with
-every verdict staged so far, so an Apply that runs for an hour never holds the verdicts of
-the resources before it back.
+every verdict staged so far, and a verdict staged while that Apply runs is committed at
+once, so an Apply that runs for an hour never holds other resources' verdicts back.
 
 The message lists each change on a line of its own (the subject, when there is one)::
 
@@ -25,14 +25,18 @@ The message lists each change on a line of its own (the subject, when there is o
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+
+import git
 
 from gitops.resources.status import ConditionType, DatabaseMigrationStatus, DatabaseSchemaStatus
 from gitops.writeback.bare import safe_path
 from gitops.writeback.commits import ResourceTrailers, Trailers
 from gitops.writeback.ledger import Dispatched, Finished, Settled
 from gitops.writeback.status_branch import StatusBranch, Written
+from runner.errors import SeshatError
 
 __all__ = ["Batch", "Change", "change_lines", "shown", "status_change"]
 
@@ -82,20 +86,33 @@ class Change:
 
 
 class Batch:
-    """The changes a pass staged on ``branch`` and has not committed yet."""
+    """The changes a pass staged on ``branch`` and has not committed yet.
+
+    Not thread-safe: a pass's workers use it while they hold the pass's books
+    (:class:`~gitops.reconcile.workers.Books`)."""
 
     def __init__(self, branch: StatusBranch, revision: str) -> None:
         self.branch = branch
         self.revision = revision  # the declarations' commit the pass read
         self.staged: dict[str, Change] = {}
+        self.applying: set[str] = set()  # resources whose marker is out, verdict not staged
 
     def stage(self, change: Change) -> None:
         """Add ``change`` to the next commit (after the resource's earlier one, if any); a
-        path Seshat may not write is refused here (ValueError), never in the commit."""
+        path Seshat may not write is refused here (ValueError), never in the commit.
+
+        While another resource's Apply runs (its marker pushed, its verdict not staged: a
+        pass whose workers run side by side), the change is committed at once, so that
+        Apply holds it back no longer than a push takes; if that push fails, it stays
+        staged for the next commit."""
         for path in change.files:
             safe_path(path)
         earlier = self.staged.get(change.resource)
         self.staged[change.resource] = earlier.then(change) if earlier else change
+        self.applying.discard(change.resource)
+        if self.applying:
+            with contextlib.suppress(SeshatError, ValueError, git.GitCommandError):
+                self.commit()
 
     def commit(self, marker: Change | None = None) -> Written:
         """Commit and push everything staged (and the dispatch ``marker``, when given) as
@@ -126,6 +143,8 @@ class Batch:
             files, subject, trailers, "\n".join(lines) if len(lines) > 1 else "", records=records
         )
         self.staged = {}
+        if marker is not None:
+            self.applying.add(marker.resource)
         return written
 
     def _differs(self, change: Change) -> bool:

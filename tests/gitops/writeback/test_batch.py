@@ -201,3 +201,27 @@ def test_records_of_several_resources_in_one_signed_commit(
         "DatabaseSchema shop/orders": [commit],
     }
     assert len(ledger.records) == 2  # only the signed commit's
+
+
+def test_while_an_apply_runs_another_resource_s_verdict_is_committed_at_once(
+    git_remote: GitRemote, tmp_path: Path
+) -> None:
+    """Workers side by side: one resource's Apply is running (its marker is out) when
+    another's verdict is staged; that verdict does not wait for the Apply, and once the
+    Apply's own verdict is staged the pass is back to one commit at its end."""
+    branch = _branch(tmp_path, git_remote)
+    batch = Batch(branch, REVISION)
+    applying = _status(SchemaPhase.APPLYING, "Applying", PLAN)
+    batch.commit(marker=_change("orders", AWAITING, applying))
+    batch.stage(_change("items", None, IN_SYNC))  # another worker, mid-Apply
+    assert batch.staged == {}
+    assert change_lines(_messages(branch)[0]) == ["shop/items: InSync"]
+    batch.stage(_change("orders", applying, IN_SYNC))  # the Apply's verdict
+    batch.stage(_change("items", IN_SYNC, BLOCKED))  # no Apply runs: staged
+    assert list(batch.staged) == ["DatabaseSchema shop/orders", "DatabaseSchema shop/items"]
+    assert len(_messages(branch)) == 2
+    assert batch.commit().commit is not None
+    assert change_lines(_messages(branch)[0]) == [
+        "shop/orders: Applying -> InSync",
+        "shop/items: InSync -> Blocked (ApplyDisabled)",
+    ]
