@@ -42,6 +42,12 @@ def _mode_options(command: F) -> F:
             "in the resource's namespace, with Leases in --lease-namespace.",
         ),
         click.option(
+            "--workers",
+            type=click.IntRange(min=1, max=256),
+            help="Resources of different realms reconciled side by side within a pass "
+            "(default: the CPU count); one realm's resources always run one at a time.",
+        ),
+        click.option(
             "--runner-image", help="Kubernetes: the image holding seshat-runner (required)."
         ),
         click.option(
@@ -266,6 +272,7 @@ def _one_pass(
         leases=mode.leases,
         clock=mode.clock,
         registry=mode.registry,
+        workers=mode.workers,
     )
     if mode.publish is not None:
         mode.publish(report)

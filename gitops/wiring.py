@@ -34,6 +34,7 @@ class Wiring:
     publish: Callable[[PassReport], None] | None = None
     clock: Callable[[], datetime] = field(default=utc_now)
     registry: RegistrySettings = field(default_factory=RegistrySettings)
+    workers: int | None = None  # None: the CPU count
 
 
 def wire(say: Callable[[str], None], **options: Any) -> Wiring:
@@ -47,7 +48,7 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
                 "--registry-secret needs --executor kubernetes (a local runner takes the "
                 "registry credential from its environment)"
             )
-        return Wiring(registry=registry)
+        return Wiring(registry=registry, workers=options["workers"])
     if not options["runner_image"]:
         raise click.UsageError("--executor kubernetes needs --runner-image")
     from gitops.kubernetes.api import load_api
@@ -73,6 +74,7 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
         KubernetesLeases(api, options["lease_namespace"], options["lease_duration"]),
         publish,
         registry=registry,
+        workers=options["workers"],
     )
 
 

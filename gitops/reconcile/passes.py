@@ -16,6 +16,7 @@ commit, so a review's plan is already on the status branch.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections import defaultdict
@@ -34,6 +35,7 @@ from gitops.reconcile.lifecycle import PassContext, utc_now
 from gitops.reconcile.migration import MigrationPass
 from gitops.reconcile.schema import SchemaPass
 from gitops.reconcile.state import StateFile
+from gitops.reconcile.workers import in_parallel
 from gitops.repo.loader import LoadedResource, Repository, load_repository
 from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import ResourceRef
@@ -150,12 +152,14 @@ def run_pass(
     registry: RegistrySettings | None = None,
     leases: Leases | None = None,
     clock: Callable[[], datetime] = utc_now,
+    workers: int | None = None,
 ) -> PassReport:
     """One pass over ``source`` (a path or URL of a Git repository).
 
     With ``due_only``, a resource is reconciled only when its schedule says so (its
     ``interval`` after its last pass, its ``retryInterval`` after Failed); otherwise every
-    resource is.
+    resource is. Resources of different realms run side by side on ``workers`` threads
+    (default: the CPU count).
     """
     work.mkdir(parents=True, exist_ok=True)
     checkout, revision = _checkout(source, work, branch)
@@ -193,7 +197,7 @@ def run_pass(
         _blocked_by_problems(ctx, report)
         reconciled: dict[str, tuple[str, float]] = {}  # "ns/name" -> uid, retryInterval
         try:
-            _lifecycles(ctx, report, reconciled, due_only)
+            _lifecycles(ctx, report, reconciled, due_only, workers or os.cpu_count() or 1)
         finally:  # whatever stopped the pass, what it decided is recorded
             _commit(ctx, reconciled)
         for key in reconciled:
@@ -212,38 +216,61 @@ def _lifecycles(
     report: PassReport,
     reconciled: dict[str, tuple[str, float]],
     due_only: bool,
+    workers: int,
 ) -> None:
-    """Each valid resource's lifecycle (those due, with ``due_only``), its verdict staged."""
-    state, log = ctx.state, ctx.log
+    """Each valid resource's lifecycle (those due, with ``due_only``), its verdict staged:
+    the resources of one realm one after another, realms side by side on ``workers``
+    threads (:mod:`gitops.reconcile.workers`)."""
     census = _census(list(ctx.repository.resources))
+    realms: dict[str, list[LoadedResource]] = defaultdict(list)
     for loaded in ctx.repository.resources:
         resource = loaded.resource
         if not isinstance(resource, (DatabaseSchema, DatabaseMigration)):
             continue
-        meta = resource.metadata
-        key = f"{meta.namespace}/{meta.name}"
-        if due_only and not state.due(str(meta.uid), time.time()):
+        if due_only and not ctx.state.due(str(resource.metadata.uid), time.time()):
             continue
-        previous = _previous(ctx.status_branch, meta.namespace, meta.name, resource.kind)
-        status: Status
-        blocked = census.get(str(loaded.key))
-        try:
-            if isinstance(resource, DatabaseSchema):
-                assert previous is None or isinstance(previous, DatabaseSchemaStatus)
-                status = SchemaPass(loaded, ctx, previous).run(blocked)
-            else:
-                assert previous is None or isinstance(previous, DatabaseMigrationStatus)
-                status = MigrationPass(loaded, ctx, previous).run(blocked)
-        except Exception as error:  # one resource's fault never stops the others
-            log(f"{key}: the pass failed: {type(error).__name__}: {error}")
-            status = _failed(ctx, loaded, previous, error)
-        report.statuses[key] = (resource.kind, status)
-        spec = resource.spec
-        failed = status.phase.value == SharedPhase.FAILED
-        wait = spec.retry_interval if failed else spec.interval
-        state.schedule(str(meta.uid), time.time() + wait)
-        reconciled[key] = (str(meta.uid), spec.retry_interval)
-        log(f"{key}: {status.phase.value} ({_ready_reason(status)})")
+        realms[coordination_digest(resource.metadata.namespace, resource.spec.target)].append(
+            loaded
+        )
+
+    def reconcile(loaded: LoadedResource) -> None:
+        with ctx.books.held():
+            _lifecycle(ctx, loaded, census.get(str(loaded.key)), report, reconciled)
+
+    in_parallel(list(realms.values()), reconcile, workers)
+
+
+def _lifecycle(
+    ctx: PassContext,
+    loaded: LoadedResource,
+    blocked: tuple[Reason, str] | None,
+    report: PassReport,
+    reconciled: dict[str, tuple[str, float]],
+) -> None:
+    """One resource's lifecycle, its verdict staged and its next pass scheduled."""
+    resource = loaded.resource
+    assert isinstance(resource, (DatabaseSchema, DatabaseMigration))
+    meta = resource.metadata
+    key = f"{meta.namespace}/{meta.name}"
+    previous = _previous(ctx.status_branch, meta.namespace, meta.name, resource.kind)
+    status: Status
+    try:
+        if isinstance(resource, DatabaseSchema):
+            assert previous is None or isinstance(previous, DatabaseSchemaStatus)
+            status = SchemaPass(loaded, ctx, previous).run(blocked)
+        else:
+            assert previous is None or isinstance(previous, DatabaseMigrationStatus)
+            status = MigrationPass(loaded, ctx, previous).run(blocked)
+    except Exception as error:  # one resource's fault never stops the others
+        ctx.log(f"{key}: the pass failed: {type(error).__name__}: {error}")
+        status = _failed(ctx, loaded, previous, error)
+    report.statuses[key] = (resource.kind, status)
+    spec = resource.spec
+    failed = status.phase.value == SharedPhase.FAILED
+    wait = spec.retry_interval if failed else spec.interval
+    ctx.state.schedule(str(meta.uid), time.time() + wait)
+    reconciled[key] = (str(meta.uid), spec.retry_interval)
+    ctx.log(f"{key}: {status.phase.value} ({_ready_reason(status)})")
 
 
 def _commit(ctx: PassContext, reconciled: dict[str, tuple[str, float]]) -> None:

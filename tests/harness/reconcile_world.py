@@ -202,8 +202,12 @@ class World:
         self.monkeypatch.setenv(f"{name.upper()}_URL", f"sqlite:///{path}")
         return path
 
-    def reconcile(self, registry: RegistrySettings | None = None) -> dict[str, str]:
-        report = run_pass(self.remote.remote_url, self.work, registry=registry)
+    def reconcile(
+        self, registry: RegistrySettings | None = None, *, workers: int | None = None
+    ) -> dict[str, str]:
+        """A pass (``workers``: the default, the CPU count; 1 for a test of what one
+        resource's pass leaves for the next); each resource's ``phase/reason``."""
+        report = run_pass(self.remote.remote_url, self.work, registry=registry, workers=workers)
         return {k: f"{report.phases[k]}/{report.reasons[k]}" for k in report.phases}
 
     def git(self, *args: str, check: bool = True) -> str:

@@ -152,9 +152,9 @@ class WatchingExecutor(LocalExecutor):
 
 
 def test_the_dispatch_marker_carries_the_verdicts_before_it(world: World) -> None:
-    """``alpha`` is reconciled before ``orders`` (the declarations are read in path order):
-    its verdict rides the dispatch marker of ``orders``, pushed before the Apply starts,
-    and the pass ends with one more commit, ``orders``'s own verdict."""
+    """``alpha`` is reconciled before ``orders`` (one worker reads the declarations in path
+    order): its verdict rides the dispatch marker of ``orders``, pushed before the Apply
+    starts, and the pass ends with one more commit, ``orders``'s own verdict."""
     world.database("alpha")
     database = world.database("orders")
     world.remote.write_file("databases/a.yaml", schema_yaml("alpha", world.artifact("a", ITEMS)))
@@ -163,7 +163,7 @@ def test_the_dispatch_marker_carries_the_verdicts_before_it(world: World) -> Non
     )
     world.remote.commit_all("declare")
     executor = WatchingExecutor(world)
-    report = run_pass(world.remote.remote_url, world.work, executor=executor)
+    report = run_pass(world.remote.remote_url, world.work, executor=executor, workers=1)
     assert report.phases == {"shop/alpha": "AwaitingApproval", "shop/orders": "InSync"}
     assert tables(database) == ["orders"]
 
@@ -215,7 +215,7 @@ def test_nothing_runs_and_nothing_is_lost_while_the_status_branch_takes_no_push(
     )
     hook.chmod(0o755)
     said: list[str] = []
-    report = run_pass(world.remote.remote_url, world.work, log=said.append)
+    report = run_pass(world.remote.remote_url, world.work, log=said.append, workers=1)
     assert report.phases == {"shop/alpha": "AwaitingApproval", "shop/orders": "Failed"}
     assert report.reasons["shop/orders"] == "DispatchFailed"
     assert tables(database) == []  # no marker, no Apply
@@ -223,7 +223,7 @@ def test_nothing_runs_and_nothing_is_lost_while_the_status_branch_takes_no_push(
     assert any("shop/alpha, shop/orders were not recorded" in line for line in said), said
 
     hook.unlink()
-    assert world.reconcile() == {
+    assert world.reconcile(workers=1) == {
         "shop/alpha": "AwaitingApproval/AwaitingApproval",
         "shop/orders": "InSync/InSync",
     }
