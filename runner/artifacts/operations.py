@@ -23,9 +23,7 @@ from runner.artifacts.fetch import ContentCache, fetch, write_files
 from runner.artifacts.format import ARTIFACT_TYPES
 from runner.artifacts.policy import VerificationPolicySpec
 from runner.artifacts.reference import Reference, parse_reference
-from runner.artifacts.registry import RegistryOptions, credentials_for
 from runner.artifacts.store import Store, open_store
-from runner.artifacts.verify import verify_artifact
 from runner.digests import Digest
 from runner.engines.servers import cache_root, private_folder
 from runner.protocol.messages import ArtifactSource, RegistrySettings, TrustFile
@@ -47,6 +45,13 @@ class Opened:
                 "invalid_reference", f"{source.ref}: the runner reads only an absolute layout"
             )
         self.source = source
+        self.secrets: list[str] = []
+        if self.reference.transport == "oci-layout":
+            self.store: Store = open_store(self.reference)
+            return
+        # Only a registry needs the HTTP client (and a layout folder reads faster without).
+        from runner.artifacts.registry import RegistryOptions, credentials_for
+
         options = RegistryOptions(
             plain_http=frozenset(settings.plain_http), timeout=settings.timeout
         )
@@ -56,12 +61,8 @@ class Opened:
             options = RegistryOptions(
                 ca_file=ca_file, plain_http=options.plain_http, timeout=options.timeout
             )
-        self.secrets: list[str] = (
-            credentials_for(self.reference.registry).secrets()
-            if self.reference.transport == "oci"
-            else []
-        )
-        self.store: Store = open_store(self.reference, options)
+        self.secrets = credentials_for(self.reference.registry).secrets()
+        self.store = open_store(self.reference, options)
 
     @property
     def digest(self) -> Digest:
@@ -83,6 +84,8 @@ def verify_source(
 ) -> VerifyResult:
     """The policy judged against the artifact's digest. Key files and trusted roots are the
     ones the control plane read from the repository and sent along (``trust``)."""
+    from runner.artifacts.verify import verify_artifact
+
     folder = scratch / "trust"
     folder.mkdir()
     for item in trust:
