@@ -9,9 +9,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.executors import HookedExecutor
 from harness.reconcile_world import World, schema_yaml, tables
 
-from gitops.execution.executor import EnvValue, LocalExecutor, Outcome
+from gitops.execution.executor import EnvValue
 from gitops.reconcile.passes import run_pass
 from gitops.reconcile.state import StateFile
 from runner.protocol.messages import OperationInput
@@ -60,7 +61,7 @@ def test_suspend_while_an_apply_runs_follows_it_to_its_result(world: World) -> N
     assert world.reconcile() == {"shop/orders": "Suspended/Suspended"}  # then no new Jobs
 
 
-class StealingExecutor(LocalExecutor):
+class StealingExecutor(HookedExecutor):
     """The real runner, but another controller takes the realm lease while the plans run."""
 
     def __init__(self, work: Path, state: Path) -> None:
@@ -68,15 +69,9 @@ class StealingExecutor(LocalExecutor):
         self.state_path = state
         self.stolen = False
 
-    def run_batch(
-        self,
-        requests: Sequence[OperationInput],
-        environment: Mapping[str, EnvValue],
-        deadline: float,
-        *,
-        namespace: str = "default",
-    ) -> list[Outcome]:
-        outcome = super().run_batch(requests, environment, deadline, namespace=namespace)
+    def after(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
         if any(r.operation == "plan" for r in requests) and not self.stolen:
             self.stolen = True
             thief = StateFile(self.state_path)
@@ -84,7 +79,6 @@ class StealingExecutor(LocalExecutor):
             thief.db.execute("DELETE FROM leases")
             assert thief.acquire(coordination, "another-controller") is not None
             thief.close()
-        return outcome
 
 
 def test_a_result_produced_across_a_lease_change_is_discarded(world: World) -> None:

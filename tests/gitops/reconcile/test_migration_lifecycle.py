@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.executors import HookedExecutor
 from harness.mariadb import MariaDBDatabase
 from harness.pids import kill_processes_in
 from harness.postgres import PostgresDatabase
 from harness.reconcile_world import World, migration_yaml, schema_yaml, tables
 from harness.sshkeys import SSHKeyFactory
 
-from gitops.execution.executor import EnvValue, LocalExecutor, Outcome
+from gitops.execution.executor import EnvValue
 from gitops.reconcile.passes import run_pass
 from runner.protocol.messages import OperationInput
 
@@ -180,7 +181,7 @@ def test_a_schema_artifact_never_stands_in_for_migrations(world: World) -> None:
     assert tables(database) == []
 
 
-class _MovesHistoryFirst(LocalExecutor):
+class _MovesHistoryFirst(HookedExecutor):
     """The real executor, but before the migrate operation another writer (this test,
     standing in for a person or tool on the same database) applies version 2 by hand."""
 
@@ -188,14 +189,9 @@ class _MovesHistoryFirst(LocalExecutor):
         super().__init__(work_dir)
         self.database = database
 
-    def run_batch(
-        self,
-        requests: Sequence[OperationInput],
-        env: Mapping[str, EnvValue],
-        deadline: float,
-        *,
-        namespace: str = "default",
-    ) -> list[Outcome]:
+    def before(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
         (request, *_) = requests
         if request.operation == "migrate":
             with sqlite3.connect(self.database) as conn:
@@ -206,7 +202,6 @@ class _MovesHistoryFirst(LocalExecutor):
                     (next(c for v, c in request.expect_pending or [] if v == "2"),),
                 )
             conn.close()
-        return super().run_batch(requests, env, deadline, namespace=namespace)
 
 
 def test_the_history_moving_between_approval_and_apply_changes_nothing(world: World) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from harness.executors import HookedExecutor
 from harness.reconcile_world import World, schema_yaml, tables
 
-from gitops.execution.executor import EnvValue, LocalExecutor, Outcome
+from gitops.execution.executor import EnvValue
 from gitops.reconcile.passes import run_pass
 from gitops.writeback.batch import change_lines
 from gitops.writeback.commits import parse_trailers
@@ -129,7 +130,7 @@ def test_a_pass_that_changes_two_resources_makes_one_commit_listing_both(world: 
     assert trailers.source_revision == _main(world)
 
 
-class WatchingExecutor(LocalExecutor):
+class WatchingExecutor(HookedExecutor):
     """The real runner; when an Apply is about to start, what the remote's status branch
     holds is noted."""
 
@@ -138,17 +139,11 @@ class WatchingExecutor(LocalExecutor):
         self.world = world
         self.at_apply: list[list[str]] = []
 
-    def run_batch(
-        self,
-        requests: Sequence[OperationInput],
-        environment: Mapping[str, EnvValue],
-        deadline: float,
-        *,
-        namespace: str = "default",
-    ) -> list[Outcome]:
+    def before(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
         if any(r.operation == "apply" for r in requests):
             self.at_apply.append(self.world.status_messages())
-        return super().run_batch(requests, environment, deadline, namespace=namespace)
 
 
 def test_the_dispatch_marker_carries_the_verdicts_before_it(world: World) -> None:

@@ -7,16 +7,17 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.executors import HookedExecutor
 from harness.reconcile_world import World, schema_yaml, tables
 
-from gitops.execution.executor import EnvValue, LocalExecutor, Outcome
+from gitops.execution.executor import EnvValue
 from gitops.reconcile.passes import run_pass
 from runner.protocol.messages import OperationInput
 
 SQL = "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);\n"
 
 
-class Recording(LocalExecutor):
+class Recording(HookedExecutor):
     """The real runner; records when each invocation ran and for which database (the URL
     variable it was given), and holds each one open a little so overlaps are visible."""
 
@@ -24,21 +25,20 @@ class Recording(LocalExecutor):
         super().__init__(work_dir)
         self.lock = threading.Lock()
         self.runs: list[tuple[str, float, float]] = []
+        self.started: dict[int, float] = {}  # by thread
 
-    def run_batch(
-        self,
-        requests: Sequence[OperationInput],
-        environment: Mapping[str, EnvValue],
-        deadline: float,
-        *,
-        namespace: str = "default",
-    ) -> list[Outcome]:
-        started = time.monotonic()
-        outcomes = super().run_batch(requests, environment, deadline, namespace=namespace)
+    def before(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
+        self.started[threading.get_ident()] = time.monotonic()
+
+    def after(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
         time.sleep(0.3)
+        started = self.started[threading.get_ident()]
         with self.lock:
             self.runs.append((",".join(sorted(environment)), started, time.monotonic()))
-        return outcomes
 
 
 def _overlap(a: tuple[str, float, float], b: tuple[str, float, float]) -> bool:

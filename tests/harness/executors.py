@@ -1,0 +1,39 @@
+"""The real local executor with hooks a test fills in: what happens just before a runner
+starts and just after it ends (a person changing the database meanwhile, another controller
+taking the lease, a note of what the status branch held)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gitops.execution.executor import EnvValue, LocalExecutor, Outcome
+from runner.protocol.messages import OperationInput
+
+__all__ = ["HookedExecutor"]
+
+
+class HookedExecutor(LocalExecutor):
+    """Runs every batch with the real runner, between :meth:`before` and :meth:`after`."""
+
+    def before(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
+        """Called just before the runner starts."""
+
+    def after(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
+        """Called just after the runner ended, before its outcomes are handed back."""
+
+    def run_batch(
+        self,
+        requests: Sequence[OperationInput],
+        environment: Mapping[str, EnvValue],
+        deadline: float,
+        *,
+        namespace: str = "default",
+    ) -> list[Outcome]:
+        self.before(requests, environment)
+        outcomes = super().run_batch(requests, environment, deadline, namespace=namespace)
+        self.after(requests, environment)
+        return outcomes
