@@ -39,6 +39,7 @@ from runner.engines.postgresql.sandbox import (
 from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
 from runner.engines.servers import SandboxRefusal
+from runner.errors import CanNotRunError
 from runner.sql.split import split_postgresql
 from runner.url import DatabaseURL
 
@@ -73,6 +74,7 @@ def _load(
     """
     with conn.cursor() as cur:
         cur.execute("SET check_function_bodies = off")
+    _follow_search_path(conn, sandbox.search_path)
     pieces = [
         LoadPiece(name, piece.line, piece.sql)
         for name, text in files
@@ -127,6 +129,25 @@ def _load(
     load_retrying(left, run, when_stuck=when_stuck)
 
 
+def _follow_search_path(conn: psycopg.Connection[Any], schemas: Sequence[str]) -> None:
+    """Resolve unqualified names as the target's session does: its search path's schemas
+    are made in the sandbox database (those missing) and set as the session's path."""
+    if not schemas:
+        return
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT nspname FROM pg_namespace")
+            present = {str(row[0]) for row in cur.fetchall()}
+            for schema in schemas:
+                if schema not in present:
+                    cur.execute(f"CREATE SCHEMA {ident(schema)}".encode())
+            cur.execute(f"SET search_path = {', '.join(ident(s) for s in schemas)}".encode())
+    except psycopg.Error as error:
+        raise CanNotRunError(
+            f"cannot follow the target's search path in the sandbox: {_error_text(error)}"
+        ) from None
+
+
 def _run_one(
     conn: psycopg.Connection[Any], sandbox: Sandbox, database: DatabaseURL, sql: str
 ) -> None:
@@ -163,6 +184,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             "encoding": facts.encoding,
             "collate": facts.collate,
             "ctype": facts.ctype,
+            "searchPath": list(facts.search_path),
         }
 
     @contextlib.contextmanager

@@ -139,6 +139,10 @@ class ServerFacts:
     collate: str
     ctype: str
     system_identifier: int | None
+    search_path: tuple[str, ...] = ()
+    """The schemas an unqualified name resolves to in the target's session
+    (``current_schemas(false)``, ``$user`` expanded): the desired schema is loaded with the
+    same path, so ``CREATE TABLE users`` means the table the target would create."""
 
     @property
     def major(self) -> int:
@@ -149,10 +153,18 @@ def server_facts(conn: psycopg.Connection[Any]) -> ServerFacts:
     """Read from the target, within the caller's (read-only) transaction."""
     row = conn.execute(
         "SELECT current_setting('server_version_num')::int, pg_encoding_to_char(d.encoding),"
-        " d.datcollate, d.datctype FROM pg_database d WHERE d.datname = current_database()"
+        " d.datcollate, d.datctype, current_schemas(false)::text[]"
+        " FROM pg_database d WHERE d.datname = current_database()"
     ).fetchone()
     assert row is not None
-    return ServerFacts(int(row[0]), str(row[1]), str(row[2]), str(row[3]), _system_id(conn))
+    return ServerFacts(
+        int(row[0]),
+        str(row[1]),
+        str(row[2]),
+        str(row[3]),
+        _system_id(conn),
+        tuple(str(s) for s in row[4]),
+    )
 
 
 def _system_id(conn: psycopg.Connection[Any]) -> int | None:
@@ -176,6 +188,7 @@ class Sandbox:
         self._lent = False  # an explicit sandbox's own database is in use
         self.public: PublicSchema | None = None  # how emptying it recreates ``public``
         self.ready: list[str] = []  # empty databases the template already holds
+        self.search_path: tuple[str, ...] = ()  # the target's (:attr:`ServerFacts.search_path`)
 
     def fresh(self) -> DatabaseURL:
         """A new, empty database owned by the sandbox role (never one reused). An explicit
@@ -374,6 +387,7 @@ def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandb
         admin = DatabaseURL("postgresql", "postgresql", user=ADMIN, host=str(socket_dir))
         sandbox = Sandbox(server.with_database("postgres"), admin.with_database("postgres"))
         sandbox.ready = list(READY)
+        sandbox.search_path = facts.search_path
         yield sandbox
 
 
@@ -399,6 +413,7 @@ def dev_sandbox(dev_url: DatabaseURL, target: ServerFacts) -> Iterator[Sandbox]:
         public = PublicSchema.read(conn)
     sandbox = Sandbox(dev_url, None)
     sandbox.public = public
+    sandbox.search_path = target.search_path
     try:
         yield sandbox
     finally:

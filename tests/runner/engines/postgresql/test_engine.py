@@ -482,3 +482,31 @@ def test_an_invalid_index_is_drift_and_the_plan_rebuilds_it(
         db, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'accounts_email'::regclass"
     ) == [(True,)]
     assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
+
+
+def test_unqualified_names_resolve_through_the_targets_search_path(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    """A role whose search path starts with its own schema gets its tables there, as it
+    would running the desired SQL itself: the sandbox loads it with the target's path."""
+    app = db.server.app_user
+    with db.connect() as admin:
+        admin.execute(f'CREATE SCHEMA app_space AUTHORIZATION "{app}"')
+        admin.execute(
+            f'ALTER ROLE "{app}" IN DATABASE "{db.name}" SET search_path = app_space, public'
+        )
+    load(db, "CREATE TABLE bigdata (data bigint);")
+    assert query(db, "SELECT to_regclass('app_space.bigdata') IS NOT NULL") == [(True,)]
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE bigdata (data bigint);\n"
+        "CREATE TABLE users (id bigint NOT NULL, name text);\n",
+    )
+    planned = plan(runner, db, desired, "--output", str(tmp_path / "plan.json"))
+    assert planned.returncode == 0, planned.stderr
+    sql = [s["sql"] for s in json.loads((tmp_path / "plan.json").read_text())["statements"]]
+    assert sql == ["CREATE TABLE app_space.users (\n    id bigint NOT NULL,\n    name text\n)"]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert query(db, "SELECT to_regclass('public.users') IS NULL") == [(True,)]
+    assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
