@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -183,9 +184,31 @@ no_cache_option = click.option(
     help="Plan cold: neither read nor keep normalized models and dry-run verdicts "
     "(SESHAT_NO_CACHE=1 does the same). The cache is --cache-dir.",
 )
-exclude_option = click.option(
-    "--exclude", multiple=True, help="Leave objects matching this glob alone."
-)
+
+
+def scope_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``--exclude``, ``--schema`` and ``--exclude-schema``: what of the database is managed
+    (runner/engines/scope.py). A command gets them as ``exclude``, ``schema`` and
+    ``exclude_schema``."""
+    for option in (
+        click.option(
+            "--exclude-schema",
+            multiple=True,
+            help="Leave this schema and everything in it alone (PostgreSQL; repeatable).",
+        ),
+        click.option(
+            "--schema",
+            multiple=True,
+            help="Manage only this schema (PostgreSQL; repeatable). Default: every schema.",
+        ),
+        click.option(
+            "--exclude",
+            multiple=True,
+            help="Leave objects whose qualified name matches this glob alone (repeatable).",
+        ),
+    ):
+        command = option(command)
+    return command
 
 
 @schema.command()
@@ -201,7 +224,7 @@ exclude_option = click.option(
 @no_cache_option
 @click.option("--allow-destructive", is_flag=True, help="Allow drops and narrowing changes.")
 @click.option("--protected-table", multiple=True, help="Refuse any plan that changes this table.")
-@exclude_option
+@scope_options
 @format_option("json", "sql")
 @click.option(
     "--output",
@@ -217,6 +240,8 @@ def plan(
     allow_destructive: bool,
     protected_table: tuple[str, ...],
     exclude: tuple[str, ...],
+    schema: tuple[str, ...],
+    exclude_schema: tuple[str, ...],
     output_format: str,
     output: Path | None,
 ) -> None:
@@ -233,7 +258,7 @@ def plan(
 
     target = _resolve_url(url, url_env)
     engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
-    options = PlanOptions(allow_destructive, protected_table, exclude)
+    options = PlanOptions(allow_destructive, protected_table, exclude, schema, exclude_schema)
     try:
         document = _run(lambda: engine.plan(desired, options))
     except PlanRefused as refusal:
@@ -323,7 +348,7 @@ def apply(
 @click.option("--desired", required=True, type=click.Path(exists=True, path_type=Path))
 @dev_option
 @no_cache_option
-@exclude_option
+@scope_options
 def drift(
     url: str | None,
     url_env: str | None,
@@ -331,6 +356,8 @@ def drift(
     dev_url: str | None,
     no_cache: bool,
     exclude: tuple[str, ...],
+    schema: tuple[str, ...],
+    exclude_schema: tuple[str, ...],
 ) -> None:
     """Report how the database differs from the desired schema (the target is only read;
     the desired schema is loaded in a sandbox, as for plan).
@@ -339,11 +366,13 @@ def drift(
     (also when no sandbox can be had: the message says what to install).
     """
     from runner.engines.planner import PlanRefused
+    from runner.engines.scope import Scope
 
     target = _resolve_url(url, url_env)
     engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
+    scope = Scope.of(exclude, schema, exclude_schema)
     try:
-        report = _run(lambda: engine.drift(desired, exclude))
+        report = _run(lambda: engine.drift(desired, scope))
     except PlanRefused as refusal:
         _output().learn(*engine.scratch_names)
         _output().fail(f"{refusal.reason}: {refusal.message}")
@@ -356,14 +385,21 @@ def drift(
 @schema.command()
 @url_option
 @url_env_option
-@exclude_option
-def inspect(url: str | None, url_env: str | None, exclude: tuple[str, ...]) -> None:
+@scope_options
+def inspect(
+    url: str | None,
+    url_env: str | None,
+    exclude: tuple[str, ...],
+    schema: tuple[str, ...],
+    exclude_schema: tuple[str, ...],
+) -> None:
     """Print the database's schema as canonical JSON (the engine's object model)."""
     from runner.engines.planner import model_document
+    from runner.engines.scope import Scope
 
     target = _resolve_url(url, url_env)
     engine = _engine(target, None)
-    model = _run(lambda: engine.inspect(exclude))
+    model = _run(lambda: engine.inspect(Scope.of(exclude, schema, exclude_schema)))
     _output().out(canonical_json(model_document(model)).decode())
 
 

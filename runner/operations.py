@@ -195,14 +195,18 @@ def _execute(
         raise _Failure(ErrorCode.UNSUPPORTED_ENGINE, str(error)) from None
     settings = request.settings
     options = PlanOptions(
-        settings.allow_destructive, tuple(settings.protected_tables), tuple(settings.exclude)
+        settings.allow_destructive,
+        tuple(settings.protected_tables),
+        tuple(settings.exclude),
+        tuple(settings.schemas),
+        tuple(settings.exclude_schemas),
     )
     try:
         if request.operation == "inspect":
-            return InspectResult(model=model_document(engine.inspect(options.exclude)))
+            return InspectResult(model=model_document(engine.inspect(options.scope)))
         if request.operation == "drift":
             assert request.desired is not None
-            report = engine.drift(Path(request.desired), options.exclude)
+            report = engine.drift(Path(request.desired), options.scope)
             return DriftResult(drift=DriftReport.model_validate(report))
         if request.operation == "plan":
             assert request.desired is not None

@@ -80,6 +80,8 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             allow_destructive=policy.allow_destructive,
             protected_tables=list(policy.protected_tables),
             exclude=list(policy.exclude),
+            schemas=list(policy.schemas),
+            exclude_schemas=list(policy.exclude_schemas),
             lock_timeout_ms=policy.lock_timeout * 1000,
         )
 

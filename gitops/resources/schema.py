@@ -19,6 +19,8 @@ from gitops.resources.status import DatabaseSchemaStatus
 __all__ = ["DatabaseSchema", "DatabaseSchemaSpec", "DevDatabase", "SchemaPolicy"]
 
 TABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?$"
+SchemaName = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[^\x00-\x1f\x7f]+$")]
+"""A PostgreSQL schema's name as the catalog holds it (case matters; no control characters)."""
 
 
 class SchemaTransactionMode(StrEnum):
@@ -46,6 +48,12 @@ class SchemaPolicy(Model):
     exclude: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=128)
     ] = Field(default_factory=list)
+    schemas: Annotated[list[SchemaName], Field(max_length=128)] = Field(default_factory=list)
+    """PostgreSQL: manage only these schemas (empty: every schema)."""
+    exclude_schemas: Annotated[list[SchemaName], Field(max_length=128)] = Field(
+        default_factory=list
+    )
+    """PostgreSQL: leave these schemas and everything in them alone."""
     lock_timeout: SchemaLockTimeout = 30
     transaction_mode: SchemaTransactionMode = SchemaTransactionMode.AUTO
 

@@ -46,8 +46,9 @@ from runner.engines.model import Database
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement
 from runner.engines.planner import Planned, PlanOptions, PlanRefused, converged, fingerprint
 from runner.engines.report import ApplyReport
-from runner.engines.scope import apply_exclude
+from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
+from runner.errors import ConfigurationError
 from runner.url import DatabaseURL
 
 __all__ = ["Engine", "LoadPiece", "load_retrying"]
@@ -85,6 +86,8 @@ class Engine(Generic[FactsT, SandboxT]):
     partial_dry_run: ClassVar[bool] = True
     """Whether :meth:`dry_run` may rebuild only a scope of the live schema (SQLite copies the
     whole schema's text, which costs nothing to narrow)."""
+    has_schemas: ClassVar[bool] = False
+    """Whether a database holds several schemas a scope may choose from (PostgreSQL)."""
 
     def __init__(
         self,
@@ -124,8 +127,8 @@ class Engine(Generic[FactsT, SandboxT]):
         """What a sandbox must match of the target (version, settings): a quick read."""
         raise NotImplementedError
 
-    def observe(self, exclude: Sequence[str]) -> Database:
-        """The live model, read-only."""
+    def observe(self, scope: Scope) -> Database:
+        """The live model in ``scope``, read-only."""
         raise NotImplementedError
 
     def server_key(self, facts: FactsT) -> dict[str, object]:
@@ -137,10 +140,9 @@ class Engine(Generic[FactsT, SandboxT]):
         """Where desired SQL, rebuilds and dry runs execute; never the target."""
         raise NotImplementedError
 
-    def normalize(
-        self, sandbox: SandboxT, files: list[tuple[str, str]], exclude: Sequence[str]
-    ) -> Database:
-        """Load ``files`` into a fresh sandbox database and read them back. A load that needs
+    def normalize(self, sandbox: SandboxT, files: list[tuple[str, str]], scope: Scope) -> Database:
+        """Load ``files`` into a fresh sandbox database and read back what is in ``scope``.
+        A load that needs
         the live model asks :meth:`live_model` for it."""
         raise NotImplementedError
 
@@ -153,7 +155,7 @@ class Engine(Generic[FactsT, SandboxT]):
     ) -> tuple[list[PlanStatement], Database]:
         """Rebuild ``baseline`` (the live schema, or a scope of it) in a fresh sandbox
         database and run ``statements`` there: the statements as the dry run judged them
-        (lock probes), and the whole schema it reached (the core applies ``exclude``)."""
+        (lock probes), and the whole schema it reached (the core applies the scope)."""
         raise NotImplementedError
 
     def drift_differ(self, live: Database, desired: Database) -> list[Any]:
@@ -174,9 +176,17 @@ class Engine(Generic[FactsT, SandboxT]):
 
     # -- the sequence --------------------------------------------------------------------
 
-    def inspect(self, exclude: Sequence[str] = ()) -> Database:
+    def inspect(self, scope: Scope = EVERYTHING) -> Database:
+        self._check_scope(scope)
         self.facts()  # what it refuses (a credential that cannot see everything), inspect too
-        return self.observe(exclude)
+        return self.observe(scope)
+
+    def _check_scope(self, scope: Scope) -> None:
+        if (scope.schemas or scope.exclude_schemas) and not self.has_schemas:
+            raise ConfigurationError(
+                f"a {self.dialect} target has no schemas to choose from: --schema and "
+                "--exclude-schema (policy.schemas, policy.excludeSchemas) are for PostgreSQL"
+            )
 
     def _desired(
         self,
@@ -184,7 +194,7 @@ class Engine(Generic[FactsT, SandboxT]):
         path: Path,
         live: Callable[[], Database],
         facts: FactsT,
-        exclude: Sequence[str],
+        scope: Scope,
     ) -> Database:
         files = desired_files(path)
         key = digest(
@@ -194,14 +204,14 @@ class Engine(Generic[FactsT, SandboxT]):
                 "files": [[name, digest("file", {"text": text})] for name, text in files],
                 "server": self._server(facts),
                 "engine": engine_version(),
-                "exclude": sorted(set(exclude)),
+                **scope.key(),
             },
         )
         found = self.cache.desired(key)
         if found is not None:
             return found
         self._live, self.used_live = live, False
-        model = self.normalize(lazy.get(), files, exclude)
+        model = self.normalize(lazy.get(), files, scope)
         if not self.used_live:  # a normalization that borrowed from the live schema is not
             self.cache.keep_desired(key, model)  # this key's alone: not kept
         return model
@@ -213,11 +223,11 @@ class Engine(Generic[FactsT, SandboxT]):
         return {**self.server_key(facts), "explicitSandbox": explicit}
 
     @contextlib.contextmanager
-    def _reading(self, exclude: Sequence[str]) -> Iterator[Callable[[], Database]]:
+    def _reading(self, scope: Scope) -> Iterator[Callable[[], Database]]:
         """The live model, read in a second thread while the caller goes on."""
 
         def observed() -> Database:
-            live = self.observe(exclude)
+            live = self.observe(scope)
             fingerprint(live)  # remembered: the plan needs it, and this thread has time
             return live
 
@@ -242,18 +252,19 @@ class Engine(Generic[FactsT, SandboxT]):
                 "statements": [s.model_dump(mode="json") for s in statements],
                 "server": self._server(facts),
                 "engine": engine_version(),
-                "exclude": sorted(set(options.exclude)),
+                **options.scope.key(),
             },
         )
 
     def plan(self, desired_path: Path, options: PlanOptions) -> PlanDocument:
         """A verified plan from the live schema to ``desired_path`` (see the module
         docstring); :class:`~runner.engines.planner.PlanRefused` when it may not be made."""
+        self._check_scope(options.scope)
         facts = self.facts()
         with contextlib.ExitStack() as stack:
-            read = stack.enter_context(self._reading(options.exclude))
+            read = stack.enter_context(self._reading(options.scope))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
-            desired = self._desired(lazy, desired_path, read, facts, options.exclude)
+            desired = self._desired(lazy, desired_path, read, facts, options.scope)
             live = read()
             planned = self.changes(live, desired, options)
             key = self._verdict_key(live, desired, planned.statements, facts, options)
@@ -289,7 +300,7 @@ class Engine(Generic[FactsT, SandboxT]):
         def run(baseline: Database) -> tuple[list[PlanStatement], Database]:
             """The dry run on ``baseline``, and the schema it reached in the managed scope."""
             statements, result = self.dry_run(lazy.get(), baseline, planned.statements)
-            return statements, apply_exclude(result, options.exclude)
+            return statements, apply_scope(result, options.scope)
 
         if self.partial_dry_run:
             scope = dry_run_scope(live, desired, planned.changes)
@@ -307,13 +318,14 @@ class Engine(Generic[FactsT, SandboxT]):
         statements, result = run(live)
         return statements, converged(result, desired, differ)
 
-    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
-        """A bounded drift report: the live schema against the desired one."""
+    def drift(self, desired_path: Path, scope: Scope = EVERYTHING) -> dict[str, object]:
+        """A bounded drift report: the live schema against the desired one, in ``scope``."""
+        self._check_scope(scope)
         facts = self.facts()
         with contextlib.ExitStack() as stack:
-            read = stack.enter_context(self._reading(exclude))
+            read = stack.enter_context(self._reading(scope))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
-            desired = self._desired(lazy, desired_path, read, facts, exclude)
+            desired = self._desired(lazy, desired_path, read, facts, scope)
             live = read()
         return drift_report(self.drift_differ(live, desired), live.dialect)
 

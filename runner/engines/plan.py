@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from runner.digests import CONTRACT_VERSION, Sha256, canonical_json, sha256_digest
+from runner.engines.scope import Scope
 
 __all__ = [
     "FORMAT_VERSION",
@@ -77,12 +78,19 @@ class PlanDocument(_Frozen):
     expected: Digest  # fingerprint of the live schema once the plan has run (from the dry run)
     options: Digest  # digest of the planning options (exclude, protected tables, ...)
     exclude: list[str]  # the managed scope, so apply re-reads the live schema the same way
+    schemas: list[str] = Field(default_factory=list)  # only these schemas (empty: all)
+    exclude_schemas: list[str] = Field(default_factory=list)  # never these
     statements: list[PlanStatement]
     summary: PlanSummary
 
     @property
     def empty(self) -> bool:
         return not self.statements
+
+    @property
+    def scope(self) -> Scope:
+        """What of the database the plan manages: apply reads the live schema through it."""
+        return Scope.of(self.exclude, self.schemas, self.exclude_schemas)
 
 
 def plan_bytes(document: PlanDocument) -> bytes:

@@ -22,6 +22,7 @@ from runner.engines.hazards import hazards_of
 from runner.engines.model import OBJECT_CLASSES, Database
 from runner.engines.order import order
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement, PlanSummary
+from runner.engines.scope import Scope
 from runner.errors import SeshatError
 
 __all__ = [
@@ -55,6 +56,12 @@ class PlanOptions:
     allow_destructive: bool = False
     protected_tables: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    schemas: tuple[str, ...] = ()
+    exclude_schemas: tuple[str, ...] = ()
+
+    @property
+    def scope(self) -> Scope:
+        return Scope.of(self.exclude, self.schemas, self.exclude_schemas)
 
     def digest(self) -> str:
         return digest(
@@ -62,7 +69,7 @@ class PlanOptions:
             {
                 "allowDestructive": self.allow_destructive,
                 "protectedTables": sorted({t.lower() for t in self.protected_tables}),
-                "exclude": sorted(set(self.exclude)),
+                **self.scope.key(),
             },
         )
 
@@ -194,6 +201,8 @@ class Planned:
             expected=expected,
             options=options.digest(),
             exclude=sorted(set(options.exclude)),
+            schemas=sorted(set(options.schemas)),
+            exclude_schemas=sorted(set(options.exclude_schemas)),
             statements=list(self.statements),
             summary=PlanSummary(
                 statements=len(self.statements),

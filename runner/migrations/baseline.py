@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from runner.engines.base import engine_for
 from runner.engines.changes import Change
 from runner.engines.model import Database
+from runner.engines.scope import Scope
 from runner.errors import ConfigurationError
 from runner.migrations.apply import MigrationRefused, apply_pending, runner_version
 from runner.migrations.files import CHECKSUM_ALGORITHM, MigrationFile
@@ -28,7 +29,7 @@ from runner.url import DatabaseURL
 
 __all__ = ["BaselineResult", "baseline"]
 
-_HISTORY_TABLE = (TABLE, f"*.{TABLE}")
+_HISTORY_TABLE = Scope(exclude=(TABLE, f"*.{TABLE}"))
 
 
 @dataclass

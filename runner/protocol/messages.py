@@ -102,6 +102,8 @@ class PlanSettings(_Frozen):
     allow_destructive: bool = False
     protected_tables: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
+    schemas: list[str] = Field(default_factory=list)  # PostgreSQL: only these (empty: all)
+    exclude_schemas: list[str] = Field(default_factory=list)  # PostgreSQL: never these
     lock_timeout_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
     out_of_order: bool = False  # migrations: accept pending versions below an applied one
 

@@ -45,7 +45,7 @@ from runner.engines.planner import (
     plan_changes,
 )
 from runner.engines.report import ApplyReport
-from runner.engines.scope import apply_exclude
+from runner.engines.scope import Scope, apply_scope
 from runner.errors import CanNotRunError
 from runner.sql.split_mysql import split_mysql
 
@@ -96,8 +96,8 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _read(self, conn: Any, database: str, exclude: Sequence[str]) -> Database:
-        return apply_exclude(introspect(conn, database), exclude)
+    def _read(self, conn: Any, database: str, scope: Scope) -> Database:
+        return apply_scope(introspect(conn, database), scope)
 
     @contextlib.contextmanager
     def _server_errors(self) -> Iterator[None]:
@@ -113,15 +113,15 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             _refuse_invisible(conn, self.database)
             return server_facts(conn, self.database)
 
-    def observe(self, exclude: Sequence[str]) -> Database:
+    def observe(self, scope: Scope) -> Database:
         """The live schema, read only: in read-only transactions, twice, until two readings
         agree (the data dictionary has no snapshot)."""
         with self._server_errors(), connection(self.url) as conn:
             _execute(conn, "SET SESSION TRANSACTION READ ONLY")
             for _ in range(3):
                 _execute(conn, "START TRANSACTION READ ONLY")
-                first = self._read(conn, self.database, exclude)
-                second = self._read(conn, self.database, exclude)
+                first = self._read(conn, self.database, scope)
+                second = self._read(conn, self.database, scope)
                 _execute(conn, "COMMIT")
                 if fingerprint(first) == fingerprint(second):
                     return first
@@ -149,9 +149,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         with self._server_errors(), self.entered(opened) as sandbox:
             yield sandbox
 
-    def normalize(
-        self, sandbox: Sandbox, files: list[tuple[str, str]], exclude: Sequence[str]
-    ) -> Database:
+    def normalize(self, sandbox: Sandbox, files: list[tuple[str, str]], scope: Scope) -> Database:
         """Load the desired schema into a fresh sandbox schema and read it back."""
         with self._server_errors():
             conn, name = sandbox.fresh()
@@ -186,7 +184,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             conn.close()
         # Read back in a new session: nothing the desired SQL set on its own carries over.
         with self._server_errors(), connection(sandbox.server, name, env_password=False) as reader:
-            desired = self._read(reader, name, exclude)
+            desired = self._read(reader, name, scope)
         for where, table, column, old in hints:
             found = desired.tables.get(f"table:db.{table}")
             if found is not None and found.column(old) is not None:
@@ -283,7 +281,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             got = rows(conn, "SELECT GET_LOCK(%s, %s)", (lock_name(self.database), seconds))
             if not got or got[0][0] != 1:
                 raise PlanRefused("locked", "another apply holds this database's lock")
-            live = self._read(conn, self.database, document.exclude)
+            live = self._read(conn, self.database, document.scope)
             if fingerprint(live) != document.observed:
                 raise PlanRefused("stale_plan", "the live schema changed since the plan was made")
             log = Journal(journal, report.plan_id)
@@ -300,7 +298,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                         return report
                     log.write("finished", index=index)
                     report.ran.append(index)
-                after = self._read(conn, self.database, document.exclude)
+                after = self._read(conn, self.database, document.scope)
                 report.converged = fingerprint(after) == document.expected
                 log.write("end", converged=report.converged)
             finally:

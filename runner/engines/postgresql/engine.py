@@ -37,7 +37,7 @@ from runner.engines.postgresql.sandbox import (
     server_facts,
 )
 from runner.engines.report import ApplyReport
-from runner.engines.scope import apply_exclude
+from runner.engines.scope import Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
 from runner.errors import CanNotRunError
 from runner.sql.split import split_postgresql
@@ -166,6 +166,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     dialect = "postgresql"
     transactional_ddl = True
+    has_schemas = True
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -173,10 +174,10 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         with connection(self.url, read_only=True) as conn:
             return server_facts(conn)
 
-    def observe(self, exclude: Sequence[str]) -> Database:
+    def observe(self, scope: Scope) -> Database:
         """The live schema, in one read-only snapshot."""
         with connection(self.url, read_only=True) as conn:
-            return apply_exclude(introspect(conn), exclude)
+            return apply_scope(introspect(conn), scope)
 
     def server_key(self, facts: ServerFacts) -> dict[str, object]:
         return {
@@ -193,9 +194,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         with self.entered(opened) as sandbox:
             yield sandbox
 
-    def normalize(
-        self, sandbox: Sandbox, files: list[tuple[str, str]], exclude: Sequence[str]
-    ) -> Database:
+    def normalize(self, sandbox: Sandbox, files: list[tuple[str, str]], scope: Scope) -> Database:
         """Load the desired schema into a fresh sandbox database and read it back."""
         database = sandbox.fresh()
 
@@ -208,7 +207,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         # Read back in a new session: nothing the desired SQL set on its own carries over.
         try:
             with connection(database) as conn:
-                return apply_exclude(introspect(conn), exclude)
+                return apply_scope(introspect(conn), scope)
         except psycopg.Error as error:
             raise DesiredSchemaError(
                 f"the desired schema cannot be read back in the sandbox: {_error_text(error)}"
@@ -264,7 +263,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     def apply(self, document: PlanDocument, *, lock_timeout_ms: int = 30_000) -> ApplyReport:
         """Run ``document`` against the live database under the advisory lock."""
         report = ApplyReport(plan_digest(document))
-        exclude = document.exclude
+        scope = document.scope
         with connection(self.url) as conn:
             with conn.cursor() as cur:
                 cur.execute(
@@ -276,7 +275,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                     raise PlanRefused(
                         "locked", "another apply holds this database's lock"
                     ) from None
-            live = apply_exclude(introspect(conn), exclude)
+            live = apply_scope(introspect(conn), scope)
             if fingerprint(live) != document.observed:
                 raise PlanRefused("stale_plan", "the live schema changed since the plan was made")
             try:
@@ -285,7 +284,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                 report.failed = failure.index
                 report.error = failure.error
                 return report
-            after = apply_exclude(introspect(conn), exclude)
+            after = apply_scope(introspect(conn), scope)
             report.converged = fingerprint(after) == document.expected
         return report
 

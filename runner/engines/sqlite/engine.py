@@ -38,7 +38,7 @@ from runner.engines.planner import (
     plan_changes,
 )
 from runner.engines.report import ApplyReport
-from runner.engines.scope import apply_exclude
+from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.sqlite.introspect import introspect, model_of, read_catalog, server_major
 from runner.engines.sqlite.rebuild import sqlite_diff
 from runner.engines.sqlite.render import render
@@ -146,7 +146,7 @@ class SqliteEngine(Engine[None, None]):
     def facts(self) -> None:
         return None
 
-    def _read(self, exclude: Sequence[str]) -> Database:
+    def _read(self, scope: Scope) -> Database:
         """The target's schema, read-only (``mode=ro``). A catalog read before, by this
         engine's code and this SQLite library, is the model the planning cache kept for it:
         its CREATE text is not tokenized again."""
@@ -164,17 +164,18 @@ class SqliteEngine(Engine[None, None]):
         if model is None:
             model = model_of(catalog)
             self.cache.keep_live(key, model)
-        return apply_exclude(model, exclude)
+        return apply_scope(model, scope)
 
-    def observe(self, exclude: Sequence[str]) -> Database:
+    def observe(self, scope: Scope) -> Database:
         """The live schema; a missing file is an empty schema (what a first apply would
         create), never created."""
         if not self.path.exists():
             return Database(dialect="sqlite", server_major=server_major())
-        return self._read(exclude)
+        return self._read(scope)
 
-    def inspect(self, exclude: Sequence[str] = ()) -> Database:
-        return self._read(exclude)
+    def inspect(self, scope: Scope = EVERYTHING) -> Database:
+        self._check_scope(scope)
+        return self._read(scope)
 
     def server_key(self, facts: None) -> dict[str, object]:
         return {"sqlite": sqlite3.sqlite_version}
@@ -182,14 +183,12 @@ class SqliteEngine(Engine[None, None]):
     def sandbox(self, facts: None) -> contextlib.nullcontext[None]:
         return contextlib.nullcontext()  # each step opens an in-memory sandbox of its own
 
-    def normalize(
-        self, sandbox: None, files: list[tuple[str, str]], exclude: Sequence[str]
-    ) -> Database:
+    def normalize(self, sandbox: None, files: list[tuple[str, str]], scope: Scope) -> Database:
         """The desired schema, loaded into an in-memory sandbox and read back."""
         conn = open_sandbox()
         try:
             _load(conn, files)
-            return apply_exclude(introspect(conn), exclude)
+            return apply_scope(introspect(conn), scope)
         finally:
             conn.close()
 
@@ -234,11 +233,11 @@ class SqliteEngine(Engine[None, None]):
             conn.close()
         return list(statements), result
 
-    def drift(self, desired_path: Path, exclude: Sequence[str] = ()) -> dict[str, object]:
+    def drift(self, desired_path: Path, scope: Scope = EVERYTHING) -> dict[str, object]:
         """A bounded drift report; the database file must exist."""
         if not self.path.is_file():
-            self.inspect(exclude)  # says the file is missing
-        return super().drift(desired_path, exclude)
+            self.inspect(scope)  # says the file is missing
+        return super().drift(desired_path, scope)
 
     # -- applying ------------------------------------------------------------------------
 
@@ -256,7 +255,7 @@ class SqliteEngine(Engine[None, None]):
                     ) from None
                 raise CanNotRunError(f"{self.path}: {error}") from None
             try:
-                live = apply_exclude(introspect(conn), document.exclude)
+                live = apply_scope(introspect(conn), document.scope)
                 if fingerprint(live) != document.observed:
                     raise PlanRefused(
                         "stale_plan", "the live schema changed since the plan was made"
@@ -278,6 +277,6 @@ class SqliteEngine(Engine[None, None]):
                     conn.execute("ROLLBACK")
                 raise
             report.ran = list(range(len(document.statements)))
-            after = apply_exclude(introspect(conn), document.exclude)
+            after = apply_scope(introspect(conn), document.scope)
             report.converged = fingerprint(after) == document.expected
         return report

@@ -299,3 +299,41 @@ def test_a_keyless_sigstore_approval_is_accepted_by_the_reconciler(
     world.remote.commit_all("carol's keyless approval")
     assert world.reconcile() == {"shop/orders": "InSync/InSync"}
     assert tables(database) == ["t"]
+
+
+def test_policy_schemas_leave_another_tools_schema_alone(
+    world: World, postgres_database: PostgresDatabase
+) -> None:
+    """``policy.schemas`` reaches the runner: the database's ``audit`` schema, which the
+    desired schema does not mention, is neither planned nor dropped, with ``Always``."""
+    with postgres_database.connect_as_app() as conn:
+        conn.execute("CREATE SCHEMA app; CREATE SCHEMA audit; CREATE TABLE audit.events (id int)")
+    layout = world.artifact("sc", "CREATE TABLE app.accounts (id bigint PRIMARY KEY);\n")
+    world.monkeypatch.setenv("ORDERS_URL", postgres_database.url_with_password)
+    world.remote.write_file(
+        "databases/pg.yaml",
+        schema_yaml(
+            "orders", layout, apply="Always", engine="postgresql", extra=", schemas: [app]"
+        ),
+    )
+    world.remote.commit_all("declare")
+    assert world.reconcile() == {"shop/orders": "InSync/InSync"}
+    with postgres_database.connect_as_app() as conn:
+        found = conn.execute(
+            "SELECT table_schema || '.' || table_name FROM information_schema.tables"
+            " WHERE table_schema IN ('app', 'audit') ORDER BY 1"
+        ).fetchall()
+    assert found == [("app.accounts",), ("audit.events",)]
+
+
+def test_policy_schemas_on_a_target_without_schemas_is_a_clear_failure(world: World) -> None:
+    layout = world.artifact("sq", "CREATE TABLE t (id INTEGER PRIMARY KEY);\n")
+    world.database("orders")
+    world.remote.write_file(
+        "databases/o.yaml", schema_yaml("orders", layout, extra=", excludeSchemas: [audit]")
+    )
+    world.remote.commit_all("declare")
+    verdict = world.reconcile()["shop/orders"]
+    assert verdict.startswith("Failed/")
+    message = str(world.status("orders")["status"])
+    assert "--exclude-schema" in message and "PostgreSQL" in message

@@ -38,6 +38,8 @@ def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
         "allowDestructive": False,
         "protectedTables": [],
         "exclude": [],
+        "schemas": [],
+        "excludeSchemas": [],
         "lockTimeout": "30s",
         "transactionMode": "auto",
     }

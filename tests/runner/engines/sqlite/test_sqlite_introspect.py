@@ -9,6 +9,7 @@ import pytest
 
 from runner.engines.cache import PlanCache
 from runner.engines.model import Database
+from runner.engines.scope import EVERYTHING
 from runner.engines.sqlite.engine import SqliteEngine, database_path
 from runner.errors import CanNotRunError, ConfigurationError
 from runner.url import parse_url
@@ -112,7 +113,7 @@ def test_the_cache_answers_only_for_the_very_catalog_it_read(tmp_path: Path) -> 
     entries = tmp_path / "cache" / "plans" / "live"
 
     def observed() -> Database:
-        return SqliteEngine(url, cache=cache).observe(())
+        return SqliteEngine(url, cache=cache).observe(EVERYTHING)
 
     first = observed()
     assert first == SqliteEngine(url).inspect() and len(list(entries.iterdir())) == 1
