@@ -80,6 +80,12 @@ class _Differ:
     def add(self, change: Change) -> None:
         self.changes.append(change)
 
+    def _partitioned(self, table: str) -> str:
+        """``"partitioned"`` for a table the desired schema partitions (it takes no
+        ``NOT VALID`` constraint and no concurrent index build), else ``""``."""
+        found = self.desired.tables.get(table)
+        return "partitioned" if found is not None and found.partition_key is not None else ""
+
     def existing(self, table: str | None) -> bool:
         return table is not None and table in self.live.tables and table not in self.recreate
 
@@ -129,6 +135,12 @@ class _Differ:
             self.add(
                 Change("alter_table_options", key, Phase.CREATE, (key,), before=old, after=new)
             )
+        for parent in old.inherits:
+            if parent not in new.inherits and parent not in self.dropped_tables:
+                self.add(Change("no_inherit", key, Phase.DROP, (key,), before=old, detail=parent))
+        for parent in new.inherits:
+            if parent not in old.inherits:
+                self.add(Change("inherit", key, Phase.CREATE, (key,), after=new, detail=parent))
 
     def column(self, table: str, old: Column, new: Column) -> None:
         def change(op: str, phase: Phase = Phase.CREATE) -> None:
@@ -213,6 +225,7 @@ class _Differ:
                         after=new,
                         existing_table=self.existing(new.table)
                         and new.table not in self.new_tables,
+                        detail=self._partitioned(new.table),
                     )
                 )
 
@@ -235,8 +248,6 @@ class _Differ:
                 )
             if new is not None and (old is None or changed or old.table in self.dropped_tables):
                 existing = new.table in self.live.tables and new.table not in self.new_tables
-                parent = self.desired.tables.get(new.table)
-                partitioned = parent is not None and parent.partition_key is not None
                 self.add(
                     Change(
                         "create_index",
@@ -245,7 +256,7 @@ class _Differ:
                         (new.table,),
                         after=new,
                         existing_table=existing,
-                        detail="partitioned" if partitioned else "",
+                        detail=self._partitioned(new.table),
                     )
                 )
 
@@ -304,6 +315,12 @@ class _Differ:
         for key in sorted(live.keys() & desired.keys()):
             old, new = live[key], desired[key]
             if old.definition == new.definition:
+                if old.table is not None and old.table in self.dropped_tables:
+                    # A trigger or policy of a table dropped and created again (a change
+                    # of partitioning): it went with the table and is created again.
+                    self.add(
+                        Change("create_definition", key, Phase.CREATE, _tables(new), after=new)
+                    )
                 continue
             if _alterable(old, new):
                 in_place.append((key, old, new))
@@ -402,6 +419,7 @@ class _Differ:
                             _tables_of(new_c),
                             after=new_c,
                             existing_table=True,
+                            detail=self._partitioned(new_c.table),
                         )
                     )
 

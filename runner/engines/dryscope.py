@@ -32,7 +32,7 @@ from runner.engines.model import Database
 
 __all__ = ["dry_run_scope", "merged", "restrict", "untouched_equal"]
 
-_ALWAYS = frozenset({"schema", "extension", "enum", "composite", "domain", "type"})
+_ALWAYS = frozenset({"schema", "extension", "collation", "enum", "composite", "domain", "type"})
 
 
 def _closure(start: Iterable[str], edges: dict[str, set[str]]) -> set[str]:

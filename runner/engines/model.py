@@ -92,6 +92,7 @@ class Table(_InSchema):
     row_security: bool = False
     force_row_security: bool = False
     options: tuple[tuple[str, str], ...] = ()  # dialect facts (ENGINE, STRICT, ...), sorted
+    inherits: tuple[str, ...] = ()  # PostgreSQL table inheritance: parent table keys, in order
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)

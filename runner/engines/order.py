@@ -25,6 +25,7 @@ __all__ = ["order"]
 KIND_RANK = {
     "schema": 0,
     "extension": 1,
+    "collation": 2,
     "type": 2,
     "sequence": 3,
     "function": 4,
@@ -41,6 +42,7 @@ OP_RANK = {
     op: rank
     for rank, op in enumerate(
         [
+            "no_inherit",
             "drop_definition",
             "drop_index",
             "drop_constraint",
@@ -67,6 +69,7 @@ OP_RANK = {
             "set_identity_options",
             "set_logged",
             "set_row_security",
+            "inherit",
             "add_constraint",
             "create_index",
             "validate_constraint",

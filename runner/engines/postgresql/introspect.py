@@ -91,7 +91,7 @@ class _Reader:
             conn,
             "SELECT c, c::regclass::oid FROM unnest(ARRAY['pg_class', 'pg_type', 'pg_proc',"
             " 'pg_constraint', 'pg_attrdef', 'pg_rewrite', 'pg_trigger', 'pg_policy',"
-            " 'pg_namespace', 'pg_extension']) AS c",
+            " 'pg_namespace', 'pg_extension', 'pg_collation']) AS c",
         )
         self.catalog = {name: int(oid) for name, oid in names}
         self.tables: dict[str, Table] = {}
@@ -134,6 +134,47 @@ class _Reader:
                 f"CREATE EXTENSION IF NOT EXISTS {ident(name)} WITH SCHEMA {ident(schema)}",
                 f"DROP EXTENSION {ident(name)}",
                 f"{name} {schema}",
+            )
+
+    # -- collations -----------------------------------------------------------------------
+
+    def collations(self, major: int) -> None:
+        """Collations made with ``CREATE COLLATION`` (libc or ICU): created before the
+        columns, domains and indexes that use them (``pg_depend``)."""
+        locale = "c.colllocale" if major >= 17 else "c.colliculocale"
+        rules = "c.collicurules" if major >= 16 else "NULL"
+        for oid, schema, name, provider, deterministic, collate, ctype, icu, icu_rules in _rows(
+            self.conn,
+            "SELECT c.oid, n.nspname, c.collname, c.collprovider, c.collisdeterministic,"
+            f" c.collcollate, c.collctype, {locale}, {rules}"
+            " FROM pg_collation c JOIN pg_namespace n ON n.oid = c.collnamespace"
+            f" WHERE {USER_SCHEMA} AND {_ext('pg_collation', 'c.oid')} ORDER BY 2, 3",
+        ):
+            key = f"collation:{schema}.{name}"
+            full = qualified(schema, name)
+            options = []
+            if provider == "i":
+                options += ["provider = icu", f"locale = {literal(icu or '')}"]
+                if icu_rules is not None:
+                    options.append(f"rules = {literal(icu_rules)}")
+            elif collate == ctype:
+                options += ["provider = libc", f"locale = {literal(collate or '')}"]
+            else:
+                options += [
+                    "provider = libc",
+                    f"lc_collate = {literal(collate or '')}",
+                    f"lc_ctype = {literal(ctype or '')}",
+                ]
+            if not deterministic:
+                options.append("deterministic = false")
+            body = ", ".join(options)
+            self.register("pg_collation", oid, key, f"COLLATION {full}")
+            self.definitions[key] = Definition(
+                key,
+                "collation",
+                f"CREATE COLLATION {full} ({body})",
+                f"DROP COLLATION {full}",
+                body,
             )
 
     # -- types ------------------------------------------------------------------------------
@@ -287,6 +328,16 @@ class _Reader:
                 f"CACHE {cache}",
                 "CYCLE" if cycle else "NO CYCLE",
             )
+        inherits: dict[int, list[str]] = defaultdict(list)
+        for child, parent in _rows(
+            self.conn,
+            "SELECT i.inhrelid, 'table:' || pn.nspname || '.' || p.relname FROM pg_inherits i"
+            " JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent"
+            " JOIN pg_namespace pn ON pn.oid = p.relnamespace"
+            " WHERE NOT c.relispartition AND p.relkind IN ('r', 'p')"
+            " ORDER BY i.inhrelid, i.inhseqno",
+        ):
+            inherits[child].append(parent)
         by_oid = {row[0]: row for row in rows}
         pg_class, pg_attrdef = self.catalog["pg_class"], self.catalog["pg_attrdef"]
         for (
@@ -336,6 +387,7 @@ class _Reader:
                 unlogged=persistence == "u",
                 row_security=bool(rls),
                 force_row_security=bool(force),
+                inherits=tuple(inherits[oid]),
             )
             self.register("pg_class", oid, table.key, f"TABLE {qualified(schema, name)}")
             self.tables[table.key] = table
@@ -625,6 +677,8 @@ def introspect(conn: psycopg.Connection[Any]) -> Database:
     reader = _Reader(conn)
     reader.schemas()
     reader.extensions()
+    major = int(str(conn.info.server_version)[:-4])
+    reader.collations(major)
     reader.types()
     reader.tables_and_columns()
     reader.constraints_()
@@ -634,7 +688,6 @@ def introspect(conn: psycopg.Connection[Any]) -> Database:
     reader.functions()
     reader.triggers()
     reader.policies()
-    major = int(str(conn.info.server_version)[:-4])
     return Database(
         dialect="postgresql",
         server_major=major,

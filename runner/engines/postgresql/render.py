@@ -60,6 +60,8 @@ def _create_table(change: Change) -> list[Statement]:
             if columns
             else (f"CREATE {unlogged}TABLE {name} ()")
         )
+    if table.inherits:
+        sql += f" INHERITS ({', '.join(_table_name(p) for p in table.inherits)})"
     if table.partition_key:
         sql += f" PARTITION BY {table.partition_key}"
     statements = [Statement(sql)]
@@ -145,6 +147,14 @@ def _set_row_security(change: Change) -> list[Statement]:
     ]
 
 
+def _inherit(change: Change) -> list[Statement]:
+    return _alter(change, f"INHERIT {_table_name(change.detail)}")
+
+
+def _no_inherit(change: Change) -> list[Statement]:
+    return _alter(change, f"NO INHERIT {_table_name(change.detail)}")
+
+
 def _drop_table(change: Change) -> list[Statement]:
     return [Statement(f"DROP TABLE {_table_name(change.key)}")]
 
@@ -154,8 +164,13 @@ def _add_constraint(change: Change) -> list[Statement]:
     table = _table_name(constraint.table)
     name = ident(constraint.name)
     definition = constraint.definition
+    # A partitioned table takes no NOT VALID constraint (PostgreSQL validates it through
+    # its partitions): the constraint is added validated, in one step.
     deferred_validation = (
-        change.existing_table and constraint.kind in ("c", "f") and constraint.validated
+        change.existing_table
+        and constraint.kind in ("c", "f")
+        and constraint.validated
+        and change.detail != "partitioned"
     )
     if deferred_validation:
         return [
@@ -337,6 +352,8 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
     "set_not_null": _alter_column("SET NOT NULL"),
     "drop_not_null": _alter_column("DROP NOT NULL"),
     "set_logged": _set_logged,
+    "inherit": _inherit,
+    "no_inherit": _no_inherit,
     "set_row_security": _set_row_security,
     "add_constraint": _add_constraint,
     "drop_constraint": _drop_constraint,
