@@ -264,7 +264,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                 report.error = failure.error
                 return report
             after = apply_exclude(introspect(conn), exclude)
-            report.converged = fingerprint(after) == document.expected
+            report.settle(fingerprint(after) == document.expected)
         return report
 
 

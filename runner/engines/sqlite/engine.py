@@ -279,5 +279,5 @@ class SqliteEngine(Engine[None, None]):
                 raise
             report.ran = list(range(len(document.statements)))
             after = apply_exclude(introspect(conn), document.exclude)
-            report.converged = fingerprint(after) == document.expected
+            report.settle(fingerprint(after) == document.expected)
         return report
