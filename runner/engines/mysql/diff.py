@@ -10,6 +10,9 @@
 * An index that only the live database has is dropped last, after its replacement exists.
 * The index the server creates implicitly for a foreign key is no difference: the live
   table's index for the same foreign key stands for it, whatever its name.
+* A definer is compared only where the desired schema names one (:mod:`.definers`).
+* A changed procedure or function is replaced in one ``CREATE OR REPLACE`` where the server
+  has it (MariaDB), else dropped and created again (MySQL).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import re
 from runner.engines.changes import Change, Phase
 from runner.engines.diff import column_change
 from runner.engines.diff import diff as shared_diff
-from runner.engines.model import Column, Database, Index
+from runner.engines.model import Column, Database, Definition, Index
+from runner.engines.mysql.definers import comparable
 from runner.engines.mysql.render import (
     auto_key_added,
     auto_key_dropped,
@@ -123,8 +127,47 @@ def _moves(live: Database, desired: Database, changes: list[Change]) -> list[Cha
     return moves
 
 
+_ROUTINES = frozenset({"procedure", "function"})
+
+
+def _routine_changes(changes: list[Change]) -> list[Change]:
+    """Routine replacements as the server can make them: ``CREATE OR REPLACE`` (one
+    ``replace_definition``) where the desired routine has it, else a drop and a create."""
+    result: list[Change] = []
+    created = {
+        c.key: c
+        for c in changes
+        if c.op == "create_definition"
+        and isinstance(c.after, Definition)
+        and c.after.kind in _ROUTINES
+        and c.after.replace is not None
+    }
+    replaced = {c.key for c in changes if c.op == "drop_definition" and c.key in created}
+    for change in changes:
+        if change.key in replaced and change.op == "drop_definition":
+            continue
+        if change.key in replaced and change.op == "create_definition":
+            change = dataclasses.replace(change, op="replace_definition")
+            change = dataclasses.replace(change, before=_dropped(changes, change.key))
+        elif (
+            change.op == "replace_definition"
+            and isinstance(change.after, Definition)
+            and change.after.kind in _ROUTINES
+            and change.after.replace is None
+        ):
+            result.append(dataclasses.replace(change, op="drop_definition", phase=Phase.DROP))
+            change = dataclasses.replace(change, op="create_definition")
+        result.append(change)
+    return result
+
+
+def _dropped(changes: list[Change], key: str) -> object:
+    return next(c.before for c in changes if c.op == "drop_definition" and c.key == key)
+
+
 def diff(live: Database, desired: Database) -> list[Change]:
     """Every change from ``live`` to ``desired`` on MySQL, in no particular order."""
+    live = comparable(live, desired)
     # Partitioning changes in place here (ALTER TABLE ... PARTITION BY), keeping the rows:
     # the shared differ, which would replace the table, sees the desired partitioning.
     adjusted = dict(live.tables)
@@ -136,7 +179,7 @@ def diff(live: Database, desired: Database) -> list[Change]:
             repartitioned.append(
                 Change("repartition", key, Phase.CREATE, (key,), before=old, after=new)
             )
-    changes = shared_diff(dataclasses.replace(live, tables=adjusted), desired)
+    changes = _routine_changes(shared_diff(dataclasses.replace(live, tables=adjusted), desired))
     new_tables = {c.key for c in changes if c.op == "create_table"}
     replaced_indexes = {c.key for c in changes if c.op == "create_index"} & set(live.indexes)
     replaced_keys = {
