@@ -437,6 +437,7 @@ def _events(reader: _Reader) -> dict[str, Definition]:
             create=f"CREATE {text}",
             drop=f"DROP EVENT {ident(str(name))}",
             definition=text,
+            replace=f"CREATE OR REPLACE {text}" if reader.dialect == "mariadb" else None,
         )
         found[key] = with_definer(event, str(definer))
     return found

@@ -101,7 +101,8 @@ def test_routines_plan_apply_and_converge(
     runner: RunnerCLI, mariadb_database: MariaDBDatabase, tmp_path: Path
 ) -> None:
     db = mariadb_database
-    desired = write(tmp_path / "schema.sql", TABLE + ROUTINES)
+    view = "CREATE VIEW loud AS SELECT shout(note) AS n FROM audit;\n"
+    desired = write(tmp_path / "schema.sql", view + TABLE + ROUTINES)
     document = planned(runner, db, desired, tmp_path / "plan.json")
     by_key = {s["key"]: s for s in document["statements"]}
     assert sorted(by_key) == [
@@ -109,7 +110,10 @@ def test_routines_plan_apply_and_converge(
         "procedure:db.record_twice",
         "procedure:db.tally",
         "table:db.audit",
+        "view:db.loud",
     ]
+    keys = [s["key"] for s in document["statements"]]
+    assert keys.index("function:db.shout") < keys.index("view:db.loud")
     record = by_key["procedure:db.record_twice"]
     assert record["op"] == "create_definition"
     assert record["sql"].startswith("CREATE PROCEDURE `record_twice`(IN what varchar(50))")
@@ -123,6 +127,7 @@ def test_routines_plan_apply_and_converge(
     run(db, "CALL record_twice('x')")
     assert run(db, "SELECT note FROM audit ORDER BY id") == [("x; first",), ("x; second",)]
     assert run(db, "SELECT shout('a')") == [("A!;",)]
+    assert run(db, "SELECT n FROM loud ORDER BY n") == [("X; FIRST!;",), ("X; SECOND!;",)]
     assert statements_of(runner, db, desired) == []
 
 
@@ -268,7 +273,11 @@ def test_events_are_created_altered_and_dropped(
 
     altered = event.replace("EVERY 1 DAY", "EVERY 2 HOUR DISABLE")
     write(desired, TABLE + altered)
-    applied(runner, db, _plan_file(runner, db, desired, tmp_path / "2.json"))
+    second = _plan_file(runner, db, desired, tmp_path / "2.json")
+    replaced = json.loads(second.read_text())["statements"]
+    assert [(s["op"], s["key"]) for s in replaced] == [("replace_definition", "event:db.cleanup")]
+    assert replaced[0]["sql"].startswith("CREATE OR REPLACE EVENT `cleanup` ON SCHEDULE EVERY 2")
+    applied(runner, db, second)
     status = "SELECT STATUS, INTERVAL_VALUE, INTERVAL_FIELD FROM information_schema.EVENTS"
     assert run(db, status + f" WHERE EVENT_SCHEMA = '{db.name}'") == [("DISABLED", "2", "HOUR")]
     assert statements_of(runner, db, desired) == []
