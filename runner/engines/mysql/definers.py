@@ -29,6 +29,7 @@ from runner.engines.plan import PlanStatement
 __all__ = [
     "DEFINED_KINDS",
     "attach",
+    "body_of",
     "comparable",
     "definer_of",
     "expected_definers",
@@ -109,8 +110,8 @@ def named_definers(statements: Iterable[str], current: str) -> dict[tuple[str, s
     return found
 
 
-def _body(definition: Definition) -> str:
-    """The definition without its definer clause."""
+def body_of(definition: Definition) -> str:
+    """The definition without its definer clause (what its text says it does)."""
     return definition.definition.removeprefix(_clause(definition.fact("definer")))
 
 
@@ -124,7 +125,7 @@ def _created(body: str, definer: str | None, *, or_replace: bool = False) -> str
 
 def with_definer(definition: Definition, definer: str | None) -> Definition:
     """``definition`` owned by ``definer`` (``None``: by whoever creates it)."""
-    body = _body(definition)
+    body = body_of(definition)
     extra = tuple(sorted((k, v) for k, v in definition.extra if k != "definer"))
     if definer is not None:
         extra = tuple(sorted((*extra, ("definer", definer))))

@@ -24,7 +24,7 @@ from typing import Any
 
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
 from runner.engines.mysql.connection import rows
-from runner.engines.mysql.definers import with_definer
+from runner.engines.mysql.definers import body_of, with_definer
 from runner.engines.mysql.quoting import ident, literal
 
 __all__ = ["SCHEMA", "RoutineNotVisible", "flavor", "introspect"]
@@ -533,7 +533,7 @@ def introspect(conn: Any, database: str) -> Database:
     names = {**functions, **{t.name: k for k, t in tables.items()}}
     names |= {k.split(".", 1)[1]: k for k in views}
     for key, view in views.items():
-        for name in sorted(_references(view.definition)):
+        for name in sorted(_references(body_of(view))):
             target = names.get(name)
             if target is not None and target != key:
                 depends.add((key, target))
