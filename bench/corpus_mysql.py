@@ -181,6 +181,9 @@ class MysqlEnvironment:
         with self._admin() as conn, conn.cursor() as cur:
             cur.execute("SELECT VERSION()")
             self.server_version = str(cur.fetchone()[0])
+            # The account sqldef's MySQL servers (the official images) have, which a case
+            # names as a definer; locked and without privileges: it only has to exist.
+            cur.execute("CREATE USER IF NOT EXISTS 'root'@'%' ACCOUNT LOCK")
         self.flavor = "mariadb" if "mariadb" in self.server_version.lower() else "mysql"
 
     def _admin(self, database: str | None = None) -> Any:

@@ -310,6 +310,7 @@ def apply(
     from runner.digests import sha256_digest
     from runner.engines.plan import read_plan
     from runner.engines.planner import PlanRefused
+    from runner.engines.report import NOT_CONVERGED
 
     data = plan_file.read_bytes()
     if expect_digest is not None and sha256_digest(data) != expect_digest:
@@ -339,7 +340,11 @@ def apply(
         _output().out(json.dumps({"refusal": {"code": refusal.reason, "message": refusal.message}}))
         sys.exit(EXIT_REFUSED)
     _output().out(json.dumps(report.to_json(), sort_keys=True))
-    sys.exit(EXIT_OK if report.failed is None and report.converged else EXIT_CANNOT_RUN)
+    if report.failed is None and report.converged:
+        sys.exit(EXIT_OK)
+    if report.failed is not None:
+        _output().fail(f"statement {report.failed + 1} failed: {report.error}")
+    _output().fail(report.error or NOT_CONVERGED)
 
 
 @schema.command()

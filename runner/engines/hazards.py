@@ -29,6 +29,9 @@ class Hazard:
     code: str
 
 
+_ROUTINES = frozenset({"function", "procedure"})
+"""Kinds that may run with their definer's privileges (``SECURITY DEFINER``)."""
+
 _INTEGER_RANK = {"smallint": 1, "integer": 2, "bigint": 3}
 _PARAM = re.compile(
     r"^(?P<base>[a-z ]+?)(?:\((?P<args>[0-9, ]+)\))?(?P<rest>( with(out)? time zone)?)$"
@@ -183,7 +186,7 @@ def hazards_of(change: Change) -> list[Hazard]:
         definition = change.new(Definition)
         if definition.kind == "policy":
             add("privilege", "ROW_SECURITY")
-        if definition.kind == "function" and definition.fact("security_definer") == "true":
+        if definition.kind in _ROUTINES and definition.fact("security_definer") == "true":
             add("privilege", "SECURITY_DEFINER")
     if op == "create_table":
         table = change.after

@@ -15,8 +15,9 @@ escape (``\\n``, ``\\x1b``, ``\\u2028``).
 
 from __future__ import annotations
 
+import itertools
 import json
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +25,7 @@ from runner.digests import CONTRACT_VERSION, Sha256, canonical_json, sha256_dige
 from runner.engines.scope import Scope
 
 __all__ = [
+    "CLIENT_DELIMITED",
     "FORMAT_VERSION",
     "MAX_PLAN_BYTES",
     "HazardEntry",
@@ -144,6 +146,20 @@ def comment_text(text: str) -> str:
     return "".join(_escape(char) for char in text)
 
 
+CLIENT_DELIMITED: Final = frozenset({"mariadb", "mysql"})
+"""Dialects whose command-line client ends a statement at every ``;`` it sees, even inside
+a ``BEGIN ... END`` body, unless a ``DELIMITER`` line names another terminator."""
+
+
+def _terminated(sql: str, dialect: str) -> list[str]:
+    """``sql`` as lines a dialect's client runs as one statement."""
+    if dialect not in CLIENT_DELIMITED or ";" not in sql:
+        return [f"{sql};"]
+    candidates = itertools.chain(("$$", "//"), (f"$${n}$$" for n in itertools.count(1)))
+    delimiter = next(d for d in candidates if d not in sql)
+    return [f"DELIMITER {delimiter}", f"{sql}{delimiter}", "DELIMITER ;"]
+
+
 def plan_sql(document: PlanDocument) -> str:
     """``plan.sql``: a commented SQL rendering of the document and nothing else."""
     lines = [
@@ -158,6 +174,6 @@ def plan_sql(document: PlanDocument) -> str:
         where = "" if statement.transactional else " (outside a transaction)"
         op, key = comment_text(statement.op), comment_text(statement.key)
         lines.append(f"-- [{number:04d}] {op} {key} hazards={hazards}{where}")
-        lines.append(f"{statement.sql};")
+        lines += _terminated(statement.sql, document.dialect)
         lines.append("")
     return "\n".join(lines)

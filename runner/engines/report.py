@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ApplyReport"]
+__all__ = ["NOT_CONVERGED", "ApplyReport"]
+
+NOT_CONVERGED = (
+    "every statement ran, but the database does not have the schema the plan's dry run "
+    "reached; plan again to see the difference"
+)
+"""The report's ``error`` when the apply finished without reaching the promised schema."""
 
 
 @dataclass
@@ -19,6 +25,13 @@ class ApplyReport:
     converged: bool = False
     unknown: int | None = None  # a statement that started but may not have finished
     interrupted: bool = False  # the report comes from a journal of an interrupted apply
+
+    def settle(self, converged: bool) -> None:
+        """Record whether the schema after the apply is the one the plan promised; one that
+        is not says so in ``error``, so a reader learns why the apply failed."""
+        self.converged = converged
+        if not converged and self.error is None:
+            self.error = NOT_CONVERGED
 
     def to_json(self) -> dict[str, object]:
         document: dict[str, object] = {

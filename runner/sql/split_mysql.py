@@ -3,9 +3,9 @@
 A ``;`` ends a statement except inside string literals (``'...'``, ``"..."``, with
 backslash escapes), backquoted identifiers, comments (``-- ``, ``#``, ``/* */``, including
 ``/*! ... */`` version comments) and compound bodies: ``BEGIN ... END`` and ``CASE ... END``
-nest, while ``END IF``, ``END LOOP``, ``END WHILE`` and ``END REPEAT`` close blocks that do
-not count. A ``DELIMITER x`` line (the ``mysql`` client's command) changes the delimiter
-until the next one; the command itself is not a statement.
+(or ``END CASE``) nest, while ``END IF``, ``END LOOP``, ``END WHILE`` and ``END REPEAT``
+close blocks that do not count. A ``DELIMITER x`` line (the ``mysql`` client's command)
+changes the delimiter until the next one; the command itself is not a statement.
 """
 
 from __future__ import annotations
@@ -73,8 +73,13 @@ def split_mysql(script: str) -> list[Piece]:
                 depth += 1
             elif word == "END" and depth > 0:
                 following = _WORD.match(script, _skip_space(script, match.end()))
-                if following is None or _keyword(following.group(0)) not in _NOT_NESTING:
+                closes = _keyword(following.group(0)) if following is not None else ""
+                if closes not in _NOT_NESTING:
                     depth -= 1
+                if closes == "CASE":  # END CASE closes the CASE; it opens nothing
+                    first_word = False
+                    i = following.end() if following is not None else match.end()
+                    continue
             first_word = False
             i = match.end()
         else:

@@ -10,6 +10,13 @@
 * An index that only the live database has is dropped last, after its replacement exists.
 * The index the server creates implicitly for a foreign key is no difference: the live
   table's index for the same foreign key stands for it, whatever its name.
+* A foreign key dropped and added again keeps an ordinary index where the server had
+  generated one (:func:`_generated_keys_kept`).
+* A table that loses every column drops them after adding the new ones (MySQL refuses to
+  drop a table's last column).
+* A definer is compared only where the desired schema names one (:mod:`.definers`).
+* A changed procedure, function or event is replaced in one ``CREATE OR REPLACE`` where the
+  server has it (MariaDB), else dropped and created again (MySQL).
 """
 
 from __future__ import annotations
@@ -21,13 +28,15 @@ import re
 from runner.engines.changes import Change, Phase
 from runner.engines.diff import column_change
 from runner.engines.diff import diff as shared_diff
-from runner.engines.model import Column, Database, Index
+from runner.engines.model import Column, Database, Definition, Index
+from runner.engines.mysql.definers import comparable
 from runner.engines.mysql.render import (
     auto_key_added,
     auto_key_dropped,
     fk_columns,
     implicit_fk_index,
     index_columns,
+    index_name,
 )
 
 __all__ = ["diff"]
@@ -123,8 +132,105 @@ def _moves(live: Database, desired: Database, changes: list[Change]) -> list[Cha
     return moves
 
 
+_REPLACEABLE = frozenset({"procedure", "function", "event"})
+"""Kinds MariaDB changes with ``CREATE OR REPLACE`` (their ``replace``; MySQL has none)."""
+
+
+def _generated_keys_kept(live: Database, desired: Database, changes: list[Change]) -> list[Change]:
+    """An ordinary index in place of the one the server generated for an unnamed foreign key
+    (named after its first column) that the plan drops and adds again.
+
+    Adding the key back, MariaDB replaces a generated index with one named after the
+    constraint; an ordinary index of the same columns serves the new key instead. The
+    dry run rebuilds every index as an ordinary one, so without this the two would differ.
+    """
+    touched = {c.key for c in changes if c.op in ("create_index", "drop_index")}
+    kept: list[Change] = []
+    for change in changes:
+        old = live.constraints.get(change.key)
+        if change.op != "add_constraint" or old is None or old.kind != "f":
+            continue
+        for key in sorted(live.indexes.keys() - touched):
+            index = live.indexes[key]
+            name = index_name(index)
+            if (
+                index.table != old.table
+                or index_columns(index) != list(old.columns)
+                or name == old.name
+                or name != old.columns[0]
+                or desired.indexes.get(key) != index
+            ):
+                continue
+            touched.add(key)
+            kept.append(
+                Change(
+                    "create_index",
+                    key,
+                    Phase.CREATE,
+                    (index.table,),
+                    before=index,
+                    after=index,
+                    existing_table=True,
+                )
+            )
+    return kept
+
+
+def _emptied(live: Database, changes: list[Change], dropped: dict[str, set[str]]) -> set[str]:
+    """Tables that keep their name but lose every column they have (none added back under
+    the same name)."""
+    added: dict[str, set[str]] = {}
+    for change in changes:
+        if change.op == "add_column":
+            added.setdefault(change.key, set()).add(change.detail)
+    return {
+        table
+        for table, names in dropped.items()
+        if table in live.tables
+        and names == {c.name for c in live.tables[table].columns}
+        and not names & added.get(table, set())
+    }
+
+
+def _routine_changes(changes: list[Change]) -> list[Change]:
+    """Routine and event replacements as the server can make them: ``CREATE OR REPLACE``
+    (one ``replace_definition``) where the desired object has it, else a drop and a
+    create."""
+    result: list[Change] = []
+    created = {
+        c.key: c
+        for c in changes
+        if c.op == "create_definition"
+        and isinstance(c.after, Definition)
+        and c.after.kind in _REPLACEABLE
+        and c.after.replace is not None
+    }
+    replaced = {c.key for c in changes if c.op == "drop_definition" and c.key in created}
+    for change in changes:
+        if change.key in replaced and change.op == "drop_definition":
+            continue
+        if change.key in replaced and change.op == "create_definition":
+            change = dataclasses.replace(change, op="replace_definition")
+            change = dataclasses.replace(change, before=_dropped(changes, change.key))
+        elif (
+            change.op == "replace_definition"
+            and isinstance(change.after, Definition)
+            and change.after.kind in _REPLACEABLE
+            and change.after.replace is None
+        ):
+            result.append(dataclasses.replace(change, op="drop_definition", phase=Phase.DROP))
+            change = dataclasses.replace(change, op="create_definition")
+        result.append(change)
+    return result
+
+
+def _dropped(changes: list[Change], key: str) -> object:
+    return next(c.before for c in changes if c.op == "drop_definition" and c.key == key)
+
+
 def diff(live: Database, desired: Database) -> list[Change]:
     """Every change from ``live`` to ``desired`` on MySQL, in no particular order."""
+    live = comparable(live, desired)
     # Partitioning changes in place here (ALTER TABLE ... PARTITION BY), keeping the rows:
     # the shared differ, which would replace the table, sees the desired partitioning.
     adjusted = dict(live.tables)
@@ -136,7 +242,7 @@ def diff(live: Database, desired: Database) -> list[Change]:
             repartitioned.append(
                 Change("repartition", key, Phase.CREATE, (key,), before=old, after=new)
             )
-    changes = shared_diff(dataclasses.replace(live, tables=adjusted), desired)
+    changes = _routine_changes(shared_diff(dataclasses.replace(live, tables=adjusted), desired))
     new_tables = {c.key for c in changes if c.op == "create_table"}
     replaced_indexes = {c.key for c in changes if c.op == "create_index"} & set(live.indexes)
     replaced_keys = {
@@ -150,6 +256,7 @@ def diff(live: Database, desired: Database) -> list[Change]:
     for change in changes:
         if change.op == "drop_column":
             dropped_columns.setdefault(change.key, set()).add(change.detail)
+    emptied = _emptied(live, changes, dropped_columns)
     result: list[Change] = []
     for change in changes:
         if (
@@ -180,6 +287,9 @@ def diff(live: Database, desired: Database) -> list[Change]:
             index = live.indexes[change.key]
             if not _names(index.definition) & dropped_columns.get(index.table, set()):
                 change = dataclasses.replace(change, phase=Phase.FINISH)
+        if change.op == "drop_column" and change.key in emptied:
+            # MySQL refuses to drop a table's last column: these go once the new ones exist.
+            change = dataclasses.replace(change, phase=Phase.FINISH)
         if change.op == "add_constraint" and getattr(change.after, "kind", "") == "f":
             # After every index change: the foreign key needs its index in final shape.
             change = dataclasses.replace(change, phase=Phase.FINISH)
@@ -189,4 +299,5 @@ def diff(live: Database, desired: Database) -> list[Change]:
             change = dataclasses.replace(change, op="add_column")
         result.append(change)
     result += _moves(live, desired, changes + result) + repartitioned
+    result += _generated_keys_kept(live, desired, result)
     return sorted(result, key=lambda c: c.sort_key)

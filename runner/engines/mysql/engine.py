@@ -21,12 +21,18 @@ import pymysql
 
 from runner.engines.core import Engine, LoadPiece, load_retrying, probed_hazards
 from runner.engines.desired import DesiredSchemaError
-from runner.engines.model import Database
+from runner.engines.model import Database, Definition
 from runner.engines.mysql.connection import connection, database_name, error_text, rows
+from runner.engines.mysql.definers import (
+    attach,
+    expected_definers,
+    named_definers,
+    split_account,
+)
 from runner.engines.mysql.diff import diff
-from runner.engines.mysql.introspect import introspect
+from runner.engines.mysql.introspect import RoutineNotVisible, introspect
 from runner.engines.mysql.journal import Journal, interrupted
-from runner.engines.mysql.quoting import ident
+from runner.engines.mysql.quoting import ident, literal
 from runner.engines.mysql.render import renderer
 from runner.engines.mysql.sandbox import (
     Sandbox,
@@ -97,7 +103,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
     # -- reading ---------------------------------------------------------------------------
 
     def _read(self, conn: Any, database: str, scope: Scope) -> Database:
-        return apply_scope(introspect(conn, database), scope)
+        return apply_scope(_introspect(conn, database), scope)
 
     @contextlib.contextmanager
     def _server_errors(self) -> Iterator[None]:
@@ -135,6 +141,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             "charset": facts.charset,
             "collation": facts.collation,
             "database": self.database,  # qualifiers naming it are pointed at the sandbox
+            "account": facts.account,  # the definer of what the plan creates
         }
 
     def _scrub(self, text: str) -> str:
@@ -155,6 +162,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             conn, name = sandbox.fresh()
         self.scratch_names.append(name)
         pieces: list[LoadPiece] = []
+        named: list[str] = []  # the statements as written, for the definers they name
         hints: list[tuple[str, str, str, str]] = []
         qualifier = re.compile(r"(?<![\w`$])(`?)" + re.escape(self.database) + r"\1(?=\s*\.)")
         try:
@@ -167,6 +175,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                             )
                         continue
                     hints += _rename_hints(file, piece.line, piece.sql)
+                    named.append(piece.sql)
                     sql = rewrite_definers(qualifier.sub(ident(name), piece.sql))
                     pieces.append(LoadPiece(file, piece.line, sql))
 
@@ -185,6 +194,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         # Read back in a new session: nothing the desired SQL set on its own carries over.
         with self._server_errors(), connection(sandbox.server, name, env_password=False) as reader:
             desired = self._read(reader, name, scope)
+        desired = attach(desired, named_definers(named, sandbox.facts.account))
         for where, table, column, old in hints:
             found = desired.tables.get(f"table:db.{table}")
             if found is not None and found.column(old) is not None:
@@ -198,7 +208,33 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
         planned = plan_changes(live, desired, options, renderer(desired, live), differ=diff)
+        self._refuse_unknown_definers(planned)
         return Planned(planned.changes, tuple(_merged(planned.statements)))
+
+    def _refuse_unknown_definers(self, planned: Planned) -> None:
+        """``unknown_definer`` when the plan creates an object whose named definer is no
+        account of the target (the server would create it, and it could never run)."""
+        named = sorted(
+            {
+                definer
+                for change in planned.changes
+                if isinstance(change.after, Definition)
+                and change.op in ("create_definition", "replace_definition")
+                and (definer := change.after.fact("definer")) is not None
+            }
+        )
+        if not named:
+            return
+        with self._server_errors(), connection(self.url) as conn:
+            current = str(rows(conn, "SELECT CURRENT_USER()")[0][0])
+            for definer in named:
+                if definer != current and not _account_exists(conn, definer):
+                    user, host = split_account(definer)
+                    raise PlanRefused(
+                        "unknown_definer",
+                        f"the desired schema names DEFINER={literal(user)}@{literal(host)}, "
+                        "which is not an account of the target server",
+                    )
 
     def drift_differ(self, live: Database, desired: Database) -> list[Any]:
         return diff(live, desired)
@@ -207,19 +243,22 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         self, sandbox: Sandbox, baseline: Database, statements: Sequence[PlanStatement]
     ) -> tuple[list[PlanStatement], Database]:
         """Rebuild ``baseline`` in a fresh sandbox schema and run the plan there, probing
-        each ``ALTER TABLE``'s algorithm."""
+        each ``ALTER TABLE``'s algorithm; the result carries the definers the target will
+        have (the sandbox's own user owns everything there)."""
         with self._server_errors():
             conn, name = sandbox.fresh()
             self.scratch_names.append(name)
             try:
-                return self._probe_run(conn, name, baseline, statements)
+                probed, result = self._probe_run(conn, name, baseline, statements)
             finally:
                 conn.close()
+        account = sandbox.facts.account
+        return probed, expected_definers(result, baseline, statements, account)
 
     def _probe_run(
         self, conn: Any, name: str, baseline: Database, statements: Sequence[PlanStatement]
     ) -> tuple[list[PlanStatement], Database]:
-        empty = introspect(conn, name)
+        empty = _introspect(conn, name)
         copy = plan_changes(
             empty,
             baseline,
@@ -252,7 +291,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                     ),
                 ) from None
             probed.append(probed_hazards(statement, algorithm))
-        return probed, introspect(conn, name)
+        return probed, _introspect(conn, name)
 
     # -- applying --------------------------------------------------------------------------
 
@@ -299,11 +338,40 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                     log.write("finished", index=index)
                     report.ran.append(index)
                 after = self._read(conn, self.database, document.scope)
-                report.converged = fingerprint(after) == document.expected
+                report.settle(fingerprint(after) == document.expected)
                 log.write("end", converged=report.converged)
             finally:
                 log.close()
         return report
+
+
+def _introspect(conn: Any, database: str) -> Database:
+    """:func:`introspect`, with a routine the credential may not read refused."""
+    try:
+        return introspect(conn, database)
+    except RoutineNotVisible as hidden:
+        raise PlanRefused(
+            "catalog_not_visible",
+            f"the credential cannot read the text of {hidden}; it must be the routine's "
+            "definer or may read mysql.proc (see docs/engine.md)",
+        ) from None
+
+
+def _account_exists(conn: Any, account: str) -> bool:
+    """Whether ``account`` (``user@host``) is a user or role of ``conn``'s server; a
+    credential that may not read ``mysql.user`` cannot tell, and the plan is refused."""
+    user, host = split_account(account)
+    try:
+        found = rows(
+            conn, "SELECT COUNT(*) FROM mysql.user WHERE User = %s AND Host = %s", (user, host)
+        )
+    except pymysql.MySQLError:
+        raise PlanRefused(
+            "unknown_definer",
+            f"the desired schema names DEFINER={literal(user)}@{literal(host)}, and this "
+            "credential cannot read mysql.user to check that the account exists",
+        ) from None
+    return bool(found and int(found[0][0]))
 
 
 _CREATE_TABLE = re.compile(

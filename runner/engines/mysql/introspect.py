@@ -10,8 +10,9 @@ Modelled: tables with their options (engine, charset, collation, comment, row fo
 the AUTO_INCREMENT counter), columns in order (the order is part of the model here), types,
 collations, defaults, ON UPDATE, AUTO_INCREMENT, generated columns, column comments and
 column-level checks (``Column.extra``), primary keys, unique, ordinary, FULLTEXT and SPATIAL
-indexes with prefix lengths and direction, foreign keys, table checks, views and triggers.
-Left out: partitioning, routines, events, privileges.
+indexes with prefix lengths and direction, foreign keys, table checks, views, triggers,
+events, stored procedures and functions, partitioning, and the definer of every object that
+runs as one (see :mod:`.definers`). Left out: privileges.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from typing import Any
 
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
 from runner.engines.mysql.connection import rows
+from runner.engines.mysql.definers import body_of, with_definer
 from runner.engines.mysql.quoting import ident, literal
 
-__all__ = ["SCHEMA", "flavor", "introspect"]
+__all__ = ["SCHEMA", "RoutineNotVisible", "flavor", "introspect"]
 
 SCHEMA = "db"
 """The schema name in every key, whatever the database is called."""
@@ -339,8 +341,8 @@ class _Reader:
         ):
             columns[str(table)].append(str(column))
         found: dict[str, Definition] = {}
-        for name, body, check, security, algorithm in self.query(
-            "SELECT TABLE_NAME, VIEW_DEFINITION, CHECK_OPTION, SECURITY_TYPE, "
+        for name, body, check, security, definer, algorithm in self.query(
+            "SELECT TABLE_NAME, VIEW_DEFINITION, CHECK_OPTION, SECURITY_TYPE, DEFINER, "
             + ("ALGORITHM" if self.dialect == "mariadb" else "'UNDEFINED'")
             + " FROM information_schema.VIEWS WHERE TABLE_SCHEMA = %s ORDER BY TABLE_NAME"
         ):
@@ -356,14 +358,14 @@ class _Reader:
                 replace=f"CREATE OR REPLACE {definition}",
                 extra=(("columns", ", ".join(columns[name])),),
             )
-            found[view.key] = view
+            found[view.key] = with_definer(view, str(definer))
         return found
 
     def triggers(self) -> dict[str, Definition]:
         found: dict[str, Definition] = {}
-        for name, event, table, timing, statement, order in self.query(
+        for name, event, table, timing, statement, order, definer in self.query(
             "SELECT TRIGGER_NAME, EVENT_MANIPULATION, EVENT_OBJECT_TABLE, ACTION_TIMING,"
-            " ACTION_STATEMENT, ACTION_ORDER FROM information_schema.TRIGGERS"
+            " ACTION_STATEMENT, ACTION_ORDER, DEFINER FROM information_schema.TRIGGERS"
             " WHERE TRIGGER_SCHEMA = %s ORDER BY EVENT_OBJECT_TABLE, ACTION_ORDER"
         ):
             body = _strip_schema(str(statement), self.db)
@@ -378,7 +380,7 @@ class _Reader:
                 table=_table_key(str(table)),
                 extra=(("order", str(order)),),
             )
-            found[trigger.key] = trigger
+            found[trigger.key] = with_definer(trigger, str(definer))
         return found
 
 
@@ -410,28 +412,71 @@ _DEFINER = re.compile(
 _STARTS = re.compile(r" STARTS '[^']*'")
 
 
+def _without_definer(text: str, database: str) -> str:
+    """``SHOW CREATE ...`` text without ``CREATE DEFINER=...`` and the database's qualifier."""
+    return _DEFINER.sub("", _strip_schema(text, database), count=1).removeprefix("CREATE ")
+
+
 def _events(reader: _Reader) -> dict[str, Definition]:
-    """Events, from ``SHOW CREATE EVENT`` without the definer and a recurring start time.
+    """Events, from ``SHOW CREATE EVENT`` without a recurring start time.
 
     A recurring event starts when it is created unless told otherwise, so its start time
     is not compared (the server cannot tell an explicit start from the default one).
     """
     found: dict[str, Definition] = {}
-    for (name,) in reader.query(
-        "SELECT EVENT_NAME FROM information_schema.EVENTS WHERE EVENT_SCHEMA = %s"
+    for name, definer in reader.query(
+        "SELECT EVENT_NAME, DEFINER FROM information_schema.EVENTS WHERE EVENT_SCHEMA = %s"
         " ORDER BY EVENT_NAME"
     ):
         row = rows(reader.conn, f"SHOW CREATE EVENT {ident(reader.db)}.{ident(str(name))}")[0]
-        text = _strip_schema(str(row[3]), reader.db)
-        text = _STARTS.sub("", _DEFINER.sub("CREATE ", text, count=1))
+        text = _STARTS.sub("", _without_definer(str(row[3]), reader.db))
         key = f"event:{SCHEMA}.{name}"
-        found[key] = Definition(
+        event = Definition(
             key=key,
             kind="event",
-            create=text,
+            create=f"CREATE {text}",
             drop=f"DROP EVENT {ident(str(name))}",
-            definition=text.removeprefix("CREATE "),
+            definition=text,
+            replace=f"CREATE OR REPLACE {text}" if reader.dialect == "mariadb" else None,
         )
+        found[key] = with_definer(event, str(definer))
+    return found
+
+
+class RoutineNotVisible(Exception):
+    """``SHOW CREATE PROCEDURE|FUNCTION`` gave no text: the credential may not read it."""
+
+
+def _routines(reader: _Reader) -> dict[str, Definition]:
+    """Stored procedures and functions, from ``SHOW CREATE PROCEDURE|FUNCTION``.
+
+    The server prints the parameters and body as written and the characteristics
+    (``DETERMINISTIC``, data access, ``SQL SECURITY``, ``COMMENT``) in a fixed order and
+    spelling, so one routine reads the same wherever it was created. MariaDB changes one in
+    place with ``CREATE OR REPLACE``; MySQL drops and creates it again.
+    """
+    found: dict[str, Definition] = {}
+    for name, kind, security, definer in reader.query(
+        "SELECT ROUTINE_NAME, ROUTINE_TYPE, SECURITY_TYPE, DEFINER FROM information_schema"
+        ".ROUTINES WHERE ROUTINE_SCHEMA = %s AND ROUTINE_TYPE IN ('PROCEDURE', 'FUNCTION')"
+        " ORDER BY ROUTINE_TYPE, ROUTINE_NAME"
+    ):
+        word = str(kind)
+        shown = rows(reader.conn, f"SHOW CREATE {word} {ident(reader.db)}.{ident(str(name))}")
+        if not shown or shown[0][2] is None:
+            raise RoutineNotVisible(f"{word.lower()} {name}")
+        text = _without_definer(str(shown[0][2]), reader.db)
+        key = f"{word.lower()}:{SCHEMA}.{name}"
+        routine = Definition(
+            key=key,
+            kind=word.lower(),
+            create=f"CREATE {text}",
+            drop=f"DROP {word} {ident(str(name))}",
+            definition=text,
+            replace=f"CREATE OR REPLACE {text}" if reader.dialect == "mariadb" else None,
+            extra=(("security_definer", "true" if security == "DEFINER" else "false"),),
+        )
+        found[key] = with_definer(routine, str(definer))
     return found
 
 
@@ -483,9 +528,12 @@ def introspect(conn: Any, database: str) -> Database:
             depends.add((constraint.key, constraint.references))
     for index in indexes.values():
         depends.add((index.key, index.table))
-    names = {t.name: k for k, t in tables.items()} | {k.split(".", 1)[1]: k for k in views}
+    routines = _routines(reader)
+    functions = {k.split(".", 1)[1]: k for k, r in routines.items() if r.kind == "function"}
+    names = {**functions, **{t.name: k for k, t in tables.items()}}
+    names |= {k.split(".", 1)[1]: k for k in views}
     for key, view in views.items():
-        for name in sorted(_references(view.definition)):
+        for name in sorted(_references(body_of(view))):
             target = names.get(name)
             if target is not None and target != key:
                 depends.add((key, target))
@@ -498,6 +546,6 @@ def introspect(conn: Any, database: str) -> Database:
         tables=tables,
         constraints=constraints,
         indexes=indexes,
-        definitions={**views, **triggers, **_events(reader)},
+        definitions={**views, **triggers, **_events(reader), **routines},
         depends=frozenset(depends),
     )

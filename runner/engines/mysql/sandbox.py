@@ -11,8 +11,8 @@ run on the target server. They run in one of:
   ``sql_mode`` and each scratch schema with the target database's character set and
   collation. Statements run as ``seshat_sandbox``, a user whose grants cover only the
   scratch schemas (no ``FILE``, no ``SUPER``, no other schema); ``DEFINER`` clauses are
-  rewritten to that user inside the sandbox (definers are not part of the model, so the
-  plan is unaffected);
+  rewritten to that user inside the sandbox (the model's definers come from the desired
+  SQL's text and the live schema, never from the sandbox; see :mod:`.definers`);
 * **an explicit sandbox** (``--dev-url``, ``spec.dev.url``; MySQL targets need one):
   refused if it is the target server itself (``@@server_uuid``, or on MariaDB, which has
   none, the host name, data directory and port) or its database is not empty.
@@ -80,6 +80,7 @@ class ServerFacts:
     charset: str
     collation: str
     identity: str  # server_uuid, or host name | data directory | port
+    account: str = ""  # CURRENT_USER() on the target: who plans, and so who applies
 
     @property
     def series(self) -> str:
@@ -108,6 +109,7 @@ def server_facts(conn: Any, database: str) -> ServerFacts:
         (database,),
     )
     charset, collation = (str(found[0][0]), str(found[0][1])) if found else ("utf8mb4", "")
+    account = str(rows(conn, "SELECT CURRENT_USER()")[0][0])
     return ServerFacts(
         "mariadb" if "mariadb" in version.lower() else "mysql",
         version,
@@ -116,6 +118,7 @@ def server_facts(conn: Any, database: str) -> ServerFacts:
         charset,
         collation,
         _identity(conn),
+        account,
     )
 
 

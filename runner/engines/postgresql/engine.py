@@ -285,7 +285,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                 report.error = failure.error
                 return report
             after = apply_scope(introspect(conn), scope)
-            report.converged = fingerprint(after) == document.expected
+            report.settle(fingerprint(after) == document.expected)
         return report
 
 

@@ -278,5 +278,5 @@ class SqliteEngine(Engine[None, None]):
                 raise
             report.ran = list(range(len(document.statements)))
             after = apply_scope(introspect(conn), document.scope)
-            report.converged = fingerprint(after) == document.expected
+            report.settle(fingerprint(after) == document.expected)
         return report

@@ -40,6 +40,7 @@ HOSTILE_NAMES = (
     f"d\n.shell touch {MARKER}\nx",  # sqlite3 shell dot commands
     f"e\n.system touch {MARKER}\nx",
     "bidi\u202etxt.exe\u202c \\n",
+    "dl\nDELIMITER ;\nDROP TABLE important;\nx",  # a statement with a `;` is delimited
 )
 """Table names that, written raw in a comment line, would run something."""
 
@@ -105,6 +106,8 @@ def test_the_mariadb_client_runs_exactly_the_plan(
         cursor.execute("CREATE TABLE important (id integer PRIMARY KEY)")
         cursor.execute("INSERT INTO important VALUES (1)")
     comment = f"ALTER TABLE important COMMENT = 'x\n\\! touch {MARKER}\ny';"
+    # A body holds `;`: plan.sql puts it between DELIMITER lines, and it is sent whole.
+    comment += "\nCREATE PROCEDURE p() BEGIN SELECT 1; SELECT ';'; END;"
     desired = desired_schema(tmp_path, "`", comment)
     url = mariadb_database.url_with_password
     document = MysqlEngine(parse_url(url)).plan(desired, PlanOptions())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -41,7 +42,8 @@ CREATE TABLE orders (
 );
 CREATE VIEW big_orders AS SELECT id, total FROM orders WHERE total > 100;
 """
-SANDBOX = "seshat_"
+SANDBOX = re.compile(r"seshat_[0-9a-f]{12}")
+"""A sandbox schema's name (the app user, ``seshat_app``, may be printed: it is a definer)."""
 
 
 @pytest.fixture
@@ -56,7 +58,7 @@ def runner(db: MariaDBDatabase) -> Iterator[RunnerCLI]:
     cli = RunnerCLI(secrets=[db.server.app_password])
     yield cli
     assert cli.leaks() == [], "the password appeared in the runner's output"
-    assert not any(SANDBOX in out for out in cli.outputs), "a sandbox schema name was printed"
+    assert not any(SANDBOX.search(out) for out in cli.outputs), "a sandbox schema name was printed"
 
 
 def schemas(db: MariaDBDatabase) -> list[str]:
@@ -433,3 +435,50 @@ def test_plan_and_apply_through_operations_with_a_journal(
     assert status == 0, payload
     assert payload["result"]["apply"]["converged"] is True
     assert _journal_events(journal)[-1] == ("end", None)
+
+
+def _converged_and_empty_after(
+    runner: RunnerCLI, db: MariaDBDatabase, desired: Path, tmp_path: Path
+) -> list[str]:
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["converged"] is True
+    again = plan(runner, db, desired)
+    assert again.returncode == 0 and json.loads(again.stdout)["statements"] == []
+    return [s["sql"] for s in document["statements"]]
+
+
+def test_a_table_that_loses_every_column_drops_them_last(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE users (id int PRIMARY KEY); INSERT INTO users VALUES (7)")
+    desired = write(tmp_path / "schema.sql", "CREATE TABLE users (user_id int PRIMARY KEY);")
+    result = plan(runner, db, desired, "--allow-destructive", "--output", str(tmp_path / "p"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    sql = [s["sql"] for s in json.loads((tmp_path / "p").read_text())["statements"]]
+    # MySQL refuses to drop a table's last column: the new one comes first.
+    assert sql[-1] == "ALTER TABLE `users` DROP COLUMN `id`"
+    assert sql[0].startswith("ALTER TABLE `users` ADD COLUMN `user_id` int(11) NOT NULL")
+    applied = apply(runner, db, tmp_path / "p")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert columns(db, "users") == ["user_id"]
+
+
+def test_an_unnamed_foreign_key_pointed_elsewhere_keeps_its_index(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    tables = "CREATE TABLE users (id int PRIMARY KEY); CREATE TABLE admins (id int PRIMARY KEY);"
+    posts = "CREATE TABLE posts (id int PRIMARY KEY, author_id int, FOREIGN KEY (author_id) {});"
+    load(db, tables + posts.format("REFERENCES users (id)"))
+    desired = write(tmp_path / "schema.sql", tables + posts.format("REFERENCES admins (id)"))
+    # The server generated `author_id` for the key; added back, it would replace it with
+    # `posts_ibfk_1`. Made an ordinary index first, it serves the new key as it is.
+    assert _converged_and_empty_after(runner, db, desired, tmp_path) == [
+        "ALTER TABLE `posts` DROP FOREIGN KEY `posts_ibfk_1`",
+        "ALTER TABLE `posts` DROP INDEX `author_id`, ADD KEY `author_id` (`author_id`)",
+        "ALTER TABLE `posts` ADD CONSTRAINT `posts_ibfk_1` FOREIGN KEY (`author_id`)"
+        " REFERENCES `admins` (`id`)",
+    ]
+    shown = query(db, "SHOW CREATE TABLE posts")[0][1]
+    assert "KEY `author_id` (`author_id`)" in shown and "posts_ibfk_1` (" not in shown

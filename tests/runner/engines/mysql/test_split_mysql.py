@@ -36,3 +36,24 @@ def test_compound_bodies_and_delimiter() -> None:
     assert pieces[0].sql.endswith("END IF;\nEND")
     assert pieces[1].sql == "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END"
     assert [p.sql for p in pieces[2:]] == ["BEGIN", "SELECT 3"]
+
+
+def test_routine_bodies_with_loops_labels_handlers_and_case_statements() -> None:
+    body = (
+        "CREATE PROCEDURE walk(IN n int)\n"
+        "BEGIN\n"
+        "  DECLARE i int DEFAULT 0;\n"
+        "  DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN SET i = -1; END;\n"
+        "  outer_loop: LOOP\n"
+        "    SET i = i + 1;\n"
+        "    CASE WHEN i > n THEN LEAVE outer_loop; ELSE SET @s = 'END; x'; END CASE;\n"
+        "    REPEAT SET i = i + 1; UNTIL i > 3 END REPEAT;\n"
+        "    WHILE i < 2 DO SET i = i + 1; END WHILE;\n"
+        "  END LOOP outer_loop;\n"
+        "  lbl: BEGIN SELECT i; END lbl;\n"
+        "END"
+    )
+    function = "CREATE FUNCTION f(x int) RETURNS int DETERMINISTIC RETURN x + 1"
+    pieces = split_mysql(f"{body};\n{function};\nSELECT f(1);\n")
+    assert [p.sql for p in pieces] == [body, function, "SELECT f(1)"]
+    assert [p.line for p in pieces] == [1, 13, 14]
