@@ -186,6 +186,18 @@ no_cache_option = click.option(
 exclude_option = click.option(
     "--exclude", multiple=True, help="Leave objects matching this glob alone."
 )
+managed_role_option = click.option(
+    "--managed-role",
+    "managed_roles",
+    multiple=True,
+    help="Manage this role's privileges (GRANT what is desired, REVOKE the rest; PUBLIC "
+    "too). Roles not named are never granted to nor revoked from.",
+)
+manage_ownership_option = click.option(
+    "--manage-ownership",
+    is_flag=True,
+    help="Plan ALTER ... OWNER TO for owners the desired schema sets.",
+)
 
 
 @schema.command()
@@ -202,6 +214,8 @@ exclude_option = click.option(
 @click.option("--allow-destructive", is_flag=True, help="Allow drops and narrowing changes.")
 @click.option("--protected-table", multiple=True, help="Refuse any plan that changes this table.")
 @exclude_option
+@managed_role_option
+@manage_ownership_option
 @format_option("json", "sql")
 @click.option(
     "--output",
@@ -217,6 +231,8 @@ def plan(
     allow_destructive: bool,
     protected_table: tuple[str, ...],
     exclude: tuple[str, ...],
+    managed_roles: tuple[str, ...],
+    manage_ownership: bool,
     output_format: str,
     output: Path | None,
 ) -> None:
@@ -233,7 +249,13 @@ def plan(
 
     target = _resolve_url(url, url_env)
     engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
-    options = PlanOptions(allow_destructive, protected_table, exclude)
+    options = PlanOptions(
+        allow_destructive,
+        protected_table,
+        exclude,
+        managed_roles=managed_roles,
+        manage_ownership=manage_ownership,
+    )
     try:
         document = _run(lambda: engine.plan(desired, options))
     except PlanRefused as refusal:
@@ -324,6 +346,8 @@ def apply(
 @dev_option
 @no_cache_option
 @exclude_option
+@managed_role_option
+@manage_ownership_option
 def drift(
     url: str | None,
     url_env: str | None,
@@ -331,6 +355,8 @@ def drift(
     dev_url: str | None,
     no_cache: bool,
     exclude: tuple[str, ...],
+    managed_roles: tuple[str, ...],
+    manage_ownership: bool,
 ) -> None:
     """Report how the database differs from the desired schema (the target is only read;
     the desired schema is loaded in a sandbox, as for plan).
@@ -338,12 +364,14 @@ def drift(
     Exit status: 0 no drift, 1 drift (a JSON report of bounded aggregates), 2 could not run
     (also when no sandbox can be had: the message says what to install).
     """
+    from runner.engines.model import PrivilegeScope
     from runner.engines.planner import PlanRefused
 
     target = _resolve_url(url, url_env)
     engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
+    privileges = PrivilegeScope.of(managed_roles, manage_ownership)
     try:
-        report = _run(lambda: engine.drift(desired, exclude))
+        report = _run(lambda: engine.drift(desired, exclude, privileges))
     except PlanRefused as refusal:
         _output().learn(*engine.scratch_names)
         _output().fail(f"{refusal.reason}: {refusal.message}")

@@ -195,14 +195,19 @@ def _execute(
         raise _Failure(ErrorCode.UNSUPPORTED_ENGINE, str(error)) from None
     settings = request.settings
     options = PlanOptions(
-        settings.allow_destructive, tuple(settings.protected_tables), tuple(settings.exclude)
+        settings.allow_destructive,
+        tuple(settings.protected_tables),
+        tuple(settings.exclude),
+        managed_roles=tuple(settings.managed_roles),
+        manage_ownership=settings.manage_ownership,
     )
     try:
         if request.operation == "inspect":
-            return InspectResult(model=model_document(engine.inspect(options.exclude)))
+            model = engine.inspect(options.exclude, options.privileges)
+            return InspectResult(model=model_document(model))
         if request.operation == "drift":
             assert request.desired is not None
-            report = engine.drift(Path(request.desired), options.exclude)
+            report = engine.drift(Path(request.desired), options.exclude, options.privileges)
             return DriftResult(drift=DriftReport.model_validate(report))
         if request.operation == "plan":
             assert request.desired is not None

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_PLAN_BYTES",
     "HazardEntry",
     "PlanDocument",
+    "PlanPrivileges",
     "PlanStatement",
     "PlanSummary",
     "comment_text",
@@ -65,6 +66,13 @@ class PlanSummary(_Frozen):
     hazards: dict[str, int]
 
 
+class PlanPrivileges(_Frozen):
+    """The privileges a plan manages, so apply re-reads the live schema the same way."""
+
+    managed_roles: list[str]
+    manage_ownership: bool
+
+
 class PlanDocument(_Frozen):
     """Everything a plan says; its bytes are what an approval ultimately authorizes."""
 
@@ -79,6 +87,7 @@ class PlanDocument(_Frozen):
     exclude: list[str]  # the managed scope, so apply re-reads the live schema the same way
     statements: list[PlanStatement]
     summary: PlanSummary
+    privileges: PlanPrivileges | None = None  # absent (not null) when none are managed
 
     @property
     def empty(self) -> bool:
@@ -86,8 +95,10 @@ class PlanDocument(_Frozen):
 
 
 def plan_bytes(document: PlanDocument) -> bytes:
-    """The exact bytes of ``plan.json``."""
-    return canonical_json(document.model_dump(mode="json")) + b"\n"
+    """The exact bytes of ``plan.json`` (without ``privileges`` when none are managed: a
+    plan that manages none is byte for byte what it was before privileges existed)."""
+    unset = {"privileges"} if document.privileges is None else set()
+    return canonical_json(document.model_dump(mode="json", exclude=unset)) + b"\n"
 
 
 def plan_digest(document: PlanDocument) -> str:

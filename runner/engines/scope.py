@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
 
-from runner.engines.model import Database
+from runner.engines.model import Database, object_of
 
 __all__ = ["apply_exclude"]
 
@@ -48,8 +48,12 @@ def apply_exclude(db: Database, patterns: Sequence[str]) -> Database:
         or (c.on.startswith("column:") and "table:" + _body(c.on).rsplit(".", 1)[0] in tables)
     }
     depends = frozenset((a, b) for a, b in db.depends if a in keys and b in keys)
+    grants = {k: g for k, g in db.grants.items() if object_of(g.on) in keys}
+    owners = {k: o for k, o in db.owners.items() if object_of(o.on) in keys}
     return replace(
         db,
+        grants=grants,
+        owners=owners,
         tables=tables,
         constraints=constraints,
         indexes=indexes,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from runner.engines.planner import (
     Planned,
     PlanOptions,
     PlanRefused,
+    document_privileges,
     fingerprint,
     plan_changes,
 )
@@ -36,6 +38,7 @@ from runner.engines.postgresql.sandbox import (
     private_sandbox,
     server_facts,
 )
+from runner.engines.privileges import role_uses
 from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
 from runner.engines.servers import SandboxRefusal
@@ -127,6 +130,21 @@ def _load(
     load_retrying(left, run, when_stuck=when_stuck)
 
 
+_CASCADING_REVOKE = re.compile(r"^\s*REVOKE\b.*\b(CASCADE|RESTRICT)\s*;?\s*$", re.I | re.S)
+
+
+def _refuse_cascading_revokes(files: list[tuple[str, str]]) -> None:
+    """A desired schema whose privileges are managed states grants; ``REVOKE ... CASCADE``
+    (or ``RESTRICT``) is about grants other roles made from them, which it cannot state."""
+    for name, text in files:
+        for piece in split_postgresql(text):
+            if _CASCADING_REVOKE.match(piece.sql):
+                raise DesiredSchemaError(
+                    f"{name}:{piece.line}: REVOKE ... CASCADE/RESTRICT is not supported in a "
+                    "desired schema whose privileges are managed: state the grants wanted"
+                )
+
+
 def _run_one(
     conn: psycopg.Connection[Any], sandbox: Sandbox, database: DatabaseURL, sql: str
 ) -> None:
@@ -145,6 +163,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     dialect = "postgresql"
     transactional_ddl = True
+    manages_privileges = True
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -155,7 +174,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     def observe(self, exclude: Sequence[str]) -> Database:
         """The live schema, in one read-only snapshot."""
         with connection(self.url, read_only=True) as conn:
-            return apply_exclude(introspect(conn), exclude)
+            return apply_exclude(introspect(conn, self.privileges), exclude)
 
     def server_key(self, facts: ServerFacts) -> dict[str, object]:
         return {
@@ -175,6 +194,8 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         self, sandbox: Sandbox, files: list[tuple[str, str]], exclude: Sequence[str]
     ) -> Database:
         """Load the desired schema into a fresh sandbox database and read it back."""
+        if self.privileges.active:
+            _refuse_cascading_revokes(files)
         database = sandbox.fresh()
 
         def schemas() -> list[str]:
@@ -186,7 +207,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         # Read back in a new session: nothing the desired SQL set on its own carries over.
         try:
             with connection(database) as conn:
-                return apply_exclude(introspect(conn), exclude)
+                return apply_exclude(introspect(conn, self.privileges), exclude)
         except psycopg.Error as error:
             raise DesiredSchemaError(
                 f"the desired schema cannot be read back in the sandbox: {_error_text(error)}"
@@ -195,7 +216,27 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     # -- planning --------------------------------------------------------------------------
 
     def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
+        if options.privileges.active:
+            self._roles_exist(desired)
         return plan_changes(live, desired, options, render)
+
+    def _roles_exist(self, desired: Database) -> None:
+        """Refuse (``unknown_role``) a desired grant or owner naming a role the target lacks:
+        Seshat does not create roles (the sandbox makes them up, so only the target knows)."""
+        named = role_uses(desired)
+        if not named:
+            return
+        with connection(self.url, read_only=True) as conn, conn.cursor() as cur:
+            cur.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (sorted(named),))
+            present = {str(row[0]) for row in cur.fetchall()}
+        missing = sorted(set(named) - present)
+        if missing:
+            role = missing[0]
+            raise PlanRefused(
+                "unknown_role",
+                f'role "{role}" does not exist on the target server (named by '
+                f"{named[role]}); Seshat does not create roles: create it first",
+            )
 
     def dry_run(
         self, sandbox: Sandbox, baseline: Database, statements: Sequence[PlanStatement]
@@ -218,7 +259,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                     why = failed.format(number=failure.index + 1, error=failure.error)
                     raise PlanRefused("dry_run_failed", why) from None
 
-            empty = introspect(conn)
+            empty = introspect(conn, self.privileges)
             copy = plan_changes(empty, baseline, PlanOptions(allow_destructive=True), render)
             # Committed in batches: one transaction over a large schema would exhaust the
             # server's lock table, and the copy needs no atomicity.
@@ -230,7 +271,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             run(statements, "statement {number} failed in the dry run: {error}")
         try:
             with connection(database) as conn:
-                result = introspect(conn)
+                result = introspect(conn, self.privileges)
         except psycopg.Error as error:
             raise PlanRefused(
                 "dry_run_failed", f"the dry run's result cannot be read: {_error_text(error)}"
@@ -243,6 +284,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         """Run ``document`` against the live database under the advisory lock."""
         report = ApplyReport(plan_digest(document))
         exclude = document.exclude
+        self.manage(document_privileges(document))
         with connection(self.url) as conn:
             with conn.cursor() as cur:
                 cur.execute(
@@ -254,7 +296,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                     raise PlanRefused(
                         "locked", "another apply holds this database's lock"
                     ) from None
-            live = apply_exclude(introspect(conn), exclude)
+            live = apply_exclude(introspect(conn, self.privileges), exclude)
             if fingerprint(live) != document.observed:
                 raise PlanRefused("stale_plan", "the live schema changed since the plan was made")
             try:
@@ -263,7 +305,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                 report.failed = failure.index
                 report.error = failure.error
                 return report
-            after = apply_exclude(introspect(conn), exclude)
+            after = apply_exclude(introspect(conn, self.privileges), exclude)
             report.converged = fingerprint(after) == document.expected
         return report
 
