@@ -97,14 +97,21 @@ def _load(
 
     def run(piece: LoadPiece) -> str | None:
         nonlocal made_role
-        try:
-            _run_one(conn, sandbox, database, piece.sql)
-        except SandboxRefusal as refusal:
-            raise DesiredSchemaError(f"{piece.file}:{piece.line}: {refusal}") from None
-        except psycopg.Error as error:
-            made_role = sandbox.missing_role(error) or made_role
-            return _error_text(error)
-        return None
+        while True:  # once more after each role it names is made: the order stays the file's
+            try:
+                _run_one(conn, sandbox, database, piece.sql)
+            except SandboxRefusal as refusal:
+                raise DesiredSchemaError(f"{piece.file}:{piece.line}: {refusal}") from None
+            except psycopg.Error as error:
+                if sandbox.missing_role(error):
+                    made_role = True
+                    continue
+                lent = _lent_create(piece.sql, error)
+                if lent is not None:
+                    piece = LoadPiece(piece.file, piece.line, lent)
+                    continue
+                return _error_text(error)
+            return None
 
     def when_stuck() -> bool:
         nonlocal made_role, missing_schemas
@@ -143,6 +150,29 @@ def _refuse_cascading_revokes(files: list[tuple[str, str]]) -> None:
                     f"{name}:{piece.line}: REVOKE ... CASCADE/RESTRICT is not supported in a "
                     "desired schema whose privileges are managed: state the grants wanted"
                 )
+
+
+_OWNER_TO = re.compile(
+    r'^\s*ALTER\s.*\sOWNER\s+TO\s+("(?:[^"]|"")+"|[^\s;]+)\s*;?\s*$', re.I | re.S
+)
+_NO_CREATE = re.compile(r"^permission denied for schema (.+)$")
+
+
+def _lent_create(sql: str, error: psycopg.Error) -> str | None:
+    """In a sandbox, ``ALTER ... OWNER TO r`` that failed because ``r`` may not create in
+    the object's schema (which PostgreSQL demands of a new owner), as a statement that lends
+    ``r`` that privilege for the change only. The sandbox invents roles and rebuilds only the
+    privileges of managed ones, so it cannot know what the target grants ``r``; the target
+    itself is asked when the plan is applied."""
+    owner = _OWNER_TO.match(sql)
+    schema = _NO_CREATE.match(error.diag.message_primary or "")
+    if owner is None or schema is None:
+        return None
+    role, name = owner.group(1), ident(schema.group(1))
+    return (
+        f"GRANT CREATE ON SCHEMA {name} TO {role};\n{sql.rstrip().rstrip(';')};\n"
+        f"REVOKE CREATE ON SCHEMA {name} FROM {role}"
+    )
 
 
 def _run_one(
@@ -357,6 +387,7 @@ def _execute(
         return sandbox is not None and sandbox[0].intercepts(sql)
 
     index = 0
+    texts = [sql for sql, _ in statements]  # a sandbox may lend a new owner CREATE
     while index < len(statements):
         sql, transactional = statements[index]
         if not transactional or alone(sql):
@@ -391,11 +422,16 @@ def _execute(
             try:
                 with conn.transaction():
                     for current in group:
-                        conn.execute(statements[current][0].encode("utf-8"))
+                        conn.execute(texts[current].encode("utf-8"))
                 break
             except psycopg.Error as error:
-                # In a sandbox, a role the statements name is made there, and they run again.
+                # In a sandbox, a role the statements name is made there, and they run again;
+                # so do they when a new owner may not create in the schema (_lent_create).
                 if sandbox is not None and sandbox[0].missing_role(error):
+                    continue
+                lent = _lent_create(texts[current], error) if sandbox is not None else None
+                if lent is not None:
+                    texts[current] = lent
                     continue
                 if report is not None:
                     report.rolled_back = [i for i in group if i < current]
