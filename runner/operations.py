@@ -198,8 +198,8 @@ def _execute(
         settings.allow_destructive,
         tuple(settings.protected_tables),
         tuple(settings.exclude),
-        managed_roles=tuple(settings.managed_roles),
-        manage_ownership=settings.manage_ownership,
+        managed_roles=tuple(settings.managed_roles or ()),
+        manage_ownership=bool(settings.manage_ownership),
     )
     try:
         if request.operation == "inspect":

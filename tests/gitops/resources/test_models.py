@@ -40,6 +40,8 @@ def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
         "exclude": [],
         "lockTimeout": "30s",
         "transactionMode": "auto",
+        "managedRoles": [],
+        "manageOwnership": False,
     }
     assert resource.metadata.namespace == "shop"
     migration = DatabaseMigration.model_validate(schema())
