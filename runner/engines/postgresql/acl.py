@@ -38,6 +38,9 @@ __all__ = ["Privileges", "read_privileges"]
 _GRANTEE = f"CASE WHEN x.grantee = 0 THEN '{PUBLIC}' ELSE pg_get_userbyid(x.grantee) END"
 _DEFAULT_OBJECTS = {"r": "TABLES", "S": "SEQUENCES", "f": "FUNCTIONS", "T": "TYPES", "n": "SCHEMAS"}
 _RELATION_WORD = {"v": "VIEW", "m": "MATERIALIZED VIEW", "S": "SEQUENCE"}
+_NO_OWNER = frozenset({"pg_database_owner"})
+"""Owners read as none: the ``public`` schema's in a database made since PostgreSQL 15,
+which every sandbox database has before any desired SQL runs (so it declares nothing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +173,7 @@ def read_privileges(
             names[oid] = grant_target
             if catalog.name == "pg_class" and key.startswith("table:"):
                 table_targets[oid] = (key, grant_target)
-            if scope.ownership and not mine and not is_linked(key):
+            if scope.ownership and not mine and owner not in _NO_OWNER and not is_linked(key):
                 owners[f"owner:{key}"] = Ownership(key, owner_target, owner)
         if not scope.roles:
             continue
