@@ -385,13 +385,26 @@ def drift(
 @url_option
 @url_env_option
 @exclude_option
-def inspect(url: str | None, url_env: str | None, exclude: tuple[str, ...]) -> None:
+@managed_role_option
+@manage_ownership_option
+def inspect(
+    url: str | None,
+    url_env: str | None,
+    exclude: tuple[str, ...],
+    managed_roles: tuple[str, ...],
+    manage_ownership: bool,
+) -> None:
     """Print the database's schema as canonical JSON (the engine's object model)."""
-    from runner.engines.planner import model_document
+    from runner.engines.model import PrivilegeScope
+    from runner.engines.planner import PlanRefused, model_document
 
     target = _resolve_url(url, url_env)
     engine = _engine(target, None)
-    model = _run(lambda: engine.inspect(exclude))
+    privileges = PrivilegeScope.of(managed_roles, manage_ownership)
+    try:
+        model = _run(lambda: engine.inspect(exclude, privileges))
+    except PlanRefused as refusal:
+        _output().fail(f"{refusal.reason}: {refusal.message}")
     _output().out(canonical_json(model_document(model)).decode())
 
 

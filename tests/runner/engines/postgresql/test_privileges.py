@@ -205,6 +205,21 @@ def test_without_managed_roles_privileges_are_not_read_and_the_plan_is_unchanged
         "schema", "inspect", "--url-env", "TARGET_URL", env={"TARGET_URL": db.url_with_password}
     )
     assert "grant:" not in inspected.stdout and "grants" not in json.loads(inspected.stdout)
+    managed = runner(
+        "schema", "inspect", "--url-env", "TARGET_URL", "--managed-role", READER,
+        env={"TARGET_URL": db.url_with_password},
+    )  # fmt: skip
+    grants = json.loads(managed.stdout)["grants"]
+    assert grants == {
+        f"grant:table:public.accounts:{READER}": {
+            "on": "table:public.accounts",
+            "target": 'TABLE "public"."accounts"',
+            "grantee": READER,
+            "privileges": ["DELETE"],
+            "grantable": [],
+            "column": "",
+        }
+    }
 
 
 def test_owners_the_desired_schema_sets_are_planned_with_manage_ownership(
@@ -234,10 +249,15 @@ def test_owners_the_desired_schema_sets_are_planned_with_manage_ownership(
     assert sqls(planned(runner, db, desired, "--manage-ownership")) == []
 
 
-def test_a_role_the_target_lacks_is_refused(
+def test_a_role_the_target_lacks_and_a_cascading_revoke_are_refused(
     runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
 ) -> None:
     load(db, TABLE)
+    cascading = write(
+        tmp_path / "cascade.sql", TABLE + f"REVOKE SELECT ON accounts FROM {READER} CASCADE;"
+    )
+    refused = plan(runner, db, cascading, "--managed-role", READER)
+    assert refused.returncode == 2 and "REVOKE ... CASCADE" in refused.stderr
     desired = write(tmp_path / "schema.sql", TABLE + "GRANT SELECT ON accounts TO priv_nobody;")
     refused = plan(runner, db, desired, "--managed-role", "priv_nobody")
     assert refused.returncode == 1, refused.stdout + refused.stderr
