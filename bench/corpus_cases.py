@@ -61,6 +61,12 @@ class Case:
         return f"{self.file}/{self.name}"
 
     @property
+    def plan_arguments(self) -> list[str]:
+        """What ``schema plan`` is given besides the URL and the files: ``--managed-role``
+        for each managed role (``managed_roles: []`` manages none: no argument at all)."""
+        return [a for role in self.managed_roles or () for a in ("--managed-role", role)]
+
+    @property
     def renamed_hints(self) -> bool:
         return bool(_RENAMED.search(self.desired))
 

@@ -214,9 +214,6 @@ class PostgresEnvironment:
                 )
         if case.offline and case.name not in VALID_OFFLINE:
             return "offline (text-only case)"
-        # The key's presence counts: `managed_roles: []` manages no role's privileges at all.
-        if case.managed_roles is not None:
-            return f"{UNSUPPORTED}: managed_roles"
         if case.manage is not None:
             return f"{UNSUPPORTED}: manage"
         if case.config is not None:
@@ -312,7 +309,7 @@ class PostgresEnvironment:
                     raise LoadError(f"line {first.line}: {message}")
                 pending = [s for s, _ in failed]
 
-    def dump(self, name: str) -> Dump:
+    def dump(self, name: str, roles: frozenset[str] | None = None) -> Dump:
         result = subprocess.run(
             [self.pg_dump, "--schema-only", "--no-owner", "--restrict-key=fixed",
              "--dbname", self.server.url(name)],
@@ -320,7 +317,7 @@ class PostgresEnvironment:
         )  # fmt: skip
         if result.returncode != 0:
             raise RuntimeError(f"pg_dump {name} failed: {result.stderr.strip()}")
-        return normalize(result.stdout, name)
+        return normalize(result.stdout, name, roles)
 
     # -- scoring -------------------------------------------------------------------------
 
@@ -332,7 +329,7 @@ class PostgresEnvironment:
     def _databases(self, case: Case) -> Iterator[_PostgresCase]:
         names = self._names(case)
         try:
-            yield _PostgresCase(self, names, case.user is not None)
+            yield _PostgresCase(self, names, case.user is not None, case.managed_roles)
         finally:
             self._drop([names.a, names.a2, names.b])
 
@@ -340,8 +337,17 @@ class PostgresEnvironment:
 class _PostgresCase:
     """One case's databases in the environment's cluster (as the case's user, if it has one)."""
 
-    def __init__(self, environment: PostgresEnvironment, names: _Databases, user: bool) -> None:
+    def __init__(
+        self,
+        environment: PostgresEnvironment,
+        names: _Databases,
+        user: bool,
+        managed_roles: tuple[str, ...] | None = None,
+    ) -> None:
         self.environment, self.names, self.user = environment, names, user
+        # With managed_roles (even []), other roles' privileges are not the engine's: the
+        # dumps leave them out. PUBLIC is managed when the case names it.
+        self.roles = None if managed_roles is None else frozenset(managed_roles)
         self.url_a, self.url_a2 = environment.url(names.a, user), environment.url(names.a2, user)
         self.env = environment.runner_env(user)
 
@@ -368,10 +374,10 @@ class _PostgresCase:
         return text
 
     def dump_a(self) -> Dump:
-        return self.environment.dump(self.names.a)
+        return self.environment.dump(self.names.a, self.roles)
 
     def dump_b(self) -> Dump:
-        return self.environment.dump(self.names.b)
+        return self.environment.dump(self.names.b, self.roles)
 
     def same(self, one: Dump, other: Dump) -> bool:
         return one.text == other.text

@@ -34,6 +34,10 @@ _SORTED_TYPES = {"ACL", "DEFAULT ACL"}
 _LINE_SUBSET_TYPES = {"TABLE", "ACL", "DEFAULT ACL"}
 
 EntryKey = tuple[str, str, str]  # (type, schema, name)
+_ACL_LINE = re.compile(
+    r"^(?:ALTER DEFAULT PRIVILEGES .*?)?(?:GRANT|REVOKE)\b.*\b(?:TO|FROM) "
+    r'(?P<role>"(?:[^"]|"")+"|\S+?)(?: WITH GRANT OPTION)?;$'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +70,33 @@ def parse(text: str) -> dict[EntryKey, str]:
     return {k: "\n".join(v).strip("\n") for k, v in entries.items()}
 
 
-def normalize(raw: str, dbname: str) -> Dump:
-    """Normalize raw ``pg_dump`` output (see the module docstring)."""
+def _acl_role(line: str) -> str | None:
+    """The role a dump's GRANT/REVOKE line names (``PUBLIC`` as such), else None."""
+    match = _ACL_LINE.match(line)
+    if match is None:
+        return None
+    role = match["role"]
+    return role[1:-1].replace('""', '"') if role.startswith('"') else role
+
+
+def normalize(raw: str, dbname: str, roles: frozenset[str] | None = None) -> Dump:
+    """Normalize raw ``pg_dump`` output (see the module docstring). With ``roles`` (a case's
+    ``managed_roles``), ACL lines naming any other role are left out, and ACL entries left
+    empty with them: the engine does not manage those roles' privileges."""
     kept = [line for line in raw.split("\n") if not _DROP_LINE.match(line)]
     text = "\n".join(kept).replace(dbname, "<database>")
     entries = parse(text)
     for key, body in list(entries.items()):
         if key[0] in _SORTED_TYPES:
-            entries[key] = "\n".join(sorted(line for line in body.split("\n") if line.strip()))
+            lines = [line for line in body.split("\n") if line.strip()]
+            if roles is not None:
+                lines = [line for line in lines if _acl_role(line) in roles]
+                if not lines:
+                    del entries[key]
+                    continue
+            entries[key] = "\n".join(sorted(lines))
+    if roles is not None:  # an entry left last by a removed one keeps the footer's "--"
+        entries = {k: re.sub(r"(\n--)+$", "", body) for k, body in entries.items()}
     rendered = "\n\n".join(
         (f"-- {k[0]} {k[1]} {k[2]}\n" if k[0] else "") + body for k, body in entries.items()
     )

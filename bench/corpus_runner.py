@@ -115,10 +115,12 @@ class Runner:
             return RunOutcome(process.returncode, out, err, time.monotonic() - start, True)
 
     def plan(self, url: str, desired: Path, output: Path, *, allow_destructive: bool,
-             seed: int, env: dict[str, str] | None = None) -> PlanOutcome:  # fmt: skip
-        """``schema plan --format json --output FILE`` with ``PYTHONHASHSEED=seed``."""
+             seed: int, env: dict[str, str] | None = None,
+             extra: list[str] | None = None) -> PlanOutcome:  # fmt: skip
+        """``schema plan --format json --output FILE`` with ``PYTHONHASHSEED=seed`` (and
+        the case's ``extra`` arguments)."""
         args = ["schema", "plan", "--url", url, "--desired", str(desired), "--format", "json"]
-        args += ["--output", str(output)]
+        args += ["--output", str(output), *(extra or [])]
         if allow_destructive:
             args.append("--allow-destructive")
         output.unlink(missing_ok=True)

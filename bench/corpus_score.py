@@ -93,8 +93,9 @@ def _score(case: Case, result: CaseResult, db: CaseDatabases, folder: Path, runn
     before = db.dump_a()
     oracle = db.dump_b() if result.oracle else None
     allow, env = case.enable_drop, db.env
+    extra = case.plan_arguments
     plan1 = runner.plan(db.url_a, desired, folder / "plan1.json", allow_destructive=allow,
-                        seed=1, env=env)  # fmt: skip
+                        seed=1, env=env, extra=extra)  # fmt: skip
     result.details["plan"] = plan1.summary
     result.details["plan_seconds"] = round(plan1.seconds, 2)
 
@@ -115,7 +116,7 @@ def _score(case: Case, result: CaseResult, db: CaseDatabases, folder: Path, runn
         result.fail("plan_error", plan1.error_text)
         return
     plan2 = runner.plan(db.url_a2, desired2, folder / "plan2.json", allow_destructive=allow,
-                        seed=2, env=env)  # fmt: skip
+                        seed=2, env=env, extra=extra)  # fmt: skip
     result.deterministic = plan1.same_as(plan2)
     if result.deterministic is False:
         result.details["plan2"] = plan2.summary
@@ -193,7 +194,8 @@ def _plan_apply_and_compare(
         result.idempotent = True
         return
     plan3 = runner.plan(db.url_a, folder / "desired.sql", folder / "plan3.json",
-                        allow_destructive=True, seed=3, env=db.env)  # fmt: skip
+                        allow_destructive=True, seed=3, env=db.env,
+                        extra=case.plan_arguments)  # fmt: skip
     if plan3.rc != 0:
         result.idempotent = False
         result.fail("not_idempotent", f"second plan {plan3.summary}")

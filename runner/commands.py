@@ -211,6 +211,20 @@ def scope_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
+managed_role_option = click.option(
+    "--managed-role",
+    "managed_roles",
+    multiple=True,
+    help="Manage this role's privileges (GRANT what is desired, REVOKE the rest; PUBLIC "
+    "too). Roles not named are never granted to nor revoked from.",
+)
+manage_ownership_option = click.option(
+    "--manage-ownership",
+    is_flag=True,
+    help="Plan ALTER ... OWNER TO for owners the desired schema sets.",
+)
+
+
 @schema.command()
 @url_option
 @url_env_option
@@ -225,6 +239,8 @@ def scope_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--allow-destructive", is_flag=True, help="Allow drops and narrowing changes.")
 @click.option("--protected-table", multiple=True, help="Refuse any plan that changes this table.")
 @scope_options
+@managed_role_option
+@manage_ownership_option
 @format_option("json", "sql")
 @click.option(
     "--output",
@@ -242,6 +258,8 @@ def plan(
     exclude: tuple[str, ...],
     schema: tuple[str, ...],
     exclude_schema: tuple[str, ...],
+    managed_roles: tuple[str, ...],
+    manage_ownership: bool,
     output_format: str,
     output: Path | None,
 ) -> None:
@@ -258,7 +276,15 @@ def plan(
 
     target = _resolve_url(url, url_env)
     engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
-    options = PlanOptions(allow_destructive, protected_table, exclude, schema, exclude_schema)
+    options = PlanOptions(
+        allow_destructive,
+        protected_table,
+        exclude,
+        schema,
+        exclude_schema,
+        managed_roles=managed_roles,
+        manage_ownership=manage_ownership,
+    )
     try:
         document = _run(lambda: engine.plan(desired, options))
     except PlanRefused as refusal:
@@ -354,6 +380,8 @@ def apply(
 @dev_option
 @no_cache_option
 @scope_options
+@managed_role_option
+@manage_ownership_option
 def drift(
     url: str | None,
     url_env: str | None,
@@ -363,6 +391,8 @@ def drift(
     exclude: tuple[str, ...],
     schema: tuple[str, ...],
     exclude_schema: tuple[str, ...],
+    managed_roles: tuple[str, ...],
+    manage_ownership: bool,
 ) -> None:
     """Report how the database differs from the desired schema (the target is only read;
     the desired schema is loaded in a sandbox, as for plan).
@@ -370,14 +400,16 @@ def drift(
     Exit status: 0 no drift, 1 drift (a JSON report of bounded aggregates), 2 could not run
     (also when no sandbox can be had: the message says what to install).
     """
+    from runner.engines.model import PrivilegeScope
     from runner.engines.planner import PlanRefused
     from runner.engines.scope import Scope
 
     target = _resolve_url(url, url_env)
     engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
     scope = Scope.of(exclude, schema, exclude_schema)
+    privileges = PrivilegeScope.of(managed_roles, manage_ownership)
     try:
-        report = _run(lambda: engine.drift(desired, scope))
+        report = _run(lambda: engine.drift(desired, scope, privileges))
     except PlanRefused as refusal:
         _output().learn(*engine.scratch_names)
         _output().fail(f"{refusal.reason}: {refusal.message}")
@@ -391,20 +423,30 @@ def drift(
 @url_option
 @url_env_option
 @scope_options
+@managed_role_option
+@manage_ownership_option
 def inspect(
     url: str | None,
     url_env: str | None,
     exclude: tuple[str, ...],
     schema: tuple[str, ...],
     exclude_schema: tuple[str, ...],
+    managed_roles: tuple[str, ...],
+    manage_ownership: bool,
 ) -> None:
     """Print the database's schema as canonical JSON (the engine's object model)."""
-    from runner.engines.planner import model_document
+    from runner.engines.model import PrivilegeScope
+    from runner.engines.planner import PlanRefused, model_document
     from runner.engines.scope import Scope
 
     target = _resolve_url(url, url_env)
     engine = _engine(target, None)
-    model = _run(lambda: engine.inspect(Scope.of(exclude, schema, exclude_schema)))
+    privileges = PrivilegeScope.of(managed_roles, manage_ownership)
+    scope = Scope.of(exclude, schema, exclude_schema)
+    try:
+        model = _run(lambda: engine.inspect(scope, privileges))
+    except PlanRefused as refusal:
+        _output().fail(f"{refusal.reason}: {refusal.message}")
     _output().out(canonical_json(model_document(model)).decode())
 
 

@@ -200,13 +200,16 @@ def _execute(
         tuple(settings.exclude),
         tuple(settings.schemas),
         tuple(settings.exclude_schemas),
+        managed_roles=tuple(settings.managed_roles or ()),
+        manage_ownership=bool(settings.manage_ownership),
     )
     try:
         if request.operation == "inspect":
-            return InspectResult(model=model_document(engine.inspect(options.scope)))
+            model = engine.inspect(options.scope, options.privileges)
+            return InspectResult(model=model_document(model))
         if request.operation == "drift":
             assert request.desired is not None
-            report = engine.drift(Path(request.desired), options.scope)
+            report = engine.drift(Path(request.desired), options.scope, options.privileges)
             return DriftResult(drift=DriftReport.model_validate(report))
         if request.operation == "plan":
             assert request.desired is not None

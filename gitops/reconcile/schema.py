@@ -46,8 +46,17 @@ from runner.protocol.results import ApplyResult, DriftReport, DriftResult, PlanR
 __all__ = ["SchemaPass", "schema_policy_digest"]
 
 
+_PRIVILEGE_POLICY = {"managedRoles": [], "manageOwnership": False}
+"""Policy fields left out of the digest while unset, so a policy without them digests as it
+did before they existed (no resource re-plans for an upgrade alone)."""
+
+
 def schema_policy_digest(resource: DatabaseSchema) -> str:
-    return digest("schema-policy", resource.spec.policy.model_dump(mode="json", by_alias=True))
+    policy = resource.spec.policy.model_dump(mode="json", by_alias=True)
+    for name, unset in _PRIVILEGE_POLICY.items():
+        if policy.get(name) == unset:
+            policy.pop(name, None)
+    return digest("schema-policy", policy)
 
 
 class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
@@ -59,6 +68,8 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "sandbox_unavailable": Reason.SANDBOX_UNAVAILABLE,
         "sandbox_refused": Reason.SANDBOX_UNAVAILABLE,
         "catalog_not_visible": Reason.CONFIGURATION_ERROR,
+        "unknown_role": Reason.CONFIGURATION_ERROR,
+        "unsupported_option": Reason.CONFIGURATION_ERROR,
     }
 
     def __init__(
@@ -82,6 +93,8 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             exclude=list(policy.exclude),
             schemas=list(policy.schemas),
             exclude_schemas=list(policy.exclude_schemas),
+            managed_roles=list(policy.managed_roles) or None,  # unset: left out of the input
+            manage_ownership=policy.manage_ownership or None,
             lock_timeout_ms=policy.lock_timeout * 1000,
         )
 

@@ -56,6 +56,13 @@ class SchemaPolicy(Model):
     """PostgreSQL: leave these schemas and everything in them alone."""
     lock_timeout: SchemaLockTimeout = 30
     transaction_mode: SchemaTransactionMode = SchemaTransactionMode.AUTO
+    managed_roles: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=63)]], Field(max_length=256)
+    ] = Field(default_factory=list)
+    """Roles whose privileges the schema manages (GRANT what is declared, REVOKE the rest;
+    ``PUBLIC`` too); no role's by default. PostgreSQL."""
+    manage_ownership: bool = False
+    """Plan ``ALTER ... OWNER TO`` for owners the schema declares. PostgreSQL."""
 
 
 class DevDatabase(Model):

@@ -38,8 +38,11 @@ from runner.engines.model import (
     Comment,
     Constraint,
     Database,
+    DefaultGrant,
     Definition,
+    Grant,
     Index,
+    Ownership,
     Sequence,
     Table,
 )
@@ -97,6 +100,9 @@ _index = _builder(Index)
 _sequence = _builder(Sequence)
 _definition = _builder(Definition, extra=_pairs)
 _comment = _builder(Comment)
+_grant = _builder(Grant, privileges=tuple, grantable=tuple)
+_default_grant = _builder(DefaultGrant, privileges=tuple, grantable=tuple)
+_ownership = _builder(Ownership)
 
 
 def model_entry(db: Database) -> dict[str, Any]:
@@ -118,6 +124,9 @@ def model_from_entry(entry: Mapping[str, Any]) -> Database:
         sequences={k: _sequence(v) for k, v in entry["sequences"].items()},
         definitions={k: _definition(v) for k, v in entry["definitions"].items()},
         comments={k: _comment(v) for k, v in entry["comments"].items()},
+        grants={k: _grant(v) for k, v in entry.get("grants", {}).items()},
+        default_grants={k: _default_grant(v) for k, v in entry.get("defaultGrants", {}).items()},
+        owners={k: _ownership(v) for k, v in entry.get("owners", {}).items()},
         depends=frozenset((str(a), str(b)) for a, b in entry["depends"]),
     )
 

@@ -42,9 +42,16 @@ from runner.engines.dryscope import (
     restrict,
     untouched_equal,
 )
-from runner.engines.model import Database
+from runner.engines.model import NO_PRIVILEGES, Database, PrivilegeScope
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement
-from runner.engines.planner import Planned, PlanOptions, PlanRefused, converged, fingerprint
+from runner.engines.planner import (
+    Planned,
+    PlanOptions,
+    PlanRefused,
+    converged,
+    fingerprint,
+    privilege_fields,
+)
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
@@ -83,6 +90,9 @@ class Engine(Generic[FactsT, SandboxT]):
     statement commits on its own (MySQL)."""
     journals: ClassVar[bool] = False
     """Whether :meth:`apply` keeps a per-statement journal (``journal=``)."""
+    manages_privileges: ClassVar[bool] = False
+    """Whether the dialect reads grants and owners when a :class:`PrivilegeScope` asks
+    (PostgreSQL); others refuse a scope that is not empty."""
     partial_dry_run: ClassVar[bool] = True
     """Whether :meth:`dry_run` may rebuild only a scope of the live schema (SQLite copies the
     whole schema's text, which costs nothing to narrow)."""
@@ -102,6 +112,7 @@ class Engine(Generic[FactsT, SandboxT]):
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
         self.used_live = False  # the last normalization needed the live model
         self._live: Callable[[], Database] | None = None  # the reading a normalization may use
+        self.privileges = NO_PRIVILEGES  # what every reading of this plan or drift manages
         self.prepare()
 
     def prepare(self) -> None:
@@ -176,8 +187,21 @@ class Engine(Generic[FactsT, SandboxT]):
 
     # -- the sequence --------------------------------------------------------------------
 
-    def inspect(self, scope: Scope = EVERYTHING) -> Database:
+    def manage(self, scope: PrivilegeScope) -> None:
+        """Read (and plan) the privileges ``scope`` names from now on; a dialect that cannot
+        is a refusal, ``unsupported_option``."""
+        if scope.active and not self.manages_privileges:
+            raise PlanRefused(
+                "unsupported_option",
+                f"managed roles and ownership are not supported for {self.dialect} yet",
+            )
+        self.privileges = scope
+
+    def inspect(
+        self, scope: Scope = EVERYTHING, privileges: PrivilegeScope = NO_PRIVILEGES
+    ) -> Database:
         self._check_scope(scope)
+        self.manage(privileges)
         self.facts()  # what it refuses (a credential that cannot see everything), inspect too
         return self.observe(scope)
 
@@ -205,6 +229,7 @@ class Engine(Generic[FactsT, SandboxT]):
                 "server": self._server(facts),
                 "engine": engine_version(),
                 **scope.key(),
+                **privilege_fields(self.privileges),
             },
         )
         found = self.cache.desired(key)
@@ -253,6 +278,7 @@ class Engine(Generic[FactsT, SandboxT]):
                 "server": self._server(facts),
                 "engine": engine_version(),
                 **options.scope.key(),
+                **privilege_fields(options.privileges),
             },
         )
 
@@ -260,6 +286,7 @@ class Engine(Generic[FactsT, SandboxT]):
         """A verified plan from the live schema to ``desired_path`` (see the module
         docstring); :class:`~runner.engines.planner.PlanRefused` when it may not be made."""
         self._check_scope(options.scope)
+        self.manage(options.privileges)
         facts = self.facts()
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(options.scope))
@@ -318,9 +345,15 @@ class Engine(Generic[FactsT, SandboxT]):
         statements, result = run(live)
         return statements, converged(result, desired, differ)
 
-    def drift(self, desired_path: Path, scope: Scope = EVERYTHING) -> dict[str, object]:
+    def drift(
+        self,
+        desired_path: Path,
+        scope: Scope = EVERYTHING,
+        privileges: PrivilegeScope = NO_PRIVILEGES,
+    ) -> dict[str, object]:
         """A bounded drift report: the live schema against the desired one, in ``scope``."""
         self._check_scope(scope)
+        self.manage(privileges)
         facts = self.facts()
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(scope))

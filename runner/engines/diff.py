@@ -22,6 +22,7 @@ from collections import defaultdict
 
 from runner.engines.changes import Change, Phase
 from runner.engines.model import Column, Constraint, Database, Definition, Table
+from runner.engines.privileges import privilege_changes
 
 __all__ = ["column_change", "diff"]
 
@@ -425,8 +426,9 @@ class _Differ:
 
     # -- comments ------------------------------------------------------------------------
 
-    def comments(self) -> None:
-        live, desired = self.live.comments, self.desired.comments
+    def fresh(self) -> set[str]:
+        """Keys of the objects (and ``column:`` keys of the columns) the plan creates, or
+        drops and creates again: what was attached to their live selves is gone."""
         fresh = {
             c.key
             for c in self.changes
@@ -437,7 +439,6 @@ class _Differ:
                 "create_index",
                 "add_constraint",
                 "create_sequence",
-                "add_column",
             )
         }
         fresh |= {
@@ -445,6 +446,12 @@ class _Differ:
             for c in self.changes
             if c.op == "add_column"
         }
+        return fresh
+
+    def comments(self) -> None:
+        live, desired = self.live.comments, self.desired.comments
+        fresh = self.fresh()
+        fresh |= {c.key for c in self.changes if c.op == "add_column"}
         for key in sorted(live.keys() | desired.keys()):
             old, new = live.get(key), desired.get(key)
             if new is not None and (old is None or old.text != new.text or new.on in fresh):
@@ -533,6 +540,7 @@ def diff(live: Database, desired: Database) -> list[Change]:
     differ.sequences()
     differ.recreated()
     differ.comments()
+    differ.changes += privilege_changes(live, desired, differ.fresh(), differ._gone)
     unique: dict[tuple[int, str, str, int, str], Change] = {}
     for change in differ.changes:
         unique.setdefault(change.sort_key, change)

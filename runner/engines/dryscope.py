@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from runner.engines.changes import Change
-from runner.engines.model import Database
+from runner.engines.model import Database, Grant, Ownership, object_of
 
 __all__ = ["dry_run_scope", "merged", "restrict", "untouched_equal"]
 
@@ -81,6 +81,9 @@ def dry_run_scope(live: Database, desired: Database, changes: Iterable[Change]) 
         touched.update(change.tables)
         if change.key.startswith("comment:"):  # a comment goes with what it is on
             touched.add(_commented(change.key.removeprefix("comment:")))
+        subject = change.after if change.after is not None else change.before
+        if isinstance(subject, (Grant, Ownership)):  # so do a grant and an owner
+            touched.add(object_of(subject.on))
     dependents: dict[str, set[str]] = defaultdict(set)
     needs: dict[str, set[str]] = defaultdict(set)
     for dependent, dependency in live.depends | desired.depends:
@@ -101,11 +104,14 @@ def dry_run_scope(live: Database, desired: Database, changes: Iterable[Change]) 
 
 
 def restrict(db: Database, keys: set[str]) -> Database:
-    """``db`` with only the objects ``keys`` names (and their comments)."""
+    """``db`` with only the objects ``keys`` names (and their comments, grants and owners;
+    default privileges belong to no object and are always kept)."""
     tables = {k: t for k, t in db.tables.items() if k in keys}
     comments = {k: c for k, c in db.comments.items() if _commented(c.on) in keys}
     return replace(
         db,
+        grants={k: g for k, g in db.grants.items() if object_of(g.on) in keys},
+        owners={k: o for k, o in db.owners.items() if object_of(o.on) in keys},
         tables=tables,
         constraints={k: c for k, c in db.constraints.items() if k in keys},
         indexes={k: i for k, i in db.indexes.items() if k in keys},
@@ -140,6 +146,9 @@ def merged(live: Database, result: Database, scope: set[str], created: set[str])
         sequences={**outside.sequences, **inside.sequences},
         definitions={**outside.definitions, **inside.definitions},
         comments={**outside.comments, **inside.comments},
+        grants={**outside.grants, **inside.grants},
+        owners={**outside.owners, **inside.owners},
+        default_grants=inside.default_grants,
         depends=frozenset(),
     )
 

@@ -9,7 +9,8 @@ Four kinds, each with stable codes:
 * ``lock``: blocks others while it runs (a table rewrite, an ACCESS EXCLUSIVE scan, an index
   build that blocks writes).
 * ``privilege``: changes who may see or do what (row security, policies, security definer
-  functions). Such plans always need an approval.
+  functions, grants, revokes, owners). Such plans always need an approval. A revoke is also
+  ``destructive``: like a drop, it can break whatever relied on the access.
 """
 
 from __future__ import annotations
@@ -125,6 +126,14 @@ def _binary_compatible(old: str, new: str) -> bool:
     return a == "text" and b == "character varying" and not b_args
 
 
+_PRIVILEGE_CODES = {
+    "grant": "GRANT",
+    "revoke": "REVOKE",
+    "revoke_grant_option": "REVOKE",
+    "set_owner": "OWNER_CHANGE",
+}
+
+
 def hazards_of(change: Change) -> list[Hazard]:
     """Every hazard of ``change``, sorted."""
     found: set[Hazard] = set()
@@ -192,6 +201,10 @@ def hazards_of(change: Change) -> list[Hazard]:
         table = change.after
         if getattr(table, "row_security", False):
             add("privilege", "ROW_SECURITY")
+    if op in _PRIVILEGE_CODES:
+        add("privilege", _PRIVILEGE_CODES[op])
+    if op in ("revoke", "revoke_grant_option"):
+        add("destructive", "REVOKE")
     if op == "rebuild_table":
         add("lock", "TABLE_REBUILD")
     # A composite change has the hazards of what it stands for; its own lock replaces theirs.

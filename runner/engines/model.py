@@ -17,15 +17,24 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
 __all__ = [
+    "NO_PRIVILEGES",
     "OBJECT_CLASSES",
+    "OWN_ROLE",
+    "PRIVILEGE_CLASSES",
+    "PUBLIC",
     "Column",
     "Comment",
     "Constraint",
     "Database",
+    "DefaultGrant",
     "Definition",
+    "Grant",
     "Index",
+    "Ownership",
+    "PrivilegeScope",
     "Sequence",
     "Table",
+    "object_of",
 ]
 
 
@@ -161,8 +170,110 @@ class Comment:
         return f"comment:{self.on}"
 
 
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one managed role (or ``PUBLIC``) may do on one object, as ``aclexplode`` reads it.
+
+    ``on`` is the object's key (``column:s.t.c`` for a column grant, with ``column`` its
+    name); ``target`` is the SQL naming the object in a GRANT (``TABLE "s"."t"``).
+    ``privileges`` are sorted; ``grantable`` is the sorted subset held WITH GRANT OPTION.
+    Privileges the object's owner holds are implicit and never modelled.
+    """
+
+    on: str
+    target: str
+    grantee: str
+    privileges: tuple[str, ...]
+    grantable: tuple[str, ...] = ()
+    column: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"grant:{self.on}:{self.grantee}"
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultGrant:
+    """A default privilege (``ALTER DEFAULT PRIVILEGES``) for objects ``role`` creates later.
+
+    ``role`` is :data:`OWN_ROLE` for the role that plans and applies (the runner's own login
+    on the target, the sandbox role in a sandbox); ``schema`` is ``*`` for every schema;
+    ``objects`` is the plural keyword (``TABLES``, ``SEQUENCES``, ``FUNCTIONS``, ``TYPES``,
+    ``SCHEMAS``).
+    """
+
+    role: str
+    schema: str
+    objects: str
+    grantee: str
+    privileges: tuple[str, ...]
+    grantable: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"default_grant:{self.role}:{self.schema}:{self.objects}:{self.grantee}"
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    """Who owns an object, when that is a role other than the one that plans and applies
+    (an object created by the runner, or by the sandbox role, has no ownership entry: the
+    two read alike). ``target`` is the SQL naming the object in ``ALTER ... OWNER TO``."""
+
+    on: str
+    target: str
+    owner: str
+
+    @property
+    def key(self) -> str:
+        return f"owner:{self.on}"
+
+
+OWN_ROLE: Final = "CURRENT_USER"
+"""The role a :class:`DefaultGrant` names when it is the connecting role's own."""
+
+PUBLIC: Final = "PUBLIC"
+"""The grantee every role is a member of (``managed_roles: [PUBLIC]`` manages it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrivilegeScope:
+    """Which privileges a model holds: grants and default privileges whose grantee is one of
+    ``roles`` (``PUBLIC`` included by that name), and owners with ``ownership``. The empty
+    scope (the default) reads nothing about privileges."""
+
+    roles: tuple[str, ...] = ()
+    ownership: bool = False
+
+    @classmethod
+    def of(cls, roles: Iterable[str], ownership: bool = False) -> PrivilegeScope:
+        """Roles deduplicated and sorted, ``public`` in any case spelled ``PUBLIC``."""
+        names = {PUBLIC if r.lower() == "public" else r for r in roles}
+        return cls(tuple(sorted(names)), ownership)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.roles) or self.ownership
+
+
+NO_PRIVILEGES: Final = PrivilegeScope()
+"""The default scope: privileges are not read, planned or fingerprinted."""
+
+
+def object_of(on: str) -> str:
+    """The top-level object a grant or owner is about (a column's table)."""
+    if on.startswith("column:"):
+        return "table:" + on.removeprefix("column:").rsplit(".", 1)[0]
+    return on
+
+
 OBJECT_CLASSES: Final = (Table, Column, Constraint, Index, Sequence, Definition, Comment)
 """Every class a model's objects are made of (a fingerprint names each one's fields)."""
+
+PRIVILEGE_CLASSES: Final = (Grant, DefaultGrant, Ownership)
+"""The classes of a model's privilege sections, which only a :class:`PrivilegeScope` that is
+:attr:`~PrivilegeScope.active` fills (a fingerprint names them only then, so the models
+and plans of a scope without privileges are what they were before privileges existed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +292,9 @@ class Database:
     sequences: dict[str, Sequence] = field(default_factory=dict)
     definitions: dict[str, Definition] = field(default_factory=dict)
     comments: dict[str, Comment] = field(default_factory=dict)
+    grants: dict[str, Grant] = field(default_factory=dict)
+    default_grants: dict[str, DefaultGrant] = field(default_factory=dict)
+    owners: dict[str, Ownership] = field(default_factory=dict)
     depends: frozenset[tuple[str, str]] = frozenset()
 
     def keys(self) -> Iterable[str]:
@@ -190,3 +304,6 @@ class Database:
         yield from self.sequences
         yield from self.definitions
         yield from self.comments
+        yield from self.grants
+        yield from self.default_grants
+        yield from self.owners

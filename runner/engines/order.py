@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 from runner.engines.changes import Change, Phase
 from runner.engines.model import Database
+from runner.engines.privileges import PRIVILEGE_OPS
 
 __all__ = ["order"]
 
@@ -37,6 +38,9 @@ KIND_RANK = {
     "trigger": 10,
     "policy": 11,
     "comment": 12,
+    "owner": 13,
+    "grant": 14,
+    "default_grant": 15,
 }
 OP_RANK = {
     op: rank
@@ -76,6 +80,7 @@ OP_RANK = {
             "set_sequence_owner",
             "set_comment",
             "drop_comment",
+            *PRIVILEGE_OPS,
         ]
     )
 }

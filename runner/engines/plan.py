@@ -30,6 +30,7 @@ __all__ = [
     "MAX_PLAN_BYTES",
     "HazardEntry",
     "PlanDocument",
+    "PlanPrivileges",
     "PlanStatement",
     "PlanSummary",
     "comment_text",
@@ -68,6 +69,13 @@ class PlanSummary(_Frozen):
     hazards: dict[str, int]
 
 
+class PlanPrivileges(_Frozen):
+    """The privileges a plan manages, so apply re-reads the live schema the same way."""
+
+    managed_roles: list[str]
+    manage_ownership: bool
+
+
 class PlanDocument(_Frozen):
     """Everything a plan says; its bytes are what an approval ultimately authorizes."""
 
@@ -84,6 +92,7 @@ class PlanDocument(_Frozen):
     exclude_schemas: list[str] = Field(default_factory=list)  # never these
     statements: list[PlanStatement]
     summary: PlanSummary
+    privileges: PlanPrivileges | None = None  # absent (not null) when none are managed
 
     @property
     def empty(self) -> bool:
@@ -96,8 +105,12 @@ class PlanDocument(_Frozen):
 
 
 def plan_bytes(document: PlanDocument) -> bytes:
-    """The exact bytes of ``plan.json``."""
-    return canonical_json(document.model_dump(mode="json")) + b"\n"
+    """The exact bytes of ``plan.json``. ``privileges``, ``schemas`` and ``exclude_schemas``
+    are left out when unset: a plan that uses none of them is byte for byte what it was
+    before they existed."""
+    unset = {"privileges"} if document.privileges is None else set()
+    unset |= {name for name in ("schemas", "exclude_schemas") if not getattr(document, name)}
+    return canonical_json(document.model_dump(mode="json", exclude=unset)) + b"\n"
 
 
 def plan_digest(document: PlanDocument) -> str:

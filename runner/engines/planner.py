@@ -19,9 +19,15 @@ from runner.digests import digest
 from runner.engines.changes import Change, Statement
 from runner.engines.diff import diff
 from runner.engines.hazards import hazards_of
-from runner.engines.model import OBJECT_CLASSES, Database
+from runner.engines.model import OBJECT_CLASSES, PRIVILEGE_CLASSES, Database, PrivilegeScope
 from runner.engines.order import order
-from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement, PlanSummary
+from runner.engines.plan import (
+    HazardEntry,
+    PlanDocument,
+    PlanPrivileges,
+    PlanStatement,
+    PlanSummary,
+)
 from runner.engines.scope import Scope
 from runner.errors import SeshatError
 
@@ -30,9 +36,12 @@ __all__ = [
     "PlanRefused",
     "Planned",
     "converged",
+    "document_privileges",
     "fingerprint",
+    "has_privileges",
     "model_document",
     "plan_changes",
+    "privilege_fields",
     "remember_fingerprint",
 ]
 
@@ -58,28 +67,57 @@ class PlanOptions:
     exclude: tuple[str, ...] = ()
     schemas: tuple[str, ...] = ()
     exclude_schemas: tuple[str, ...] = ()
+    managed_roles: tuple[str, ...] = ()
+    manage_ownership: bool = False
 
     @property
     def scope(self) -> Scope:
         return Scope.of(self.exclude, self.schemas, self.exclude_schemas)
 
+    @property
+    def privileges(self) -> PrivilegeScope:
+        """Which privileges the plan manages (none by default)."""
+        return PrivilegeScope.of(self.managed_roles, self.manage_ownership)
+
     def digest(self) -> str:
-        return digest(
-            "plan-options",
-            {
-                "allowDestructive": self.allow_destructive,
-                "protectedTables": sorted({t.lower() for t in self.protected_tables}),
-                **self.scope.key(),
-            },
-        )
+        value: dict[str, object] = {
+            "allowDestructive": self.allow_destructive,
+            "protectedTables": sorted({t.lower() for t in self.protected_tables}),
+            **self.scope.key(),
+        }
+        value.update(privilege_fields(self.privileges))
+        return digest("plan-options", value)
+
+
+def privilege_fields(scope: PrivilegeScope) -> dict[str, object]:
+    """``scope`` in a digest or a cache key: nothing for the empty scope, so what was keyed
+    before privileges existed keeps its key."""
+    if not scope.active:
+        return {}
+    return {"managedRoles": list(scope.roles), "manageOwnership": scope.ownership}
 
 
 _SCALARS = (str, int, bool, type(None))
 SECTIONS: Final = ("tables", "constraints", "indexes", "sequences", "definitions", "comments")
+PRIVILEGE_SECTIONS: Final = {
+    "grants": "grants",
+    "defaultGrants": "default_grants",
+    "owners": "owners",
+}
+"""The privilege sections by document name; present only when a model has privileges."""
 _FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
 _FIELD_NAMES: Final = {  # every model class's fields, in the order rows hold them
     kind.__name__: [f.name for f in dataclasses.fields(kind)] for kind in OBJECT_CLASSES
 }
+_PRIVILEGE_FIELD_NAMES: Final = {
+    **_FIELD_NAMES,
+    **{kind.__name__: [f.name for f in dataclasses.fields(kind)] for kind in PRIVILEGE_CLASSES},
+}
+
+
+def has_privileges(db: Database) -> bool:
+    """Whether ``db`` holds grants, default privileges or owners (a managed scope read them)."""
+    return bool(db.grants or db.default_grants or db.owners)
 
 
 def _new_fields(value: Any) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | None:
@@ -115,7 +153,7 @@ def _data(value: Any, *, named: bool) -> Any:
 
 
 def _model_data(db: Database, *, named: bool) -> dict[str, Any]:
-    return {
+    data = {
         "dialect": db.dialect,
         "serverMajor": db.server_major,
         **{
@@ -123,6 +161,10 @@ def _model_data(db: Database, *, named: bool) -> dict[str, Any]:
             for name in SECTIONS
         },
     }
+    if has_privileges(db):
+        for name, attribute in PRIVILEGE_SECTIONS.items():
+            data[name] = {k: _data(v, named=named) for k, v in getattr(db, attribute).items()}
+    return data
 
 
 def model_document(db: Database) -> dict[str, object]:
@@ -167,7 +209,8 @@ def fingerprint(db: Database) -> str:
     rows = model_rows(db)
     # The rows with the field names of every class they use: a renamed or reordered field
     # is a different fingerprint. Built by Seshat from typed models, so not checked again.
-    value = digest("schema-model", {"fields": _FIELD_NAMES, "objects": rows}, checked=False)
+    names = _PRIVILEGE_FIELD_NAMES if has_privileges(db) else _FIELD_NAMES
+    value = digest("schema-model", {"fields": names, "objects": rows}, checked=False)
     remember_fingerprint(db, value)
     return value
 
@@ -203,6 +246,7 @@ class Planned:
             exclude=sorted(set(options.exclude)),
             schemas=sorted(set(options.schemas)),
             exclude_schemas=sorted(set(options.exclude_schemas)),
+            privileges=_plan_privileges(options.privileges),
             statements=list(self.statements),
             summary=PlanSummary(
                 statements=len(self.statements),
@@ -213,6 +257,20 @@ class Planned:
                 hazards=dict(sorted(hazards.items())),
             ),
         )
+
+
+def _plan_privileges(scope: PrivilegeScope) -> PlanPrivileges | None:
+    if not scope.active:
+        return None
+    return PlanPrivileges(managed_roles=list(scope.roles), manage_ownership=scope.ownership)
+
+
+def document_privileges(document: PlanDocument) -> PrivilegeScope:
+    """The privileges ``document`` was planned with (to read the live schema as it did)."""
+    found = document.privileges
+    if found is None:
+        return PrivilegeScope()
+    return PrivilegeScope.of(found.managed_roles, found.manage_ownership)
 
 
 def _protected(table_key: str, protected: Sequence[str]) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Final
 
-from runner.engines.model import Database
+from runner.engines.model import Database, object_of
 
 __all__ = ["EVERYTHING", "Scope", "apply_scope"]
 
@@ -120,8 +120,12 @@ def apply_scope(db: Database, scope: Scope) -> Database:
         or (c.on.startswith("column:") and "table:" + _body(c.on).rsplit(".", 1)[0] in tables)
     }
     depends = frozenset((a, b) for a, b in db.depends if a in keys and b in keys)
+    grants = {k: g for k, g in db.grants.items() if object_of(g.on) in keys}
+    owners = {k: o for k, o in db.owners.items() if object_of(o.on) in keys}
     return replace(
         db,
+        grants=grants,
+        owners=owners,
         tables=tables,
         constraints=constraints,
         indexes=indexes,

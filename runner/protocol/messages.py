@@ -104,6 +104,13 @@ class PlanSettings(_Frozen):
     exclude: list[str] = Field(default_factory=list)
     schemas: list[str] = Field(default_factory=list)  # PostgreSQL: only these (empty: all)
     exclude_schemas: list[str] = Field(default_factory=list)  # PostgreSQL: never these
+    # Unset (None, left out of the input) unless privileges are managed: a runner that
+    # predates them still reads what a newer control plane sends when they are not.
+    managed_roles: (
+        Annotated[list[Annotated[str, Field(min_length=1, max_length=63)]], Field(max_length=256)]
+        | None
+    ) = None
+    manage_ownership: bool | None = None
     lock_timeout_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
     out_of_order: bool = False  # migrations: accept pending versions below an applied one
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from runner.engines.planner import (
     Planned,
     PlanOptions,
     PlanRefused,
+    document_privileges,
     fingerprint,
     plan_changes,
 )
@@ -36,6 +38,7 @@ from runner.engines.postgresql.sandbox import (
     private_sandbox,
     server_facts,
 )
+from runner.engines.privileges import role_uses
 from runner.engines.report import ApplyReport
 from runner.engines.scope import Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
@@ -96,14 +99,21 @@ def _load(
 
     def run(piece: LoadPiece) -> str | None:
         nonlocal made_role
-        try:
-            _run_one(conn, sandbox, database, piece.sql)
-        except SandboxRefusal as refusal:
-            raise DesiredSchemaError(f"{piece.file}:{piece.line}: {refusal}") from None
-        except psycopg.Error as error:
-            made_role = sandbox.missing_role(error) or made_role
-            return _error_text(error)
-        return None
+        while True:  # once more after each role it names is made: the order stays the file's
+            try:
+                _run_one(conn, sandbox, database, piece.sql)
+            except SandboxRefusal as refusal:
+                raise DesiredSchemaError(f"{piece.file}:{piece.line}: {refusal}") from None
+            except psycopg.Error as error:
+                if sandbox.missing_role(error):
+                    made_role = True
+                    continue
+                lent = _lent_create(piece.sql, error)
+                if lent is not None:
+                    piece = LoadPiece(piece.file, piece.line, lent)
+                    continue
+                return _error_text(error)
+            return None
 
     def when_stuck() -> bool:
         nonlocal made_role, missing_schemas
@@ -148,6 +158,44 @@ def _follow_search_path(conn: psycopg.Connection[Any], schemas: Sequence[str]) -
         ) from None
 
 
+_CASCADING_REVOKE = re.compile(r"^\s*REVOKE\b.*\b(CASCADE|RESTRICT)\s*;?\s*$", re.I | re.S)
+
+
+def _refuse_cascading_revokes(files: list[tuple[str, str]]) -> None:
+    """A desired schema whose privileges are managed states grants; ``REVOKE ... CASCADE``
+    (or ``RESTRICT``) is about grants other roles made from them, which it cannot state."""
+    for name, text in files:
+        for piece in split_postgresql(text):
+            if _CASCADING_REVOKE.match(piece.sql):
+                raise DesiredSchemaError(
+                    f"{name}:{piece.line}: REVOKE ... CASCADE/RESTRICT is not supported in a "
+                    "desired schema whose privileges are managed: state the grants wanted"
+                )
+
+
+_OWNER_TO = re.compile(
+    r'^\s*ALTER\s.*\sOWNER\s+TO\s+("(?:[^"]|"")+"|[^\s;]+)\s*;?\s*$', re.I | re.S
+)
+_NO_CREATE = re.compile(r"^permission denied for schema (.+)$")
+
+
+def _lent_create(sql: str, error: psycopg.Error) -> str | None:
+    """In a sandbox, ``ALTER ... OWNER TO r`` that failed because ``r`` may not create in
+    the object's schema (which PostgreSQL demands of a new owner), as a statement that lends
+    ``r`` that privilege for the change only. The sandbox invents roles and rebuilds only the
+    privileges of managed ones, so it cannot know what the target grants ``r``; the target
+    itself is asked when the plan is applied."""
+    owner = _OWNER_TO.match(sql)
+    schema = _NO_CREATE.match(error.diag.message_primary or "")
+    if owner is None or schema is None:
+        return None
+    role, name = owner.group(1), ident(schema.group(1))
+    return (
+        f"GRANT CREATE ON SCHEMA {name} TO {role};\n{sql.rstrip().rstrip(';')};\n"
+        f"REVOKE CREATE ON SCHEMA {name} FROM {role}"
+    )
+
+
 def _run_one(
     conn: psycopg.Connection[Any], sandbox: Sandbox, database: DatabaseURL, sql: str
 ) -> None:
@@ -167,6 +215,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     dialect = "postgresql"
     transactional_ddl = True
     has_schemas = True
+    manages_privileges = True
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -177,7 +226,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     def observe(self, scope: Scope) -> Database:
         """The live schema, in one read-only snapshot."""
         with connection(self.url, read_only=True) as conn:
-            return apply_scope(introspect(conn), scope)
+            return apply_scope(introspect(conn, self.privileges), scope)
 
     def server_key(self, facts: ServerFacts) -> dict[str, object]:
         return {
@@ -196,6 +245,8 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     def normalize(self, sandbox: Sandbox, files: list[tuple[str, str]], scope: Scope) -> Database:
         """Load the desired schema into a fresh sandbox database and read it back."""
+        if self.privileges.active:
+            _refuse_cascading_revokes(files)
         database = sandbox.fresh()
 
         def schemas() -> list[str]:
@@ -207,7 +258,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         # Read back in a new session: nothing the desired SQL set on its own carries over.
         try:
             with connection(database) as conn:
-                return apply_scope(introspect(conn), scope)
+                return apply_scope(introspect(conn, self.privileges), scope)
         except psycopg.Error as error:
             raise DesiredSchemaError(
                 f"the desired schema cannot be read back in the sandbox: {_error_text(error)}"
@@ -216,7 +267,27 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     # -- planning --------------------------------------------------------------------------
 
     def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
+        if options.privileges.active:
+            self._roles_exist(desired)
         return plan_changes(live, desired, options, render)
+
+    def _roles_exist(self, desired: Database) -> None:
+        """Refuse (``unknown_role``) a desired grant or owner naming a role the target lacks:
+        Seshat does not create roles (the sandbox makes them up, so only the target knows)."""
+        named = role_uses(desired)
+        if not named:
+            return
+        with connection(self.url, read_only=True) as conn, conn.cursor() as cur:
+            cur.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (sorted(named),))
+            present = {str(row[0]) for row in cur.fetchall()}
+        missing = sorted(set(named) - present)
+        if missing:
+            role = missing[0]
+            raise PlanRefused(
+                "unknown_role",
+                f'role "{role}" does not exist on the target server (named by '
+                f"{named[role]}); Seshat does not create roles: create it first",
+            )
 
     def dry_run(
         self, sandbox: Sandbox, baseline: Database, statements: Sequence[PlanStatement]
@@ -239,7 +310,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                     why = failed.format(number=failure.index + 1, error=failure.error)
                     raise PlanRefused("dry_run_failed", why) from None
 
-            empty = introspect(conn)
+            empty = introspect(conn, self.privileges)
             copy = plan_changes(empty, baseline, PlanOptions(allow_destructive=True), render)
             # Committed in batches: one transaction over a large schema would exhaust the
             # server's lock table, and the copy needs no atomicity.
@@ -251,7 +322,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             run(statements, "statement {number} failed in the dry run: {error}")
         try:
             with connection(database) as conn:
-                result = introspect(conn)
+                result = introspect(conn, self.privileges)
         except psycopg.Error as error:
             raise PlanRefused(
                 "dry_run_failed", f"the dry run's result cannot be read: {_error_text(error)}"
@@ -264,6 +335,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         """Run ``document`` against the live database under the advisory lock."""
         report = ApplyReport(plan_digest(document))
         scope = document.scope
+        self.manage(document_privileges(document))
         with connection(self.url) as conn:
             with conn.cursor() as cur:
                 cur.execute(
@@ -275,7 +347,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                     raise PlanRefused(
                         "locked", "another apply holds this database's lock"
                     ) from None
-            live = apply_scope(introspect(conn), scope)
+            live = apply_scope(introspect(conn, self.privileges), scope)
             if fingerprint(live) != document.observed:
                 raise PlanRefused("stale_plan", "the live schema changed since the plan was made")
             try:
@@ -284,7 +356,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                 report.failed = failure.index
                 report.error = failure.error
                 return report
-            after = apply_scope(introspect(conn), scope)
+            after = apply_scope(introspect(conn, self.privileges), scope)
             report.settle(fingerprint(after) == document.expected)
         return report
 
@@ -336,6 +408,7 @@ def _execute(
         return sandbox is not None and sandbox[0].intercepts(sql)
 
     index = 0
+    texts = [sql for sql, _ in statements]  # a sandbox may lend a new owner CREATE
     while index < len(statements):
         sql, transactional = statements[index]
         if not transactional or alone(sql):
@@ -370,11 +443,16 @@ def _execute(
             try:
                 with conn.transaction():
                     for current in group:
-                        conn.execute(statements[current][0].encode("utf-8"))
+                        conn.execute(texts[current].encode("utf-8"))
                 break
             except psycopg.Error as error:
-                # In a sandbox, a role the statements name is made there, and they run again.
+                # In a sandbox, a role the statements name is made there, and they run again;
+                # so do they when a new owner may not create in the schema (_lent_create).
                 if sandbox is not None and sandbox[0].missing_role(error):
+                    continue
+                lent = _lent_create(texts[current], error) if sandbox is not None else None
+                if lent is not None:
+                    texts[current] = lent
                     continue
                 if report is not None:
                     report.rolled_back = [i for i in group if i < current]

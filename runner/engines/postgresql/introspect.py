@@ -9,7 +9,8 @@ reads exactly like a live database with the same schema.
 
 Left out on purpose: system schemas, objects that belong to an extension (``pg_depend``
 deptype ``e``), internal triggers, child indexes and inherited constraints of partitions,
-sequence positions, ownership and privileges.
+sequence positions, and (unless a :class:`~runner.engines.model.PrivilegeScope` asks for
+them, :mod:`.acl`) ownership and privileges.
 """
 
 from __future__ import annotations
@@ -21,15 +22,18 @@ from typing import Any
 import psycopg
 
 from runner.engines.model import (
+    NO_PRIVILEGES,
     Column,
     Comment,
     Constraint,
     Database,
     Definition,
     Index,
+    PrivilegeScope,
     Sequence,
     Table,
 )
+from runner.engines.postgresql.acl import Privileges, read_privileges
 from runner.engines.postgresql.quoting import ident, literal, qualified
 
 __all__ = ["SESSION_SETTINGS", "introspect", "prepare_session"]
@@ -671,8 +675,28 @@ class _Reader:
         return frozenset(edges)
 
 
-def introspect(conn: psycopg.Connection[Any]) -> Database:
-    """The schema of the database ``conn`` is connected to (read-only)."""
+def _privileges(reader: _Reader, scope: PrivilegeScope) -> Privileges:
+    if not scope.active:
+        return Privileges({}, {}, {})
+    names = {oid: name for name, oid in reader.catalog.items()}
+    keys = {
+        (names[catalog], oid): key
+        for (catalog, oid, sub), key in reader.ids.items()
+        if sub == 0 and catalog in names
+    }
+
+    def is_linked(key: str) -> bool:
+        sequence = reader.sequences.get(key)
+        return sequence is not None and sequence.owned_by is not None
+
+    return read_privileges(reader.conn, scope, keys, is_linked)
+
+
+def introspect(
+    conn: psycopg.Connection[Any], privileges: PrivilegeScope = NO_PRIVILEGES
+) -> Database:
+    """The schema of the database ``conn`` is connected to (read-only), with the privileges
+    and owners ``privileges`` manages (none by default)."""
     prepare_session(conn)
     reader = _Reader(conn)
     reader.schemas()
@@ -688,6 +712,7 @@ def introspect(conn: psycopg.Connection[Any]) -> Database:
     reader.functions()
     reader.triggers()
     reader.policies()
+    found = _privileges(reader, privileges)
     return Database(
         dialect="postgresql",
         server_major=major,
@@ -697,5 +722,8 @@ def introspect(conn: psycopg.Connection[Any]) -> Database:
         sequences=dict(sorted(reader.sequences.items())),
         definitions=dict(sorted(reader.definitions.items())),
         comments=reader.comments(),
+        grants=found.grants,
+        default_grants=found.default_grants,
+        owners=found.owners,
         depends=reader.depends(),
     )

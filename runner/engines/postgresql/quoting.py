@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["ident", "literal", "qualified"]
+__all__ = ["ident", "literal", "qualified", "quoted"]
 
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_$]*$")
 _RESERVED = frozenset(
@@ -129,3 +129,9 @@ def qualified(schema: str, name: str) -> str:
 def literal(value: str) -> str:
     """A standard-conforming string literal."""
     return "'" + value.replace("'", "''") + "'"
+
+
+def quoted(name: str) -> str:
+    """``name`` always quoted (GRANT statements spell every name so, as pg_dump and sqldef
+    do: a role name is seldom a plain identifier)."""
+    return '"' + name.replace('"', '""') + '"'

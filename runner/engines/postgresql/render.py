@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from runner.engines.changes import Change, Statement, UnsupportedChange, renderer_for
 from runner.engines.model import Column, Comment, Constraint, Definition, Index, Sequence, Table
+from runner.engines.postgresql.grants import GRANT_RENDERERS
 from runner.engines.postgresql.quoting import ident, literal, qualified
 
 __all__ = ["render"]
@@ -371,6 +372,7 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
     "alter_extension": _alter_extension,
     "set_comment": _set_comment,
     "drop_comment": _drop_comment,
+    **GRANT_RENDERERS,
 }
 """The change-class -> render-function table (one entry per op the differ emits)."""
 

@@ -28,7 +28,7 @@ from runner.engines.cache import engine_version
 from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying
 from runner.engines.desired import DesiredSchemaError
-from runner.engines.model import Database
+from runner.engines.model import NO_PRIVILEGES, Database, PrivilegeScope
 from runner.engines.plan import PlanDocument, PlanStatement, plan_digest
 from runner.engines.planner import (
     Planned,
@@ -173,8 +173,11 @@ class SqliteEngine(Engine[None, None]):
             return Database(dialect="sqlite", server_major=server_major())
         return self._read(scope)
 
-    def inspect(self, scope: Scope = EVERYTHING) -> Database:
+    def inspect(
+        self, scope: Scope = EVERYTHING, privileges: PrivilegeScope = NO_PRIVILEGES
+    ) -> Database:
         self._check_scope(scope)
+        self.manage(privileges)
         return self._read(scope)
 
     def server_key(self, facts: None) -> dict[str, object]:
@@ -233,11 +236,16 @@ class SqliteEngine(Engine[None, None]):
             conn.close()
         return list(statements), result
 
-    def drift(self, desired_path: Path, scope: Scope = EVERYTHING) -> dict[str, object]:
+    def drift(
+        self,
+        desired_path: Path,
+        scope: Scope = EVERYTHING,
+        privileges: PrivilegeScope = NO_PRIVILEGES,
+    ) -> dict[str, object]:
         """A bounded drift report; the database file must exist."""
         if not self.path.is_file():
             self.inspect(scope)  # says the file is missing
-        return super().drift(desired_path, scope)
+        return super().drift(desired_path, scope, privileges)
 
     # -- applying ------------------------------------------------------------------------
 

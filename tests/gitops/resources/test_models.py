@@ -42,6 +42,8 @@ def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
         "excludeSchemas": [],
         "lockTimeout": "30s",
         "transactionMode": "auto",
+        "managedRoles": [],
+        "manageOwnership": False,
     }
     assert resource.metadata.namespace == "shop"
     migration = DatabaseMigration.model_validate(schema())

@@ -454,3 +454,13 @@ def test_strict_and_without_rowid_are_switched_by_a_rebuild(
     ]
     assert query(db, "PRAGMA foreign_key_check") == []
     assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
+
+
+def test_managed_roles_and_ownership_are_refused_as_unsupported(
+    runner: RunnerCLI, db: Path, tmp_path: Path
+) -> None:
+    desired = write(tmp_path / "schema.sql", BASE)
+    for option in (("--managed-role", "reader"), ("--manage-ownership",)):
+        refused = plan(runner, db, desired, *option)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert json.loads(refused.stdout)["refusal"]["code"] == "unsupported_option"

@@ -1,0 +1,77 @@
+"""``spec.policy.managedRoles`` / ``manageOwnership``: from the resource to the runner's plan."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from harness.executors import HookedExecutor
+from harness.postgres import PostgresDatabase
+from harness.reconcile_world import World, schema_yaml
+from psycopg import sql
+
+from gitops.execution.executor import EnvValue
+from gitops.reconcile.passes import run_pass
+from runner.protocol.messages import OperationInput, PlanSettings
+
+ROOT = Path(__file__).resolve().parents[3]
+READER = "policy_reader"
+SCHEMA = "CREATE TABLE accounts (id bigint PRIMARY KEY);\n"
+
+
+class RecordingExecutor(HookedExecutor):
+    """This checkout's runner (whatever ``seshat-runner`` is installed), recording what
+    settings each plan was sent."""
+
+    def __init__(self, work: Path) -> None:
+        command = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+                   "from runner.cli import main; main()"]  # fmt: skip
+        super().__init__(work / "operations", command=command)
+        self.plans: list[PlanSettings] = []
+
+    def before(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
+        self.plans += [r.settings for r in requests if r.operation == "plan"]
+
+
+def test_managed_roles_reach_the_runner_and_their_grants_need_an_approval(
+    world: World, postgres_database: PostgresDatabase
+) -> None:
+    with postgres_database.server.connect() as admin:
+        admin.execute(
+            sql.SQL(
+                "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {}) "
+                "THEN CREATE ROLE {} NOLOGIN; END IF; END$$"
+            ).format(sql.Literal(READER), sql.Identifier(READER))
+        )
+    with postgres_database.connect_as_app() as conn:
+        conn.execute(SCHEMA.encode())
+    world.monkeypatch.setenv("ORDERS_URL", postgres_database.url_with_password)
+    layout = world.artifact("grants", SCHEMA + f"GRANT SELECT ON accounts TO {READER};\n")
+
+    def reconcile(extra: str) -> tuple[str, list[PlanSettings]]:
+        world.remote.write_file(
+            "databases/pg.yaml",
+            schema_yaml("orders", layout, apply="Always", engine="postgresql", extra=extra),
+        )
+        world.remote.commit_all(f"policy{extra}")
+        executor = RecordingExecutor(world.work)
+        report = run_pass(world.remote.remote_url, world.work, executor=executor)
+        return f"{report.phases['shop/orders']}/{report.reasons['shop/orders']}", executor.plans
+
+    # Without managed roles the GRANT is not the plan's business: nothing to do.
+    verdict, plans = reconcile("")
+    assert verdict == "InSync/InSync"
+    assert plans and all(p.managed_roles is None and p.manage_ownership is None for p in plans)
+    # With it, the plan grants; a privilege change waits for an approval even under Always.
+    verdict, plans = reconcile(f", managedRoles: [{READER}], manageOwnership: true")
+    assert verdict == "AwaitingApproval/AwaitingApproval"
+    assert plans and all(p.managed_roles == [READER] and p.manage_ownership for p in plans)
+    with postgres_database.connect_as_app() as conn:
+        granted = conn.execute(
+            "SELECT count(*) FROM information_schema.role_table_grants"
+            f" WHERE grantee = '{READER}' AND table_name = 'accounts'"
+        ).fetchone()
+    assert granted == (0,)  # planned, not applied
