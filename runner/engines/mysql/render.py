@@ -320,8 +320,26 @@ class _Renderer:
         definition = change.old(Definition)
         return [Statement(definition.drop, transactional=False)]
 
+    # -- renames (runner/engines/renamed.py): each names the object by its old name ---------
+
+    def rename_table(self, change: Change) -> list[Statement]:
+        old, new = change.old(Table), change.new(Table)
+        return [Statement(f"RENAME TABLE {ident(old.name)} TO {ident(new.name)}", False)]
+
+    def rename_column(self, change: Change) -> list[Statement]:
+        old, new = change.old(Column), change.new(Column)
+        return self._alter(change, f"RENAME COLUMN {ident(old.name)} TO {ident(new.name)}")
+
+    def rename_index(self, change: Change) -> list[Statement]:
+        old, new = change.old(Index), change.new(Index)
+        rename = f"RENAME INDEX {ident(index_name(old))} TO {ident(index_name(new))}"
+        return [Statement(f"ALTER TABLE {_table(new.table)} {rename}", transactional=False)]
+
 
 RENDERERS: dict[str, Callable[[_Renderer, Change], list[Statement]]] = {
+    "rename_table": _Renderer.rename_table,
+    "rename_column": _Renderer.rename_column,
+    "rename_index": _Renderer.rename_index,
     "create_table": _Renderer.create_table,
     "drop_table": _Renderer.drop_table,
     "alter_table_options": _Renderer.alter_table_options,

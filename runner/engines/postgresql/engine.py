@@ -36,6 +36,8 @@ from runner.engines.postgresql.sandbox import (
     private_sandbox,
     server_facts,
 )
+from runner.engines.renamed import Renamed, Spelling
+from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import apply_exclude
 from runner.engines.servers import SandboxRefusal
@@ -145,6 +147,8 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     dialect = "postgresql"
     transactional_ddl = True
+    naming = Naming(default_schema="public", fold_unquoted=True)
+    spelling = Spelling(quote=ident)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -194,8 +198,17 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     # -- planning --------------------------------------------------------------------------
 
-    def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
-        return plan_changes(live, desired, options, render)
+    def changes(
+        self,
+        live: Database,
+        desired: Database,
+        options: PlanOptions,
+        renamed: Renamed | None = None,
+    ) -> Planned:
+        return plan_changes(live, desired, options, render, renamed=renamed)
+
+    def split(self, text: str) -> list[tuple[int, str]]:
+        return [(piece.line, piece.sql) for piece in split_postgresql(text)]
 
     def dry_run(
         self, sandbox: Sandbox, baseline: Database, statements: Sequence[PlanStatement]

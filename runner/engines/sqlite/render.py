@@ -112,7 +112,20 @@ def _rebuild_table(change: Change) -> list[Statement]:
     return statements
 
 
+def _rename_table(change: Change) -> list[Statement]:
+    old, new = change.old(Table), change.new(Table)
+    return [Statement(f"ALTER TABLE {ident(old.name)} RENAME TO {ident(new.name)}")]
+
+
+def _rename_column(change: Change) -> list[Statement]:
+    old, new = change.old(Column), change.new(Column)
+    rename = f"RENAME COLUMN {ident(old.name)} TO {ident(new.name)}"
+    return [Statement(f"ALTER TABLE {_name(change.key)} {rename}")]
+
+
 RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
+    "rename_table": _rename_table,
+    "rename_column": _rename_column,
     "create_table": _create_table,
     "drop_table": _drop_table,
     "add_column": _add_column,
