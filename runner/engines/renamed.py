@@ -23,10 +23,7 @@ from runner.engines.changes import Change, Phase
 from runner.engines.model import Column, Comment, Constraint, Database, Definition, Index, Table
 from runner.engines.renames import Rename, Renames, lex, short_name
 
-__all__ = ["RENAME_OPS", "Renamed", "Spelling", "renamed"]
-
-RENAME_OPS = ("rename_type", "rename_table", "rename_column", "rename_index", "rename_constraint")
-"""Rename changes, in the order they run: before every other change of the plan."""
+__all__ = ["Renamed", "Spelling", "renamed", "rewrite"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,9 +41,12 @@ __all__ = [
     "Naming",
     "Rename",
     "Renames",
+    "Splitter",
+    "Token",
     "lex",
     "read_hints",
     "resolve",
+    "short_name",
 ]
 
 Ident = tuple[str, bool]
