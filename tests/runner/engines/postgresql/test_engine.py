@@ -482,3 +482,104 @@ def test_an_invalid_index_is_drift_and_the_plan_rebuilds_it(
         db, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'accounts_email'::regclass"
     ) == [(True,)]
     assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
+
+
+# -- rename hints (runner/engines/renames.py) --------------------------------------------------
+
+RENAMES_BEFORE = """
+CREATE TYPE order_state AS ENUM ('new', 'paid');
+CREATE TABLE old_accounts (
+    id bigint NOT NULL,
+    user_name varchar(50),
+    state order_state DEFAULT 'new',
+    email text,
+    CONSTRAINT old_email_key UNIQUE (email)
+);
+CREATE INDEX old_state_idx ON old_accounts (state);
+COMMENT ON COLUMN old_accounts.user_name IS 'login';
+INSERT INTO old_accounts VALUES (1, 'ada', 'paid', 'ada@example.com');
+"""
+RENAMES_AFTER = """
+CREATE TYPE order_status /* @renamed from=order_state */ AS ENUM ('new', 'paid');
+CREATE TABLE accounts ( -- @renamed from=old_accounts
+    id bigint NOT NULL,
+    username text NOT NULL, -- @renamed from=user_name
+    state order_status DEFAULT 'new',
+    email text,
+    CONSTRAINT accounts_email_key UNIQUE (email) /* @renamed from=old_email_key */
+);
+CREATE INDEX accounts_state_idx /* @renamed from=old_state_idx */ ON accounts (state);
+COMMENT ON COLUMN accounts.username IS 'login';
+"""
+
+
+def test_rename_hints_rename_instead_of_drop_and_add(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, RENAMES_BEFORE)
+    desired = write(tmp_path / "schema.sql", RENAMES_AFTER)
+    made = plan(runner, db, desired, "--output", str(tmp_path / "plan.json"), "--no-cache")
+    assert made.returncode == 0, made.stdout + made.stderr
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert [(s["op"], s["sql"]) for s in document["statements"]] == [
+        ("rename_type", "ALTER TYPE public.order_state RENAME TO order_status"),
+        ("rename_table", "ALTER TABLE public.old_accounts RENAME TO accounts"),
+        ("rename_column", "ALTER TABLE public.accounts RENAME COLUMN user_name TO username"),
+        ("rename_index", "ALTER INDEX public.old_state_idx RENAME TO accounts_state_idx"),
+        (
+            "rename_constraint",
+            "ALTER TABLE public.accounts RENAME CONSTRAINT old_email_key TO accounts_email_key",
+        ),
+        (
+            "alter_column_type",
+            "ALTER TABLE public.accounts ALTER COLUMN username TYPE text USING username::text",
+        ),
+        ("set_not_null", "ALTER TABLE public.accounts ALTER COLUMN username SET NOT NULL"),
+    ]
+    assert document["summary"]["destructive"] is False
+    other_seed = plan(runner, db, desired, "--no-cache", seed="4242")
+    assert other_seed.returncode == 0, other_seed.stderr
+    assert other_seed.stdout.encode() == (tmp_path / "plan.json").read_bytes()
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["converged"] is True
+    rows = query(db, "SELECT id, username, state::text, email FROM accounts")
+    assert rows == [(1, "ada", "paid", "ada@example.com")]
+    again = plan(runner, db, desired)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["statements"] == []
+
+
+def test_rename_hint_from_a_column_that_still_exists_is_refused(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE users (id int, username text, user_name varchar(50));")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE users (\n  id int,\n  username text,\n"
+        "  user_name varchar(100) -- @renamed from=username\n);",
+    )
+    result = plan(runner, db, desired)
+    assert result.returncode == 2
+    assert (
+        "schema.sql:4: cannot rename column 'username' to 'user_name' - "
+        "column 'username' still exists" in result.stderr
+    )
+    assert query(db, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'users'")[
+        0
+    ] == (3,)
+
+
+def test_a_rename_hint_whose_old_name_is_gone_is_ignored(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE users (id int, email text);")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE users (id int, email text, -- @renamed from=mail\n  age int);",
+    )
+    made = plan(runner, db, desired)
+    assert made.returncode == 0, made.stderr
+    assert [s["sql"] for s in json.loads(made.stdout)["statements"]] == [
+        "ALTER TABLE public.users ADD COLUMN age integer"
+    ]

@@ -454,3 +454,66 @@ def test_strict_and_without_rowid_are_switched_by_a_rebuild(
     ]
     assert query(db, "PRAGMA foreign_key_check") == []
     assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
+
+
+# -- rename hints (runner/engines/renames.py) --------------------------------------------------
+
+
+def test_rename_hints_keep_rows_through_a_rebuild(runner: RunnerCLI, tmp_path: Path) -> None:
+    path = tmp_path / "renames.db"
+    run_sql(
+        path,
+        "CREATE TABLE old_accounts (id INTEGER PRIMARY KEY, user_name TEXT, age INT);"
+        "CREATE INDEX old_accounts_age ON old_accounts (age);"
+        "INSERT INTO old_accounts VALUES (1, 'ada', 36);",
+    )
+    desired = write(
+        tmp_path / "schema.sql",
+        'CREATE TABLE "accounts" ( -- @renamed from=old_accounts\n'
+        "  id INTEGER PRIMARY KEY,\n"
+        "  username TEXT NOT NULL DEFAULT '', -- @renamed from=\"user_name\"\n"
+        "  age INT\n);\n"
+        "CREATE INDEX accounts_age /* @renamed from=old_accounts_age */ ON accounts (age);\n",
+    )
+    document = planned(runner, path, desired, tmp_path / "plan.json", "--no-cache")
+    assert [s["sql"] for s in document["statements"]] == [
+        'ALTER TABLE "old_accounts" RENAME TO "accounts"',
+        'ALTER TABLE "accounts" RENAME COLUMN "user_name" TO "username"',
+        'CREATE TABLE "_seshat_new_accounts" ( -- @renamed from=old_accounts\n'
+        "  id INTEGER PRIMARY KEY,\n"
+        "  username TEXT NOT NULL DEFAULT '', -- @renamed from=\"user_name\"\n"
+        "  age INT\n)",
+        'INSERT INTO "_seshat_new_accounts" ("id", "username", "age") '
+        'SELECT "id", "username", "age" FROM "accounts"',
+        'DROP TABLE "accounts"',
+        'ALTER TABLE "_seshat_new_accounts" RENAME TO "accounts"',
+        # SQLite cannot rename an index: the rebuild creates it under its new name
+        "CREATE INDEX accounts_age ON accounts ( age )",
+    ]
+    assert document["summary"]["destructive"] is False
+    other_seed = plan(runner, path, desired, "--no-cache", seed="777")
+    assert other_seed.stdout.encode() == (tmp_path / "plan.json").read_bytes()
+    applied = apply(runner, path, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["converged"] is True
+    assert query(path, "SELECT id, username, age FROM accounts") == [(1, "ada", 36)]
+    again = plan(runner, path, desired)
+    assert again.returncode == 0 and json.loads(again.stdout)["statements"] == []
+
+
+def test_rename_hint_from_a_column_that_still_exists_is_refused(
+    runner: RunnerCLI, tmp_path: Path
+) -> None:
+    path = tmp_path / "conflict.db"
+    run_sql(path, "CREATE TABLE users (id INT, username TEXT, user_name TEXT);")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE users (\n  id INT,\n  username TEXT,\n"
+        "  user_name VARCHAR(100) -- @renamed from=username\n);",
+    )
+    result = plan(runner, path, desired)
+    assert result.returncode == 2
+    assert (
+        "schema.sql:4: cannot rename column 'username' to 'user_name' - "
+        "column 'username' still exists" in result.stderr
+    )
