@@ -237,7 +237,7 @@ class Engine(Generic[FactsT, SandboxT]):
         hints = read_hints(files, self.split)
         if not hints:
             return None
-        return renamed(live, resolve(hints, desired, self.naming), self.spelling)
+        return renamed(live, resolve(hints, desired, self.naming), self.spelling, desired)
 
     def _server(self, facts: FactsT) -> dict[str, object]:
         """The server part of a cache key: the dialect's :meth:`server_key`, and the explicit

@@ -20,7 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from runner.engines.changes import Change, Phase
-from runner.engines.model import Column, Comment, Constraint, Database, Definition, Index, Table
+from runner.engines.model import (
+    Column,
+    Comment,
+    Constraint,
+    Database,
+    Definition,
+    Index,
+    Sequence,
+    Table,
+)
 from runner.engines.renames import Rename, Renames, lex, short_name
 
 __all__ = ["Renamed", "Spelling", "renamed", "rewrite"]
@@ -36,7 +45,9 @@ class Spelling:
     MySQL and SQLite print them bare."""
     index_names_per_table: bool = False
     """MySQL's model names an index ``<table>.<name>``: a table rename renames its keys."""
-    kinds: frozenset[str] = frozenset({"table", "column", "index", "constraint", "type"})
+    kinds: frozenset[str] = frozenset(
+        {"table", "column", "index", "constraint", "type", "sequence"}
+    )
     """The renames the dialect can express (SQLite renames no index: it drops and creates)."""
 
 
@@ -373,6 +384,45 @@ class _Renaming:
             )
         )
 
+    def sequence(self, rename: Rename) -> None:
+        schema = _parts(rename.table)[0]
+        old_key, new_key = f"sequence:{schema}.{rename.old}", f"sequence:{schema}.{rename.new}"
+        found = self.db.sequences.get(old_key)
+        if found is None or new_key in self.db.sequences:
+            return
+        moved = replace(found, name=rename.new)
+        sequences = {k: q for k, q in self.db.sequences.items() if k != old_key}
+        sequences[new_key] = moved
+        # A default reads the sequence through a regclass literal, which no token rewrite sees.
+        quote = self.spelling.quote
+        before = f"'{quote(schema)}.{quote(rename.old)}'::regclass"
+        after = f"'{quote(schema)}.{quote(rename.new)}'::regclass"
+        tables = {
+            k: replace(
+                t,
+                columns=tuple(
+                    replace(c, default=c.default.replace(before, after))
+                    if c.default is not None and before in c.default
+                    else c
+                    for c in t.columns
+                ),
+            )
+            for k, t in self.db.tables.items()
+        }
+        self.edit(sequences=dict(sorted(sequences.items())), tables=tables)
+        self.moved[old_key] = new_key
+        self.changes.append(
+            Change(
+                "rename_sequence",
+                new_key,
+                Phase.PREPARE,
+                (rename.table,),
+                before=found,
+                after=moved,
+                existing_table=True,
+            )
+        )
+
     # -- what refers to moved keys ------------------------------------------------------
 
     def _texts(self, owned: Callable[[str | None], bool], text: Callable[[str], str]) -> None:
@@ -420,7 +470,7 @@ class _Renaming:
             before, after = change.before, change.after
             if isinstance(before, Table) and isinstance(after, Table):
                 target = self.refs(target, before.key, after.name)
-            elif isinstance(before, Column) and isinstance(after, Column):
+            elif isinstance(before, Column | Sequence) and isinstance(after, Column | Sequence):
                 target = rewrite(target, (before.name,), after.name, self.spelling.quote)
             elif isinstance(before, Index | Constraint) and isinstance(after, Index | Constraint):
                 old_name = short_name(before.name, before.table)
@@ -431,8 +481,78 @@ class _Renaming:
         return target
 
 
-def renamed(live: Database, renames: Renames, spelling: Spelling) -> Renamed:
-    """``live`` as the renames leave it, and the rename changes (see the module docstring)."""
+def _followers(work: _Renaming, desired: Database) -> list[Rename]:
+    """Renames the renamed tables and columns imply: an index, constraint or sequence named
+    after them (``old_t_pkey``, ``old_t_id_seq``, ``t_old_col_key``) whose derived new
+    name the desired schema has, while it lacks the old one."""
+    tables: dict[str, tuple[str, str]] = {}  # new table key -> (old name, new name)
+    columns: dict[str, list[tuple[str, str]]] = {}
+    for change in work.changes:
+        if change.op == "rename_table":
+            tables[change.key] = (change.old(Table).name, change.new(Table).name)
+        elif change.op == "rename_column":
+            columns.setdefault(change.key, []).append(
+                (change.old(Column).name, change.new(Column).name)
+            )
+    found: list[Rename] = []
+    for table in sorted(tables.keys() | columns.keys()):
+        name = _parts(table)[1]
+        old_table, _ = tables.get(table, (name, name))
+
+        def follow(
+            own: str, table: str = table, name: str = name, old_table: str = old_table
+        ) -> str:
+            if own.startswith(old_table + "_"):
+                own = f"{name}_{own[len(old_table) + 1 :]}"
+            for old, new in columns.get(table, []):
+                if own.startswith(f"{name}_{old}_"):
+                    own = f"{name}_{new}_{own[len(name) + len(old) + 2 :]}"
+            return own
+
+        for kind, own in _owned(work.db, table):
+            new = follow(own)
+            if (
+                new != own
+                and _has(desired, kind, table, new)
+                and not _has(desired, kind, table, own)
+            ):
+                found.append(Rename(kind, table, new, own, ""))
+    return found
+
+
+def _owned(db: Database, table: str) -> list[tuple[str, str]]:
+    """(kind, own name) of the indexes, constraints and owned sequences of ``table``."""
+    column = "column:" + table.removeprefix("table:") + "."
+    return sorted(
+        [("index", short_name(i.name, table)) for i in db.indexes.values() if i.table == table]
+        + [("constraint", c.name) for c in db.constraints.values() if c.table == table]
+        + [
+            ("sequence", s.name)
+            for s in db.sequences.values()
+            if s.owned_by is not None and s.owned_by.startswith(column)
+        ]
+    )
+
+
+def _has(db: Database, kind: str, table: str, name: str) -> bool:
+    if kind == "sequence":
+        return f"sequence:{_parts(table)[0]}.{name}" in db.sequences
+    if kind == "index":
+        return any(
+            i.table == table and short_name(i.name, table).lower() == name.lower()
+            for i in db.indexes.values()
+        )
+    return any(c.table == table and c.name == name for c in db.constraints.values())
+
+
+def renamed(
+    live: Database, renames: Renames, spelling: Spelling, desired: Database | None = None
+) -> Renamed:
+    """``live`` as the renames leave it, and the rename changes (see the module docstring).
+
+    With ``desired``, what is named after a renamed table or column follows it where the
+    desired schema has the derived name (:func:`_followers`): a table's serial sequence
+    and its primary key keep their rows and their dependents too."""
     if not renames.items:
         return Renamed(live)
     work = _Renaming(live, spelling)
@@ -442,11 +562,16 @@ def renamed(live: Database, renames: Renames, spelling: Spelling) -> Renamed:
         "column": work.column,
         "index": work.index,
         "constraint": work.constraint,
+        "sequence": work.sequence,
     }
     for kind in ("type", "table", "column", "index", "constraint"):
         if kind in spelling.kinds:
             for rename in renames.of(kind):
                 steps[kind](rename)
+    if desired is not None:
+        for rename in _followers(work, desired):
+            if rename.kind in spelling.kinds:
+                steps[rename.kind](rename)
     if not work.changes:
         return Renamed(live)
     return Renamed(work.finish(), tuple(work.changes))

@@ -346,6 +346,13 @@ def _rename_constraint(change: Change) -> list[Statement]:
     return [Statement(f"ALTER TABLE {_table_name(new.table)} {rename}")]
 
 
+def _rename_sequence(change: Change) -> list[Statement]:
+    old, new = change.old(Sequence), change.new(Sequence)
+    return [
+        Statement(f"ALTER SEQUENCE {qualified(old.schema, old.name)} RENAME TO {ident(new.name)}")
+    ]
+
+
 def _rename_type(change: Change) -> list[Statement]:
     old, new = change.old(Definition), change.new(Definition)
     name = new.key.split(":", 1)[1].split(".", 1)[1]
@@ -358,6 +365,7 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
     "rename_index": _rename_index,
     "rename_constraint": _rename_constraint,
     "rename_type": _rename_type,
+    "rename_sequence": _rename_sequence,
     "create_table": _create_table,
     "drop_table": _drop_table,
     "add_column": _add_column,

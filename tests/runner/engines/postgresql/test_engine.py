@@ -583,3 +583,28 @@ def test_a_rename_hint_whose_old_name_is_gone_is_ignored(
     assert [s["sql"] for s in json.loads(made.stdout)["statements"]] == [
         "ALTER TABLE public.users ADD COLUMN age integer"
     ]
+
+
+def test_a_renamed_table_takes_its_serial_sequence_and_key_along(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE old_t (id serial PRIMARY KEY, n int); INSERT INTO old_t (n) VALUES (5);")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE t ( -- @renamed from=old_t\n  id serial PRIMARY KEY,\n  n int\n);",
+    )
+    made = plan(runner, db, desired, "--output", str(tmp_path / "plan.json"), "--no-cache")
+    assert made.returncode == 0, made.stdout + made.stderr
+    document = json.loads((tmp_path / "plan.json").read_text())
+    # Named after the table, so renamed with it: the desired schema has the new names.
+    assert [s["sql"] for s in document["statements"]] == [
+        "ALTER TABLE public.old_t RENAME TO t",
+        "ALTER TABLE public.t RENAME CONSTRAINT old_t_pkey TO t_pkey",
+        "ALTER SEQUENCE public.old_t_id_seq RENAME TO t_id_seq",
+    ]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert query(db, "SELECT id, n FROM t") == [(1, 5)]
+    assert query(db, "INSERT INTO t (n) VALUES (6) RETURNING id") == [(2,)]
+    again = plan(runner, db, desired)
+    assert json.loads(again.stdout)["statements"] == []
