@@ -215,7 +215,10 @@ class _Renaming:
             if d.table == rename.old and rest.startswith(old_prefix):
                 key = f"{kind}:{schema}.{name}.{rest[len(old_prefix) :]}"
             self._moved(d.key, key)
-            definitions[key] = replace(d, key=key, table=move(d.table))
+            moved_definition = replace(d, key=key, table=move(d.table))
+            if d.table == rename.old:  # a trigger or policy: its text names the table
+                moved_definition = _texts_of(moved_definition, text)
+            definitions[key] = moved_definition
         sequences = {
             k: replace(s, owned_by=self._column_owner(s.owned_by, rename.old, rename.new))
             for k, s in self.db.sequences.items()
@@ -286,6 +289,12 @@ class _Renaming:
             k: replace(i, definition=text(i.definition)) if mine(i.table) else i
             for k, i in self.db.indexes.items()
         }
+        # A trigger's or policy's text names the table's columns (views keep their own
+        # output names, so they are replaced rather than predicted).
+        definitions = {
+            k: _texts_of(d, text) if mine(d.table) else d for k, d in self.db.definitions.items()
+        }
+        self.edit(definitions=definitions)
         column_key = f"column:{rename.table.removeprefix('table:')}."
         sequences = {
             k: replace(
@@ -479,6 +488,17 @@ class _Renaming:
             elif isinstance(before, Definition) and isinstance(after, Definition):
                 target = self.refs(target, before.key, _parts(after.key)[1])
         return target
+
+
+def _texts_of(definition: Definition, text: Callable[[str], str]) -> Definition:
+    """``definition`` with ``text`` applied to its SQL (not to its key)."""
+    return replace(
+        definition,
+        create=text(definition.create),
+        drop=text(definition.drop),
+        definition=text(definition.definition),
+        replace=text(definition.replace) if definition.replace is not None else None,
+    )
 
 
 def _followers(work: _Renaming, desired: Database) -> list[Rename]:

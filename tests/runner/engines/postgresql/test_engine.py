@@ -497,6 +497,9 @@ CREATE TABLE old_accounts (
 );
 CREATE INDEX old_state_idx ON old_accounts (state);
 COMMENT ON COLUMN old_accounts.user_name IS 'login';
+CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER accounts_touch BEFORE UPDATE ON old_accounts
+    FOR EACH ROW EXECUTE FUNCTION touch();
 INSERT INTO old_accounts VALUES (1, 'ada', 'paid', 'ada@example.com');
 """
 RENAMES_AFTER = """
@@ -510,6 +513,9 @@ CREATE TABLE accounts ( -- @renamed from=old_accounts
 );
 CREATE INDEX accounts_state_idx /* @renamed from=old_state_idx */ ON accounts (state);
 COMMENT ON COLUMN accounts.username IS 'login';
+CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER accounts_touch BEFORE UPDATE ON accounts
+    FOR EACH ROW EXECUTE FUNCTION touch();
 """
 
 
