@@ -261,10 +261,17 @@ class _Renaming:
         old = table.column(rename.old)
         if old is None or table.column(rename.new) is not None:
             return
-        new_column = replace(old, name=rename.new)
 
         def text(value: str) -> str:
             return rewrite(value, (rename.old,), rename.new, self.spelling.quote)
+
+        # A dialect fact may be the column's written definition (SQLite's ``def``), which
+        # starts with its name.
+        facts = tuple(
+            (k, rewrite(v, (rename.old,), rename.new, self.spelling.quote, first=True))
+            for k, v in old.extra
+        )
+        new_column = replace(old, name=rename.new, extra=facts)
 
         columns = tuple(
             new_column

@@ -46,7 +46,7 @@ from runner.engines.sqlite.rebuild import sqlite_diff
 from runner.engines.sqlite.render import render
 from runner.engines.sqlite.sandbox import copy_schema
 from runner.engines.sqlite.sandbox import sandbox as open_sandbox
-from runner.engines.sqlite.sqltext import SqlTextError, ident, split_script
+from runner.engines.sqlite.sqltext import SqlTextError, ident, normalize, split_script
 from runner.errors import CanNotRunError, ConfigurationError
 from runner.url import DatabaseURL
 
@@ -119,7 +119,7 @@ class SqliteEngine(Engine[None, None]):
     transactional_ddl = True
     naming = Naming(default_schema="main", schemas=False)
     spelling = Spelling(
-        quote=ident,
+        quote=lambda name: normalize(ident(name)),  # as the model spells it: bare if plain
         qualified_references=False,
         kinds=frozenset({"table", "column"}),  # no ALTER INDEX: an index is dropped, created
     )

@@ -517,3 +517,27 @@ def test_rename_hint_from_a_column_that_still_exists_is_refused(
         "schema.sql:4: cannot rename column 'username' to 'user_name' - "
         "column 'username' still exists" in result.stderr
     )
+
+
+def test_a_rename_hint_is_read_even_when_the_desired_model_is_cached(
+    runner: RunnerCLI, tmp_path: Path
+) -> None:
+    path = tmp_path / "cached.db"
+    run_sql(path, "CREATE TABLE t (id INT, a TEXT); INSERT INTO t VALUES (1, 'x');")
+    desired = write(tmp_path / "schema.sql", "CREATE TABLE t (id INT, b TEXT\n);")
+    dropped = plan(runner, path, desired, "--allow-destructive")
+    assert [s["op"] for s in json.loads(dropped.stdout)["statements"]] == [
+        "drop_column",
+        "add_column",
+    ]
+    # The same model, but the hint changes the plan: only a comment differs.
+    write(tmp_path / "schema.sql", "CREATE TABLE t (id INT, b TEXT -- @renamed from=a\n);")
+    for _ in range(2):  # the second plan finds the desired model and the verdict cached
+        renamed = plan(runner, path, desired, "--output", str(tmp_path / "plan.json"))
+        assert renamed.returncode == 0, renamed.stderr
+        statements = json.loads((tmp_path / "plan.json").read_text())["statements"]
+        assert [s["sql"] for s in statements] == ['ALTER TABLE "t" RENAME COLUMN "a" TO "b"']
+    applied = apply(runner, path, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert query(path, "SELECT id, b FROM t") == [(1, "x")]
+    assert json.loads(plan(runner, path, desired).stdout)["statements"] == []
