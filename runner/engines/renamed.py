@@ -43,6 +43,10 @@ class Spelling:
     qualified_references: bool = True
     """PostgreSQL prints every table and type reference schema-qualified (``public.t``);
     MySQL and SQLite print them bare."""
+    deparsed_definitions: bool = True
+    """PostgreSQL prints a trigger's or policy's text from its catalog, so after a rename it
+    names the new table and columns; MySQL and SQLite keep the text as written (it is
+    replaced from the desired schema instead of predicted)."""
     index_names_per_table: bool = False
     """MySQL's model names an index ``<table>.<name>``: a table rename renames its keys."""
     kinds: frozenset[str] = frozenset(
@@ -216,7 +220,7 @@ class _Renaming:
                 key = f"{kind}:{schema}.{name}.{rest[len(old_prefix) :]}"
             self._moved(d.key, key)
             moved_definition = replace(d, key=key, table=move(d.table))
-            if d.table == rename.old:  # a trigger or policy: its text names the table
+            if d.table == rename.old and self.spelling.deparsed_definitions:
                 moved_definition = _texts_of(moved_definition, text)
             definitions[key] = moved_definition
         sequences = {
@@ -299,7 +303,8 @@ class _Renaming:
         # A trigger's or policy's text names the table's columns (views keep their own
         # output names, so they are replaced rather than predicted).
         definitions = {
-            k: _texts_of(d, text) if mine(d.table) else d for k, d in self.db.definitions.items()
+            k: _texts_of(d, text) if mine(d.table) and self.spelling.deparsed_definitions else d
+            for k, d in self.db.definitions.items()
         }
         self.edit(definitions=definitions)
         column_key = f"column:{rename.table.removeprefix('table:')}."

@@ -93,6 +93,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
     spelling = Spelling(
         quote=ident,
         qualified_references=False,
+        deparsed_definitions=False,
         index_names_per_table=True,
         kinds=frozenset({"table", "column", "index"}),  # MariaDB renames no constraint
     )

@@ -121,6 +121,7 @@ class SqliteEngine(Engine[None, None]):
     spelling = Spelling(
         quote=lambda name: normalize(ident(name)),  # as the model spells it: bare if plain
         qualified_references=False,
+        deparsed_definitions=False,
         kinds=frozenset({"table", "column"}),  # no ALTER INDEX: an index is dropped, created
     )
     partial_dry_run = False  # the dry run copies the live schema's text: all of it is cheap

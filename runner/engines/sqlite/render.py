@@ -113,8 +113,15 @@ def _rebuild_table(change: Change) -> list[Statement]:
 
 
 def _rename_table(change: Change) -> list[Statement]:
+    """A rename that updates what names the table (views, triggers, other tables' foreign
+    keys): plans run with ``legacy_alter_table=ON``, under which it would not, leaving them
+    naming a table that is gone (and every later ALTER TABLE failing on them)."""
     old, new = change.old(Table), change.new(Table)
-    return [Statement(f"ALTER TABLE {ident(old.name)} RENAME TO {ident(new.name)}")]
+    return [
+        Statement("PRAGMA legacy_alter_table = OFF"),
+        Statement(f"ALTER TABLE {ident(old.name)} RENAME TO {ident(new.name)}"),
+        Statement("PRAGMA legacy_alter_table = ON"),
+    ]
 
 
 def _rename_column(change: Change) -> list[Statement]:

@@ -477,7 +477,9 @@ def test_rename_hints_keep_rows_through_a_rebuild(runner: RunnerCLI, tmp_path: P
     )
     document = planned(runner, path, desired, tmp_path / "plan.json", "--no-cache")
     assert [s["sql"] for s in document["statements"]] == [
+        "PRAGMA legacy_alter_table = OFF",
         'ALTER TABLE "old_accounts" RENAME TO "accounts"',
+        "PRAGMA legacy_alter_table = ON",
         'ALTER TABLE "accounts" RENAME COLUMN "user_name" TO "username"',
         'CREATE TABLE "_seshat_new_accounts" ( -- @renamed from=old_accounts\n'
         "  id INTEGER PRIMARY KEY,\n"
@@ -541,3 +543,39 @@ def test_a_rename_hint_is_read_even_when_the_desired_model_is_cached(
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert query(path, "SELECT id, b FROM t") == [(1, "x")]
     assert json.loads(plan(runner, path, desired).stdout)["statements"] == []
+
+
+def test_a_renamed_table_takes_views_triggers_and_foreign_keys_along(
+    runner: RunnerCLI, db: Path, tmp_path: Path
+) -> None:
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace(
+            "CREATE TABLE customers (", "CREATE TABLE clients /* @renamed from=customers */ ("
+        )
+        .replace("REFERENCES customers (id)", "REFERENCES clients (id)")
+        .replace(
+            "CREATE VIEW big_orders AS SELECT id, total", "CREATE VIEW big_orders AS SELECT id"
+        )
+        + "CREATE VIEW client_emails AS SELECT email FROM clients;\n",
+    )
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    # Without legacy_alter_table the rename rewrites what names the table.
+    assert [s["sql"] for s in document["statements"]][:3] == [
+        "PRAGMA legacy_alter_table = OFF",
+        'ALTER TABLE "customers" RENAME TO "clients"',
+        "PRAGMA legacy_alter_table = ON",
+    ]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["converged"] is True
+    assert query(db, "SELECT id, email FROM clients ORDER BY id") == [
+        (1, "a@example.com"),
+        (2, "b@example.com"),
+    ]
+    assert query(db, "SELECT count(*) FROM orders JOIN clients ON clients.id = customer_id") == [
+        (2,)
+    ]
+    assert query(db, "PRAGMA foreign_key_check") == []
+    again = plan(runner, db, desired)
+    assert again.returncode == 0 and json.loads(again.stdout)["statements"] == []
