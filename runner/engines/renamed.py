@@ -16,6 +16,7 @@ never a wrong plan: the dry run checks what the statements reach.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -47,10 +48,12 @@ class Spelling:
     """PostgreSQL prints a trigger's or policy's text from its catalog, so after a rename it
     names the new table and columns; MySQL and SQLite keep the text as written (it is
     replaced from the desired schema instead of predicted)."""
+    literal: Callable[[str], str] = lambda text: "'" + text.replace("'", "''") + "'"
+    """A string literal, as the server prints an enum label."""
     index_names_per_table: bool = False
     """MySQL's model names an index ``<table>.<name>``: a table rename renames its keys."""
     kinds: frozenset[str] = frozenset(
-        {"table", "column", "index", "constraint", "type", "sequence"}
+        {"table", "column", "index", "constraint", "type", "enum_value", "sequence"}
     )
     """The renames the dialect can express (SQLite renames no index: it drops and creates)."""
 
@@ -167,6 +170,46 @@ class _Renaming:
         self.changes.append(
             Change(
                 "rename_type", rename.new, Phase.PREPARE, before=old, after=definitions[rename.new]
+            )
+        )
+
+    def enum_value(self, rename: Rename) -> None:
+        old = self.db.definitions.get(rename.table)
+        labels = json.loads(old.fact("labels") or "[]") if old is not None else []
+        if old is None or rename.old not in labels or rename.new in labels:
+            return
+        after = [rename.new if label == rename.old else label for label in labels]
+        facts = tuple((k, json.dumps(after) if k == "labels" else v) for k, v in old.extra)
+        literal = self.spelling.literal
+        head = old.create[: old.create.index("AS ENUM (")]
+        create = f"{head}AS ENUM ({', '.join(literal(label) for label in after)})"
+        new = replace(old, create=create, definition=json.dumps(after), extra=facts)
+        self.edit(definitions={**self.db.definitions, rename.table: new})
+        # A default holding the label is printed with the label's new text.
+        schema, name = _parts(rename.table)
+        typed = f"::{self.spelling.quote(schema)}.{self.spelling.quote(name)}"
+        before, now = literal(rename.old) + typed, literal(rename.new) + typed
+        tables = {
+            k: replace(
+                t,
+                columns=tuple(
+                    replace(c, default=c.default.replace(before, now))
+                    if c.default is not None and before in c.default
+                    else c
+                    for c in t.columns
+                ),
+            )
+            for k, t in self.db.tables.items()
+        }
+        self.edit(tables=tables)
+        self.changes.append(
+            Change(
+                "rename_enum_value",
+                rename.table,
+                Phase.PREPARE,
+                before=old,
+                after=new,
+                detail=rename.new,
             )
         )
 
@@ -590,13 +633,14 @@ def renamed(
     work = _Renaming(live, spelling)
     steps: dict[str, Callable[[Rename], None]] = {
         "type": work.type,
+        "enum_value": work.enum_value,
         "table": work.table,
         "column": work.column,
         "index": work.index,
         "constraint": work.constraint,
         "sequence": work.sequence,
     }
-    for kind in ("type", "table", "column", "index", "constraint"):
+    for kind in ("type", "enum_value", "table", "column", "index", "constraint"):
         if kind in spelling.kinds:
             for rename in renames.of(kind):
                 steps[kind](rename)

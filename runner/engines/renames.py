@@ -27,6 +27,7 @@ follow the dialect's rules: ``from=Old`` folds as an unquoted identifier would,
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -150,6 +151,8 @@ class Hint:
     old: tuple[Ident, ...]
     where: str
     table: tuple[Ident, ...] = ()
+    value: str = ""
+    """For ``enum_value``: the label the hint is on (``name`` is then its type)."""
 
 
 def _old_name(comment: str) -> tuple[Ident, ...] | None:
@@ -316,9 +319,25 @@ def _type_hints(
         return []
     opening = _skip_words(code, after + 1, "ENUM")
     accepted = {after}
-    if opening < len(code) and code[opening].text == "(":
-        accepted.add(opening + 1)  # right after the parenthesis, before the first value
-    return _object_hint("type", name, accepted, comments, where)
+    if opening >= len(code) or code[opening].text != "(":
+        return _object_hint("type", name, accepted, comments, where)
+    accepted.add(opening + 1)  # right after the parenthesis, before the first value
+    hints = _object_hint("type", name, accepted, comments, where)
+    starts = _elements(code, opening)
+    for position, token, old in comments:
+        if not opening + 1 < position <= _close(code, opening):
+            continue
+        label = code[max(s for s in starts if s < position)]
+        if label.kind == "string" and not any(
+            h.kind == "enum_value" and h.value == _label(label) for h in hints
+        ):
+            hints.append(Hint("enum_value", name, old, where(token.start), value=_label(label)))
+    return hints
+
+
+def _label(token: Token) -> str:
+    """The text of a ``'...'`` literal."""
+    return token.text[1:-1].replace("''", "'")
 
 
 def _index_hints(
@@ -431,6 +450,8 @@ def resolve(hints: Sequence[Hint], desired: Database, naming: Naming) -> Renames
 
 
 def _resolved(hint: Hint, desired: Database, naming: Naming) -> Rename | None:
+    if hint.kind == "enum_value":
+        return _enum_value(hint, desired, naming)
     if hint.kind in ("table", "type"):
         prefix = hint.kind
         new = f"{prefix}:{naming.schema(hint.name)}.{naming.name(hint.name[-1])}"
@@ -459,6 +480,21 @@ def _resolved(hint: Hint, desired: Database, naming: Naming) -> Rename | None:
     if old != new and _sub_kind(desired, table_key, old) is not None:
         raise _conflict(kind, old, new, hint.where)
     return Rename(kind, table_key, new, old, hint.where)
+
+
+def _enum_value(hint: Hint, desired: Database, naming: Naming) -> Rename | None:
+    """An enum label's rename: the old label is the hint's ``from=`` text, as written."""
+    key = f"type:{naming.schema(hint.name)}.{naming.name(hint.name[-1])}"
+    found = desired.definitions.get(key)
+    if found is None or found.kind != "enum":
+        return None
+    labels = json.loads(found.fact("labels") or "[]")
+    old = ".".join(text for text, _ in hint.old)
+    if hint.value not in labels:
+        return None
+    if old != hint.value and old in labels:
+        raise _conflict("value", old, hint.value, hint.where)
+    return Rename("enum_value", key, hint.value, old, hint.where)
 
 
 def short_name(name: str, table: str) -> str:

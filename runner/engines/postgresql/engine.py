@@ -27,7 +27,7 @@ from runner.engines.planner import (
 )
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.introspect import introspect, prepare_session
-from runner.engines.postgresql.quoting import ident
+from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.sandbox import (
     Sandbox,
@@ -148,7 +148,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     dialect = "postgresql"
     transactional_ddl = True
     naming = Naming(default_schema="public", fold_unquoted=True)
-    spelling = Spelling(quote=ident)
+    spelling = Spelling(quote=ident, literal=literal)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -346,6 +346,15 @@ def _rename_constraint(change: Change) -> list[Statement]:
     return [Statement(f"ALTER TABLE {_table_name(new.table)} {rename}")]
 
 
+def _rename_enum_value(change: Change) -> list[Statement]:
+    old, new = change.old(Definition), change.new(Definition)
+    before = json.loads(old.fact("labels") or "[]")
+    after = json.loads(new.fact("labels") or "[]")
+    was, now = next((a, b) for a, b in zip(before, after, strict=True) if a != b)
+    rename = f"RENAME VALUE {literal(was)} TO {literal(now)}"
+    return [Statement(f"ALTER TYPE {_table_name(new.key)} {rename}")]
+
+
 def _rename_sequence(change: Change) -> list[Statement]:
     old, new = change.old(Sequence), change.new(Sequence)
     return [
@@ -366,6 +375,7 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
     "rename_constraint": _rename_constraint,
     "rename_type": _rename_type,
     "rename_sequence": _rename_sequence,
+    "rename_enum_value": _rename_enum_value,
     "create_table": _create_table,
     "drop_table": _drop_table,
     "add_column": _add_column,

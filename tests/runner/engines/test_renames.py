@@ -69,6 +69,11 @@ def hints(sql: str) -> list[tuple[str, str, str, str]]:
             "CREATE TYPE st AS ENUM (\n  /* @renamed from=old */\n  'a'\n);",
             [("type", "st", "old", "s.sql:2")],
         ),
+        (
+            "CREATE TYPE st AS ENUM (\n  'a', -- @renamed from=b\n"
+            "  'it''s' /* @renamed from=c */\n);",
+            [("enum_value", "st", "b", "s.sql:2"), ("enum_value", "st", "c", "s.sql:3")],
+        ),
     ],
 )
 def test_hints_are_attached_to_what_their_line_declares(
@@ -84,7 +89,6 @@ def test_hints_are_attached_to_what_their_line_declares(
         "CREATE TYPE /* @renamed from=old */ st AS ENUM ('a');",
         "CREATE TYPE st AS /* @renamed from=old */ ENUM ('a');",
         "CREATE TYPE st AS ENUM /* @renamed from=old */ ('a');",
-        "CREATE TYPE st AS ENUM ('a' /* @renamed from=b */);",  # an enum value: not renamed
         "CREATE TABLE t (id int, PRIMARY KEY (id) -- @renamed from=old\n);",
         "SELECT 1 -- @renamed from=old",
         "CREATE TABLE t (note text DEFAULT '-- @renamed from=x');",

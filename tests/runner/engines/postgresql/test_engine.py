@@ -488,10 +488,12 @@ def test_an_invalid_index_is_drift_and_the_plan_rebuilds_it(
 
 RENAMES_BEFORE = """
 CREATE TYPE order_state AS ENUM ('new', 'paid');
+CREATE TYPE tier AS ENUM ('low', 'high');
 CREATE TABLE old_accounts (
     id bigint NOT NULL,
     user_name varchar(50),
     state order_state DEFAULT 'new',
+    level tier NOT NULL DEFAULT 'low',
     email text,
     CONSTRAINT old_email_key UNIQUE (email)
 );
@@ -500,14 +502,20 @@ COMMENT ON COLUMN old_accounts.user_name IS 'login';
 CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
 CREATE TRIGGER accounts_touch BEFORE UPDATE ON old_accounts
     FOR EACH ROW EXECUTE FUNCTION touch();
-INSERT INTO old_accounts VALUES (1, 'ada', 'paid', 'ada@example.com');
+INSERT INTO old_accounts VALUES (1, 'ada', 'paid', 'low', 'ada@example.com');
 """
 RENAMES_AFTER = """
 CREATE TYPE order_status /* @renamed from=order_state */ AS ENUM ('new', 'paid');
+CREATE TYPE tier AS ENUM (
+    'basic', -- @renamed from=low
+    'plus',
+    'high'
+);
 CREATE TABLE accounts ( -- @renamed from=old_accounts
     id bigint NOT NULL,
     username text NOT NULL, -- @renamed from=user_name
     state order_status DEFAULT 'new',
+    level tier NOT NULL DEFAULT 'basic',
     email text,
     CONSTRAINT accounts_email_key UNIQUE (email) /* @renamed from=old_email_key */
 );
@@ -529,6 +537,7 @@ def test_rename_hints_rename_instead_of_drop_and_add(
     document = json.loads((tmp_path / "plan.json").read_text())
     assert [(s["op"], s["sql"]) for s in document["statements"]] == [
         ("rename_type", "ALTER TYPE public.order_state RENAME TO order_status"),
+        ("rename_enum_value", "ALTER TYPE public.tier RENAME VALUE 'low' TO 'basic'"),
         ("rename_table", "ALTER TABLE public.old_accounts RENAME TO accounts"),
         ("rename_column", "ALTER TABLE public.accounts RENAME COLUMN user_name TO username"),
         ("rename_index", "ALTER INDEX public.old_state_idx RENAME TO accounts_state_idx"),
@@ -536,6 +545,7 @@ def test_rename_hints_rename_instead_of_drop_and_add(
             "rename_constraint",
             "ALTER TABLE public.accounts RENAME CONSTRAINT old_email_key TO accounts_email_key",
         ),
+        ("add_enum_values", "ALTER TYPE public.tier ADD VALUE 'plus' AFTER 'basic'"),
         (
             "alter_column_type",
             "ALTER TABLE public.accounts ALTER COLUMN username TYPE text USING username::text",
@@ -549,8 +559,8 @@ def test_rename_hints_rename_instead_of_drop_and_add(
     applied = apply(runner, db, tmp_path / "plan.json")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert json.loads(applied.stdout)["converged"] is True
-    rows = query(db, "SELECT id, username, state::text, email FROM accounts")
-    assert rows == [(1, "ada", "paid", "ada@example.com")]
+    rows = query(db, "SELECT id, username, state::text, level::text, email FROM accounts")
+    assert rows == [(1, "ada", "paid", "basic", "ada@example.com")]
     again = plan(runner, db, desired)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["statements"] == []
