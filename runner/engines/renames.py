@@ -9,7 +9,10 @@ one (which loses its rows)::
       CONSTRAINT accounts_email UNIQUE (email) /* @renamed from=old_email */
     );
     CREATE INDEX email_idx /* @renamed from="EmailIndex" */ ON accounts (email);
-    CREATE TYPE order_status /* @renamed from=order_state */ AS ENUM ('new', 'paid');
+    CREATE TYPE order_status /* @renamed from=order_state */ AS ENUM (
+      'new',
+      'settled' /* @renamed from=paid */
+    );
 
 The server never sees comments, so hints are read here, from the files the engine was given
 (:func:`read_hints`), and resolved against the normalized desired model (:func:`resolve`)
@@ -19,7 +22,8 @@ into keys: a :class:`Renames` value. Applying it to the live model is
 Where a hint counts: on a table or type, after its name and before the body's first element
 (``CREATE TABLE t /* here */ ( -- or here``); on a column, index or constraint of a
 ``CREATE TABLE``, anywhere after the start of that element and before the next one; in a
-``CREATE INDEX``, after the index's name. The first hint that counts for an object wins;
+``CREATE INDEX``, after the index's name; on an enum label, after it and before the next
+one (the old label is taken as written). The first hint that counts for an object wins;
 others (``CREATE /* @renamed ... */ TYPE``) are ignored, as sqldef ignores them. Names
 follow the dialect's rules: ``from=Old`` folds as an unquoted identifier would,
 ``from="Old Name"`` (or ```Old Name```) is exact, ``from=schema.old`` names the schema.
@@ -406,9 +410,10 @@ class Naming:
 
 @dataclass(frozen=True, slots=True)
 class Rename:
-    """One rename: ``kind`` (table, column, index, constraint, type), the ``table`` key it
-    is about (the renamed table's new key for a table), the ``new`` and ``old`` names (for
-    a table or type: its key), and where its hint is."""
+    """One rename: ``kind`` (table, column, index, constraint, type, enum_value; sequence
+    for one that follows its table), the ``table`` key it is about (the renamed table's new
+    key for a table, the type's for an enum label), the ``new`` and ``old`` names (for a
+    table or type: its key), and where its hint is (empty for one that follows)."""
 
     kind: str
     table: str
