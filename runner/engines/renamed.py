@@ -134,6 +134,7 @@ class _Renaming:
         if old is None or rename.new in self.db.definitions:
             return
         new_name = _parts(rename.new)[1]
+        live_depends = self.db.depends
 
         def text(value: str) -> str:
             return self.refs(value, rename.old, new_name)
@@ -167,9 +168,17 @@ class _Renaming:
         }
         self.edit(definitions=definitions, tables=tables)
         self._texts(lambda _owner: True, text)
+        # The tables whose columns use the type are touched: a protected one refuses the
+        # rename, and the dry run rebuilds them.
+        users = sorted({a for a, b in live_depends if b == rename.old and a.startswith("table:")})
         self.changes.append(
             Change(
-                "rename_type", rename.new, Phase.PREPARE, before=old, after=definitions[rename.new]
+                "rename_type",
+                rename.new,
+                Phase.PREPARE,
+                tuple(users),
+                before=old,
+                after=definitions[rename.new],
             )
         )
 

@@ -624,3 +624,22 @@ def test_a_renamed_table_takes_its_serial_sequence_and_key_along(
     assert query(db, "INSERT INTO t (n) VALUES (6) RETURNING id") == [(2,)]
     again = plan(runner, db, desired)
     assert json.loads(again.stdout)["statements"] == []
+
+
+def test_renaming_a_type_a_protected_table_uses_is_refused(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TYPE mood AS ENUM ('ok'); CREATE TABLE diary (m mood DEFAULT 'ok');")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TYPE feeling /* @renamed from=mood */ AS ENUM ('ok');\n"
+        "CREATE TABLE diary (m feeling DEFAULT 'ok');\n",
+    )
+    refused = plan(runner, db, desired, "--protected-table", "diary")
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["refusal"]["code"] == "protected_table"
+    made = plan(runner, db, desired)
+    assert made.returncode == 0, made.stderr
+    assert [s["sql"] for s in json.loads(made.stdout)["statements"]] == [
+        "ALTER TYPE public.mood RENAME TO feeling"
+    ]
