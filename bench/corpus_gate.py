@@ -102,7 +102,7 @@ _VERB = re.compile(
 def reason_of(result: CaseResult) -> str:
     """A short, instance-free description of why a case fails (used to group the list)."""
     message = result.message.replace("\n", " ")
-    hint = " (rename hint ignored)" if result.renamed_hints else ""
+    hint = " (with rename hints)" if result.renamed_hints else ""
     if result.category == "not_converged":
         kinds = sorted(set(re.findall(r"(missing|extra|differs) ([A-Z][A-Z ]*[A-Z])\b", message)))
         text = ", ".join(f"{word} {kind}" for word, kind in kinds) or message
@@ -187,8 +187,8 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     (
         "not_refused",
         r"",
-        "the case contradicts itself through a rename hint; the engine "
-        "ignores rename hints, so it sees no conflict.",
+        "the engine planned a case sqldef refuses (a desired schema that contradicts itself, "
+        "or a change sqldef cannot make).",
     ),
     (
         "apply_error",
@@ -207,9 +207,9 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "not_converged",
-        r"appended\) \(rename",
-        "the engine ignores @renamed hints: drop + add moves the column to the end of the "
-        "table (the end schema is otherwise right, but the column's data is lost).",
+        r"appended\) \(with rename",
+        "a @renamed hint the engine did not apply: drop + add moves the column to the end of "
+        "the table (the end schema is otherwise right, but the column's data is lost).",
     ),
     (
         "not_converged",

@@ -52,6 +52,8 @@ from runner.engines.planner import (
     fingerprint,
     privilege_fields,
 )
+from runner.engines.renamed import Renamed, Spelling, renamed
+from runner.engines.renames import Naming, read_hints, resolve
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
@@ -93,6 +95,10 @@ class Engine(Generic[FactsT, SandboxT]):
     manages_privileges: ClassVar[bool] = False
     """Whether the dialect reads grants and owners when a :class:`PrivilegeScope` asks
     (PostgreSQL); others refuse a scope that is not empty."""
+    naming: ClassVar[Naming | None] = None
+    """How written names become keys, for rename hints (None: hints are not read)."""
+    spelling: ClassVar[Spelling | None] = None
+    """What renames the dialect can express, and how its definitions spell names."""
     partial_dry_run: ClassVar[bool] = True
     """Whether :meth:`dry_run` may rebuild only a scope of the live schema (SQLite copies the
     whole schema's text, which costs nothing to narrow)."""
@@ -157,8 +163,19 @@ class Engine(Generic[FactsT, SandboxT]):
         the live model asks :meth:`live_model` for it."""
         raise NotImplementedError
 
-    def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
-        """Diff, order, render and judge (the dialect's differ and renderer)."""
+    def changes(
+        self,
+        live: Database,
+        desired: Database,
+        options: PlanOptions,
+        renamed: Renamed | None = None,
+    ) -> Planned:
+        """Diff, order, render and judge (the dialect's differ and renderer); ``renamed``
+        is ``live`` with the desired schema's rename hints applied, and their changes."""
+        raise NotImplementedError
+
+    def split(self, text: str) -> list[tuple[int, str]]:
+        """(line, text) of each statement of a desired file, for reading rename hints."""
         raise NotImplementedError
 
     def dry_run(
@@ -215,12 +232,11 @@ class Engine(Generic[FactsT, SandboxT]):
     def _desired(
         self,
         lazy: _Lazy[SandboxT],
-        path: Path,
+        files: list[tuple[str, str]],
         live: Callable[[], Database],
         facts: FactsT,
         scope: Scope,
     ) -> Database:
-        files = desired_files(path)
         key = digest(
             "desired-model",
             {
@@ -240,6 +256,23 @@ class Engine(Generic[FactsT, SandboxT]):
         if not self.used_live:  # a normalization that borrowed from the live schema is not
             self.cache.keep_desired(key, model)  # this key's alone: not kept
         return model
+
+    def _renamed(
+        self, files: list[tuple[str, str]], live: Database, desired: Database
+    ) -> Renamed | None:
+        """``live`` with the rename hints of the desired ``files`` applied
+        (:mod:`runner.engines.renames`); None where the dialect reads no hints.
+
+        Hints are read from the files each time, not cached: they are comments, which the
+        normalized desired model does not hold. The desired files' bytes are part of every
+        cache key and the rename statements part of the verdict's, so a changed hint is
+        never answered from an entry made without it."""
+        if self.naming is None or self.spelling is None:
+            return None
+        hints = read_hints(files, self.split)
+        if not hints:
+            return None
+        return renamed(live, resolve(hints, desired, self.naming), self.spelling, desired)
 
     def _server(self, facts: FactsT) -> dict[str, object]:
         """The server part of a cache key: the dialect's :meth:`server_key`, and the explicit
@@ -291,9 +324,10 @@ class Engine(Generic[FactsT, SandboxT]):
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(options.scope))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
-            desired = self._desired(lazy, desired_path, read, facts, options.scope)
+            files = desired_files(desired_path)
+            desired = self._desired(lazy, files, read, facts, options.scope)
             live = read()
-            planned = self.changes(live, desired, options)
+            planned = self.changes(live, desired, options, self._renamed(files, live, desired))
             key = self._verdict_key(live, desired, planned.statements, facts, options)
             cached = self.cache.verdict(key)
             if cached is not None:
@@ -358,7 +392,7 @@ class Engine(Generic[FactsT, SandboxT]):
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(scope))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
-            desired = self._desired(lazy, desired_path, read, facts, scope)
+            desired = self._desired(lazy, desired_files(desired_path), read, facts, scope)
             live = read()
         return drift_report(self.drift_differ(live, desired), live.dialect)
 

@@ -28,6 +28,7 @@ from runner.engines.plan import (
     PlanStatement,
     PlanSummary,
 )
+from runner.engines.renamed import Renamed
 from runner.engines.scope import Scope
 from runner.errors import SeshatError
 
@@ -310,13 +311,18 @@ def plan_changes(
     options: PlanOptions,
     render: Renderer,
     differ: Differ = diff,
+    renamed: Renamed | None = None,
 ) -> Planned:
     """Diff, order and render; raises :class:`PlanRefused` when the policy forbids the plan.
 
     ``differ`` is the shared :func:`~runner.engines.diff.diff` unless a dialect wraps it
     (SQLite turns what it cannot alter into table rebuilds; MySQL adds column moves).
+    ``renamed`` is ``live`` with the desired schema's rename hints applied
+    (:mod:`runner.engines.renamed`): its renames run first, and the rest of the plan is
+    diffed from the renamed model.
     """
-    changes = order(differ(live, desired), live, desired)
+    view, renames = (renamed.view, list(renamed.changes)) if renamed else (live, [])
+    changes = renames + order(differ(view, desired), view, desired)
     _check_policy(changes, live, options)
     statements: list[PlanStatement] = []
     for change in changes:

@@ -30,7 +30,7 @@ from runner.engines.mysql.definers import (
     split_account,
 )
 from runner.engines.mysql.diff import diff
-from runner.engines.mysql.introspect import RoutineNotVisible, introspect
+from runner.engines.mysql.introspect import SCHEMA, RoutineNotVisible, introspect
 from runner.engines.mysql.journal import Journal, interrupted
 from runner.engines.mysql.quoting import ident, literal
 from runner.engines.mysql.render import renderer
@@ -50,6 +50,8 @@ from runner.engines.planner import (
     fingerprint,
     plan_changes,
 )
+from runner.engines.renamed import Renamed, Spelling
+from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import Scope, apply_scope
 from runner.errors import CanNotRunError
@@ -93,6 +95,14 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     dialect = "mysql"
     transactional_ddl = False
+    naming = Naming(default_schema=SCHEMA, schemas=False)
+    spelling = Spelling(
+        quote=ident,
+        qualified_references=False,
+        deparsed_definitions=False,
+        index_names_per_table=True,
+        kinds=frozenset({"table", "column", "index"}),  # MariaDB renames no constraint
+    )
     journals = True  # apply takes ``journal=``: the CLI passes --journal
 
     database: str  # the target's database (a MySQL URL names exactly one)
@@ -163,7 +173,6 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         self.scratch_names.append(name)
         pieces: list[LoadPiece] = []
         named: list[str] = []  # the statements as written, for the definers they name
-        hints: list[tuple[str, str, str, str]] = []
         qualifier = re.compile(r"(?<![\w`$])(`?)" + re.escape(self.database) + r"\1(?=\s*\.)")
         try:
             for file, text in files:
@@ -174,7 +183,6 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                                 f"{file}:{piece.line}: USE names another database"
                             )
                         continue
-                    hints += _rename_hints(file, piece.line, piece.sql)
                     named.append(piece.sql)
                     sql = rewrite_definers(qualifier.sub(ident(name), piece.sql))
                     pieces.append(LoadPiece(file, piece.line, sql))
@@ -195,21 +203,24 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         with self._server_errors(), connection(sandbox.server, name, env_password=False) as reader:
             desired = self._read(reader, name, scope)
         desired = attach(desired, named_definers(named, sandbox.facts.account))
-        for where, table, column, old in hints:
-            found = desired.tables.get(f"table:db.{table}")
-            if found is not None and found.column(old) is not None:
-                raise DesiredSchemaError(
-                    f"{where}: cannot rename column {old!r} to {column!r}: "
-                    f"column {old!r} still exists"
-                )
         return desired
 
     # -- planning --------------------------------------------------------------------------
 
-    def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
-        planned = plan_changes(live, desired, options, renderer(desired, live), differ=diff)
+    def changes(
+        self,
+        live: Database,
+        desired: Database,
+        options: PlanOptions,
+        renamed: Renamed | None = None,
+    ) -> Planned:
+        render = renderer(desired, renamed.view if renamed else live)
+        planned = plan_changes(live, desired, options, render, differ=diff, renamed=renamed)
         self._refuse_unknown_definers(planned)
         return Planned(planned.changes, tuple(_merged(planned.statements)))
+
+    def split(self, text: str) -> list[tuple[int, str]]:
+        return [(piece.line, piece.sql) for piece in split_mysql(text)]
 
     def _refuse_unknown_definers(self, planned: Planned) -> None:
         """``unknown_definer`` when the plan creates an object whose named definer is no
@@ -372,28 +383,6 @@ def _account_exists(conn: Any, account: str) -> bool:
             "credential cannot read mysql.user to check that the account exists",
         ) from None
     return bool(found and int(found[0][0]))
-
-
-_CREATE_TABLE = re.compile(
-    r"^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?`?([^`\s(]+)`?", re.IGNORECASE
-)
-_RENAMED = re.compile(r"^\s*`?([^`\s]+)`?.*@renamed\s+from=`?([^`\s*]+)`?", re.MULTILINE)
-
-
-def _rename_hints(file: str, line: int, sql: str) -> list[tuple[str, str, str, str]]:
-    """(where, table, column, old name) of each column rename hint in a CREATE TABLE.
-
-    Renames are not carried out (the column is dropped and added), but a hint that
-    contradicts the schema, renaming from a column that still exists, is refused.
-    """
-    table = _CREATE_TABLE.match(sql)
-    if table is None:
-        return []
-    return [
-        (f"{file}:{line}", table.group(1), m.group(1), m.group(2))
-        for m in _RENAMED.finditer(sql)
-        if m.group(1) != m.group(2)
-    ]
 
 
 def _interrupted_message(finished: list[int], unknown: int | None) -> str:

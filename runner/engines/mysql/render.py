@@ -67,13 +67,15 @@ def _auto(column: Column | None) -> bool:
 
 
 def auto_key_added(live: Database, desired: Database, table: str) -> str | None:
-    """A new AUTO_INCREMENT column whose new primary key is added in the same statement."""
+    """A column that becomes AUTO_INCREMENT (a new one, or one of a renamed or altered
+    table) whose new primary key is added in the same statement: the server refuses an
+    AUTO_INCREMENT column that is not a key."""
     old, new = live.tables.get(table), desired.tables.get(table)
     if old is None or new is None or _primary_key(live, table) is not None:
         return None
     if _primary_key(desired, table) is None:
         return None
-    return next((c.name for c in new.columns if _auto(c) and old.column(c.name) is None), None)
+    return next((c.name for c in new.columns if _auto(c) and not _auto(old.column(c.name))), None)
 
 
 def auto_key_dropped(live: Database, desired: Database, table: str) -> str | None:
@@ -231,10 +233,14 @@ class _Renderer:
         column = change.new(Column)
         place = self._place(change.key, column.name)
         action = f"ADD COLUMN {column_sql(column)}{place}"
-        if self.live is not None and auto_key_added(self.live, self.desired, change.key):
-            key = self.desired.constraints[f"constraint:{change.key[6:]}.PRIMARY"]
-            action += f", ADD {key.definition}"
-        return self._alter(change, action)
+        return self._alter(change, action + self._auto_key(change.key, column.name))
+
+    def _auto_key(self, table: str, column: str) -> str:
+        """``, ADD PRIMARY KEY (...)`` when ``column`` becomes the AUTO_INCREMENT key."""
+        if self.live is None or auto_key_added(self.live, self.desired, table) != column:
+            return ""
+        key = self.desired.constraints[f"constraint:{table[6:]}.PRIMARY"]
+        return f", ADD {key.definition}"
 
     def drop_column(self, change: Change) -> list[Statement]:
         return self._alter(change, f"DROP COLUMN {ident(change.detail)}")
@@ -246,7 +252,7 @@ class _Renderer:
             column.name
         ):
             action += ", DROP PRIMARY KEY"
-        return self._alter(change, action)
+        return self._alter(change, action + self._auto_key(change.key, column.name))
 
     def move_column(self, change: Change) -> list[Statement]:
         column = change.new(Column)
@@ -320,8 +326,26 @@ class _Renderer:
         definition = change.old(Definition)
         return [Statement(definition.drop, transactional=False)]
 
+    # -- renames (runner/engines/renamed.py): each names the object by its old name ---------
+
+    def rename_table(self, change: Change) -> list[Statement]:
+        old, new = change.old(Table), change.new(Table)
+        return [Statement(f"RENAME TABLE {ident(old.name)} TO {ident(new.name)}", False)]
+
+    def rename_column(self, change: Change) -> list[Statement]:
+        old, new = change.old(Column), change.new(Column)
+        return self._alter(change, f"RENAME COLUMN {ident(old.name)} TO {ident(new.name)}")
+
+    def rename_index(self, change: Change) -> list[Statement]:
+        old, new = change.old(Index), change.new(Index)
+        rename = f"RENAME INDEX {ident(index_name(old))} TO {ident(index_name(new))}"
+        return [Statement(f"ALTER TABLE {_table(new.table)} {rename}", transactional=False)]
+
 
 RENDERERS: dict[str, Callable[[_Renderer, Change], list[Statement]]] = {
+    "rename_table": _Renderer.rename_table,
+    "rename_column": _Renderer.rename_column,
+    "rename_index": _Renderer.rename_index,
     "create_table": _Renderer.create_table,
     "drop_table": _Renderer.drop_table,
     "alter_table_options": _Renderer.alter_table_options,

@@ -29,7 +29,7 @@ from runner.engines.planner import (
 )
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.introspect import introspect, prepare_session
-from runner.engines.postgresql.quoting import ident
+from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.sandbox import (
     Sandbox,
@@ -39,6 +39,8 @@ from runner.engines.postgresql.sandbox import (
     server_facts,
 )
 from runner.engines.privileges import role_uses
+from runner.engines.renamed import Renamed, Spelling
+from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
@@ -216,6 +218,8 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     transactional_ddl = True
     has_schemas = True
     manages_privileges = True
+    naming = Naming(default_schema="public", fold_unquoted=True)
+    spelling = Spelling(quote=ident, literal=literal)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -266,10 +270,19 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     # -- planning --------------------------------------------------------------------------
 
-    def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
+    def changes(
+        self,
+        live: Database,
+        desired: Database,
+        options: PlanOptions,
+        renamed: Renamed | None = None,
+    ) -> Planned:
         if options.privileges.active:
             self._roles_exist(desired)
-        return plan_changes(live, desired, options, render)
+        return plan_changes(live, desired, options, render, renamed=renamed)
+
+    def split(self, text: str) -> list[tuple[int, str]]:
+        return [(piece.line, piece.sql) for piece in split_postgresql(text)]
 
     def _roles_exist(self, desired: Database) -> None:
         """Refuse (``unknown_role``) a desired grant or owner naming a role the target lacks:

@@ -338,7 +338,60 @@ def _drop_comment(change: Change) -> list[Statement]:
     return [Statement(f"COMMENT ON {comment.target} IS NULL")]
 
 
+# -- renames (runner/engines/renamed.py): each names the object by its old name ------------
+
+
+def _rename_table(change: Change) -> list[Statement]:
+    old, new = change.old(Table), change.new(Table)
+    return [Statement(f"ALTER TABLE {_table_name(old.key)} RENAME TO {ident(new.name)}")]
+
+
+def _rename_column(change: Change) -> list[Statement]:
+    old, new = change.old(Column), change.new(Column)
+    return _alter(change, f"RENAME COLUMN {ident(old.name)} TO {ident(new.name)}")
+
+
+def _rename_index(change: Change) -> list[Statement]:
+    old, new = change.old(Index), change.new(Index)
+    return [Statement(f"ALTER INDEX {qualified(old.schema, old.name)} RENAME TO {ident(new.name)}")]
+
+
+def _rename_constraint(change: Change) -> list[Statement]:
+    old, new = change.old(Constraint), change.new(Constraint)
+    rename = f"RENAME CONSTRAINT {ident(old.name)} TO {ident(new.name)}"
+    return [Statement(f"ALTER TABLE {_table_name(new.table)} {rename}")]
+
+
+def _rename_enum_value(change: Change) -> list[Statement]:
+    old, new = change.old(Definition), change.new(Definition)
+    before = json.loads(old.fact("labels") or "[]")
+    after = json.loads(new.fact("labels") or "[]")
+    was, now = next((a, b) for a, b in zip(before, after, strict=True) if a != b)
+    rename = f"RENAME VALUE {literal(was)} TO {literal(now)}"
+    return [Statement(f"ALTER TYPE {_table_name(new.key)} {rename}")]
+
+
+def _rename_sequence(change: Change) -> list[Statement]:
+    old, new = change.old(Sequence), change.new(Sequence)
+    return [
+        Statement(f"ALTER SEQUENCE {qualified(old.schema, old.name)} RENAME TO {ident(new.name)}")
+    ]
+
+
+def _rename_type(change: Change) -> list[Statement]:
+    old, new = change.old(Definition), change.new(Definition)
+    name = new.key.split(":", 1)[1].split(".", 1)[1]
+    return [Statement(f"ALTER TYPE {_table_name(old.key)} RENAME TO {ident(name)}")]
+
+
 RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
+    "rename_table": _rename_table,
+    "rename_column": _rename_column,
+    "rename_index": _rename_index,
+    "rename_constraint": _rename_constraint,
+    "rename_type": _rename_type,
+    "rename_sequence": _rename_sequence,
+    "rename_enum_value": _rename_enum_value,
     "create_table": _create_table,
     "drop_table": _drop_table,
     "add_column": _add_column,

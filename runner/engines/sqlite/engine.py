@@ -37,6 +37,8 @@ from runner.engines.planner import (
     fingerprint,
     plan_changes,
 )
+from runner.engines.renamed import Renamed, Spelling
+from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.sqlite.introspect import introspect, model_of, read_catalog, server_major
@@ -44,7 +46,7 @@ from runner.engines.sqlite.rebuild import sqlite_diff
 from runner.engines.sqlite.render import render
 from runner.engines.sqlite.sandbox import copy_schema
 from runner.engines.sqlite.sandbox import sandbox as open_sandbox
-from runner.engines.sqlite.sqltext import SqlTextError, split_script
+from runner.engines.sqlite.sqltext import SqlTextError, ident, normalize, split_script
 from runner.errors import CanNotRunError, ConfigurationError
 from runner.url import DatabaseURL
 
@@ -115,6 +117,13 @@ class SqliteEngine(Engine[None, None]):
 
     dialect = "sqlite"
     transactional_ddl = True
+    naming = Naming(default_schema="main", schemas=False)
+    spelling = Spelling(
+        quote=lambda name: normalize(ident(name)),  # as the model spells it: bare if plain
+        qualified_references=False,
+        deparsed_definitions=False,
+        kinds=frozenset({"table", "column"}),  # no ALTER INDEX: an index is dropped, created
+    )
     partial_dry_run = False  # the dry run copies the live schema's text: all of it is cheap
 
     path: Path  # the target's database file (dev_url is not used: the sandbox is in memory)
@@ -195,14 +204,23 @@ class SqliteEngine(Engine[None, None]):
         finally:
             conn.close()
 
-    def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
+    def changes(
+        self,
+        live: Database,
+        desired: Database,
+        options: PlanOptions,
+        renamed: Renamed | None = None,
+    ) -> Planned:
         try:
-            return plan_changes(live, desired, options, render, differ=sqlite_diff)
+            return plan_changes(live, desired, options, render, differ=sqlite_diff, renamed=renamed)
         except UnsupportedChange as error:
             raise PlanRefused("unsupported_change", str(error)) from None
 
     def drift_differ(self, live: Database, desired: Database) -> list[Any]:
         return sqlite_diff(live, desired)
+
+    def split(self, text: str) -> list[tuple[int, str]]:
+        return split_script(text)
 
     def dry_run(
         self, sandbox: None, baseline: Database, statements: Sequence[PlanStatement]

@@ -112,7 +112,27 @@ def _rebuild_table(change: Change) -> list[Statement]:
     return statements
 
 
+def _rename_table(change: Change) -> list[Statement]:
+    """A rename that updates what names the table (views, triggers, other tables' foreign
+    keys): plans run with ``legacy_alter_table=ON``, under which it would not, leaving them
+    naming a table that is gone (and every later ALTER TABLE failing on them)."""
+    old, new = change.old(Table), change.new(Table)
+    return [
+        Statement("PRAGMA legacy_alter_table = OFF"),
+        Statement(f"ALTER TABLE {ident(old.name)} RENAME TO {ident(new.name)}"),
+        Statement("PRAGMA legacy_alter_table = ON"),
+    ]
+
+
+def _rename_column(change: Change) -> list[Statement]:
+    old, new = change.old(Column), change.new(Column)
+    rename = f"RENAME COLUMN {ident(old.name)} TO {ident(new.name)}"
+    return [Statement(f"ALTER TABLE {_name(change.key)} {rename}")]
+
+
 RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
+    "rename_table": _rename_table,
+    "rename_column": _rename_column,
     "create_table": _create_table,
     "drop_table": _drop_table,
     "add_column": _add_column,

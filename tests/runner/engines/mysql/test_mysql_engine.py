@@ -482,3 +482,91 @@ def test_an_unnamed_foreign_key_pointed_elsewhere_keeps_its_index(
     ]
     shown = query(db, "SHOW CREATE TABLE posts")[0][1]
     assert "KEY `author_id` (`author_id`)" in shown and "posts_ibfk_1` (" not in shown
+
+
+# -- rename hints (runner/engines/renames.py) --------------------------------------------------
+
+RENAMES_BEFORE = """
+CREATE TABLE old_accounts (
+  id bigint NOT NULL,
+  user_name varchar(50),
+  email varchar(100),
+  KEY old_email_idx (email)
+);
+INSERT INTO old_accounts VALUES (1, 'ada', 'ada@example.com');
+"""
+RENAMES_AFTER = """
+CREATE TABLE accounts ( -- @renamed from=old_accounts
+  id bigint NOT NULL,
+  username varchar(80), -- @renamed from=user_name
+  email varchar(100),
+  KEY email_idx (email) /* @renamed from=old_email_idx */
+);
+"""
+
+
+def test_rename_hints_rename_and_keep_rows(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(db, RENAMES_BEFORE)
+    desired = write(tmp_path / "schema.sql", RENAMES_AFTER)
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    assert [(s["op"], s["sql"]) for s in document["statements"]] == [
+        ("rename_table", "RENAME TABLE `old_accounts` TO `accounts`"),
+        ("rename_column", "ALTER TABLE `accounts` RENAME COLUMN `user_name` TO `username`"),
+        ("rename_index", "ALTER TABLE `accounts` RENAME INDEX `old_email_idx` TO `email_idx`"),
+        (
+            "alter_column_type",
+            "ALTER TABLE `accounts` MODIFY COLUMN `username` varchar(80)"
+            " COLLATE utf8mb4_unicode_ci NULL",
+        ),
+    ]
+    assert not document["summary"]["destructive"]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["converged"] is True
+    assert columns(db, "accounts") == ["id", "username", "email"]
+    rows = query(db, f"SELECT id, username, email FROM `{db.name}`.accounts")
+    assert rows == [(1, "ada", "ada@example.com")]
+    again = plan(runner, db, desired)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["statements"] == []
+
+
+def test_rename_hint_from_a_column_that_still_exists_is_refused(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE users (id int, username text, user_name varchar(50))")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE users (\n  id int,\n  username text,\n"
+        "  user_name varchar(100) -- @renamed from=username\n);",
+    )
+    result = plan(runner, db, desired)
+    assert result.returncode == 2
+    assert (
+        "schema.sql:4: cannot rename column 'username' to 'user_name' - "
+        "column 'username' still exists" in result.stderr
+    )
+    assert columns(db, "users") == ["id", "username", "user_name"]
+
+
+def test_renamed_table_gets_its_auto_increment_key_in_one_statement(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE old_a (id bigint NOT NULL, n int); INSERT INTO old_a VALUES (7, 1)")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE a ( -- @renamed from=old_a\n"
+        "  id bigint NOT NULL AUTO_INCREMENT PRIMARY KEY,\n  n int\n);",
+    )
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    assert [s["sql"] for s in document["statements"]] == [
+        "RENAME TABLE `old_a` TO `a`",
+        "ALTER TABLE `a` MODIFY COLUMN `id` bigint(20) NOT NULL AUTO_INCREMENT,"
+        " ADD PRIMARY KEY (`id`)",
+    ]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert query(db, f"SELECT id, n FROM `{db.name}`.a") == [(7, 1)]
+    assert json.loads(plan(runner, db, desired).stdout)["statements"] == []

@@ -552,3 +552,164 @@ def test_schema_scope_manages_only_the_chosen_schemas(
     assert [s["sql"] for s in json.loads(unscoped.stdout)["statements"]] == [
         "DROP TABLE audit.events"
     ]
+
+
+# -- rename hints (runner/engines/renames.py) --------------------------------------------------
+
+RENAMES_BEFORE = """
+CREATE TYPE order_state AS ENUM ('new', 'paid');
+CREATE TYPE tier AS ENUM ('low', 'high');
+CREATE TABLE old_accounts (
+    id bigint NOT NULL,
+    user_name varchar(50),
+    state order_state DEFAULT 'new',
+    level tier NOT NULL DEFAULT 'low',
+    email text,
+    CONSTRAINT old_email_key UNIQUE (email)
+);
+CREATE INDEX old_state_idx ON old_accounts (state);
+COMMENT ON COLUMN old_accounts.user_name IS 'login';
+CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER accounts_touch BEFORE UPDATE ON old_accounts
+    FOR EACH ROW EXECUTE FUNCTION touch();
+INSERT INTO old_accounts VALUES (1, 'ada', 'paid', 'low', 'ada@example.com');
+"""
+RENAMES_AFTER = """
+CREATE TYPE order_status /* @renamed from=order_state */ AS ENUM ('new', 'paid');
+CREATE TYPE tier AS ENUM (
+    'basic', -- @renamed from=low
+    'plus',
+    'high'
+);
+CREATE TABLE accounts ( -- @renamed from=old_accounts
+    id bigint NOT NULL,
+    username text NOT NULL, -- @renamed from=user_name
+    state order_status DEFAULT 'new',
+    level tier NOT NULL DEFAULT 'basic',
+    email text,
+    CONSTRAINT accounts_email_key UNIQUE (email) /* @renamed from=old_email_key */
+);
+CREATE INDEX accounts_state_idx /* @renamed from=old_state_idx */ ON accounts (state);
+COMMENT ON COLUMN accounts.username IS 'login';
+CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER accounts_touch BEFORE UPDATE ON accounts
+    FOR EACH ROW EXECUTE FUNCTION touch();
+"""
+
+
+def test_rename_hints_rename_instead_of_drop_and_add(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, RENAMES_BEFORE)
+    desired = write(tmp_path / "schema.sql", RENAMES_AFTER)
+    made = plan(runner, db, desired, "--output", str(tmp_path / "plan.json"), "--no-cache")
+    assert made.returncode == 0, made.stdout + made.stderr
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert [(s["op"], s["sql"]) for s in document["statements"]] == [
+        ("rename_type", "ALTER TYPE public.order_state RENAME TO order_status"),
+        ("rename_enum_value", "ALTER TYPE public.tier RENAME VALUE 'low' TO 'basic'"),
+        ("rename_table", "ALTER TABLE public.old_accounts RENAME TO accounts"),
+        ("rename_column", "ALTER TABLE public.accounts RENAME COLUMN user_name TO username"),
+        ("rename_index", "ALTER INDEX public.old_state_idx RENAME TO accounts_state_idx"),
+        (
+            "rename_constraint",
+            "ALTER TABLE public.accounts RENAME CONSTRAINT old_email_key TO accounts_email_key",
+        ),
+        ("add_enum_values", "ALTER TYPE public.tier ADD VALUE 'plus' AFTER 'basic'"),
+        (
+            "alter_column_type",
+            "ALTER TABLE public.accounts ALTER COLUMN username TYPE text USING username::text",
+        ),
+        ("set_not_null", "ALTER TABLE public.accounts ALTER COLUMN username SET NOT NULL"),
+    ]
+    assert document["summary"]["destructive"] is False
+    other_seed = plan(runner, db, desired, "--no-cache", seed="4242")
+    assert other_seed.returncode == 0, other_seed.stderr
+    assert other_seed.stdout.encode() == (tmp_path / "plan.json").read_bytes()
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["converged"] is True
+    rows = query(db, "SELECT id, username, state::text, level::text, email FROM accounts")
+    assert rows == [(1, "ada", "paid", "basic", "ada@example.com")]
+    again = plan(runner, db, desired)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["statements"] == []
+
+
+def test_rename_hint_from_a_column_that_still_exists_is_refused(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE users (id int, username text, user_name varchar(50));")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE users (\n  id int,\n  username text,\n"
+        "  user_name varchar(100) -- @renamed from=username\n);",
+    )
+    result = plan(runner, db, desired)
+    assert result.returncode == 2
+    assert (
+        "schema.sql:4: cannot rename column 'username' to 'user_name' - "
+        "column 'username' still exists" in result.stderr
+    )
+    assert query(db, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'users'")[
+        0
+    ] == (3,)
+
+
+def test_a_rename_hint_whose_old_name_is_gone_is_ignored(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE users (id int, email text);")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE users (id int, email text, -- @renamed from=mail\n  age int);",
+    )
+    made = plan(runner, db, desired)
+    assert made.returncode == 0, made.stderr
+    assert [s["sql"] for s in json.loads(made.stdout)["statements"]] == [
+        "ALTER TABLE public.users ADD COLUMN age integer"
+    ]
+
+
+def test_a_renamed_table_takes_its_serial_sequence_and_key_along(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TABLE old_t (id serial PRIMARY KEY, n int); INSERT INTO old_t (n) VALUES (5);")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE t ( -- @renamed from=old_t\n  id serial PRIMARY KEY,\n  n int\n);",
+    )
+    made = plan(runner, db, desired, "--output", str(tmp_path / "plan.json"), "--no-cache")
+    assert made.returncode == 0, made.stdout + made.stderr
+    document = json.loads((tmp_path / "plan.json").read_text())
+    # Named after the table, so renamed with it: the desired schema has the new names.
+    assert [s["sql"] for s in document["statements"]] == [
+        "ALTER TABLE public.old_t RENAME TO t",
+        "ALTER TABLE public.t RENAME CONSTRAINT old_t_pkey TO t_pkey",
+        "ALTER SEQUENCE public.old_t_id_seq RENAME TO t_id_seq",
+    ]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert query(db, "SELECT id, n FROM t") == [(1, 5)]
+    assert query(db, "INSERT INTO t (n) VALUES (6) RETURNING id") == [(2,)]
+    again = plan(runner, db, desired)
+    assert json.loads(again.stdout)["statements"] == []
+
+
+def test_renaming_a_type_a_protected_table_uses_is_refused(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(db, "CREATE TYPE mood AS ENUM ('ok'); CREATE TABLE diary (m mood DEFAULT 'ok');")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TYPE feeling /* @renamed from=mood */ AS ENUM ('ok');\n"
+        "CREATE TABLE diary (m feeling DEFAULT 'ok');\n",
+    )
+    refused = plan(runner, db, desired, "--protected-table", "diary")
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["refusal"]["code"] == "protected_table"
+    made = plan(runner, db, desired)
+    assert made.returncode == 0, made.stderr
+    assert [s["sql"] for s in json.loads(made.stdout)["statements"]] == [
+        "ALTER TYPE public.mood RENAME TO feeling"
+    ]

@@ -464,3 +464,128 @@ def test_managed_roles_and_ownership_are_refused_as_unsupported(
         refused = plan(runner, db, desired, *option)
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert json.loads(refused.stdout)["refusal"]["code"] == "unsupported_option"
+
+
+# -- rename hints (runner/engines/renames.py) --------------------------------------------------
+
+
+def test_rename_hints_keep_rows_through_a_rebuild(runner: RunnerCLI, tmp_path: Path) -> None:
+    path = tmp_path / "renames.db"
+    run_sql(
+        path,
+        "CREATE TABLE old_accounts (id INTEGER PRIMARY KEY, user_name TEXT, age INT);"
+        "CREATE INDEX old_accounts_age ON old_accounts (age);"
+        "INSERT INTO old_accounts VALUES (1, 'ada', 36);",
+    )
+    desired = write(
+        tmp_path / "schema.sql",
+        'CREATE TABLE "accounts" ( -- @renamed from=old_accounts\n'
+        "  id INTEGER PRIMARY KEY,\n"
+        "  username TEXT NOT NULL DEFAULT '', -- @renamed from=\"user_name\"\n"
+        "  age INT\n);\n"
+        "CREATE INDEX accounts_age /* @renamed from=old_accounts_age */ ON accounts (age);\n",
+    )
+    document = planned(runner, path, desired, tmp_path / "plan.json", "--no-cache")
+    assert [s["sql"] for s in document["statements"]] == [
+        "PRAGMA legacy_alter_table = OFF",
+        'ALTER TABLE "old_accounts" RENAME TO "accounts"',
+        "PRAGMA legacy_alter_table = ON",
+        'ALTER TABLE "accounts" RENAME COLUMN "user_name" TO "username"',
+        'CREATE TABLE "_seshat_new_accounts" ( -- @renamed from=old_accounts\n'
+        "  id INTEGER PRIMARY KEY,\n"
+        "  username TEXT NOT NULL DEFAULT '', -- @renamed from=\"user_name\"\n"
+        "  age INT\n)",
+        'INSERT INTO "_seshat_new_accounts" ("id", "username", "age") '
+        'SELECT "id", "username", "age" FROM "accounts"',
+        'DROP TABLE "accounts"',
+        'ALTER TABLE "_seshat_new_accounts" RENAME TO "accounts"',
+        # SQLite cannot rename an index: the rebuild creates it under its new name
+        "CREATE INDEX accounts_age ON accounts ( age )",
+    ]
+    assert document["summary"]["destructive"] is False
+    other_seed = plan(runner, path, desired, "--no-cache", seed="777")
+    assert other_seed.stdout.encode() == (tmp_path / "plan.json").read_bytes()
+    applied = apply(runner, path, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["converged"] is True
+    assert query(path, "SELECT id, username, age FROM accounts") == [(1, "ada", 36)]
+    again = plan(runner, path, desired)
+    assert again.returncode == 0 and json.loads(again.stdout)["statements"] == []
+
+
+def test_rename_hint_from_a_column_that_still_exists_is_refused(
+    runner: RunnerCLI, tmp_path: Path
+) -> None:
+    path = tmp_path / "conflict.db"
+    run_sql(path, "CREATE TABLE users (id INT, username TEXT, user_name TEXT);")
+    desired = write(
+        tmp_path / "schema.sql",
+        "CREATE TABLE users (\n  id INT,\n  username TEXT,\n"
+        "  user_name VARCHAR(100) -- @renamed from=username\n);",
+    )
+    result = plan(runner, path, desired)
+    assert result.returncode == 2
+    assert (
+        "schema.sql:4: cannot rename column 'username' to 'user_name' - "
+        "column 'username' still exists" in result.stderr
+    )
+
+
+def test_a_rename_hint_is_read_even_when_the_desired_model_is_cached(
+    runner: RunnerCLI, tmp_path: Path
+) -> None:
+    path = tmp_path / "cached.db"
+    run_sql(path, "CREATE TABLE t (id INT, a TEXT); INSERT INTO t VALUES (1, 'x');")
+    desired = write(tmp_path / "schema.sql", "CREATE TABLE t (id INT, b TEXT\n);")
+    dropped = plan(runner, path, desired, "--allow-destructive")
+    assert [s["op"] for s in json.loads(dropped.stdout)["statements"]] == [
+        "drop_column",
+        "add_column",
+    ]
+    # The same model, but the hint changes the plan: only a comment differs.
+    write(tmp_path / "schema.sql", "CREATE TABLE t (id INT, b TEXT -- @renamed from=a\n);")
+    for _ in range(2):  # the second plan finds the desired model and the verdict cached
+        renamed = plan(runner, path, desired, "--output", str(tmp_path / "plan.json"))
+        assert renamed.returncode == 0, renamed.stderr
+        statements = json.loads((tmp_path / "plan.json").read_text())["statements"]
+        assert [s["sql"] for s in statements] == ['ALTER TABLE "t" RENAME COLUMN "a" TO "b"']
+    applied = apply(runner, path, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert query(path, "SELECT id, b FROM t") == [(1, "x")]
+    assert json.loads(plan(runner, path, desired).stdout)["statements"] == []
+
+
+def test_a_renamed_table_takes_views_triggers_and_foreign_keys_along(
+    runner: RunnerCLI, db: Path, tmp_path: Path
+) -> None:
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE.replace(
+            "CREATE TABLE customers (", "CREATE TABLE clients /* @renamed from=customers */ ("
+        )
+        .replace("REFERENCES customers (id)", "REFERENCES clients (id)")
+        .replace(
+            "CREATE VIEW big_orders AS SELECT id, total", "CREATE VIEW big_orders AS SELECT id"
+        )
+        + "CREATE VIEW client_emails AS SELECT email FROM clients;\n",
+    )
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    # Without legacy_alter_table the rename rewrites what names the table.
+    assert [s["sql"] for s in document["statements"]][:3] == [
+        "PRAGMA legacy_alter_table = OFF",
+        'ALTER TABLE "customers" RENAME TO "clients"',
+        "PRAGMA legacy_alter_table = ON",
+    ]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["converged"] is True
+    assert query(db, "SELECT id, email FROM clients ORDER BY id") == [
+        (1, "a@example.com"),
+        (2, "b@example.com"),
+    ]
+    assert query(db, "SELECT count(*) FROM orders JOIN clients ON clients.id = customer_id") == [
+        (2,)
+    ]
+    assert query(db, "PRAGMA foreign_key_check") == []
+    again = plan(runner, db, desired)
+    assert again.returncode == 0 and json.loads(again.stdout)["statements"] == []
