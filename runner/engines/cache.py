@@ -103,7 +103,11 @@ def model_entry(db: Database) -> dict[str, Any]:
     """``db`` as a cache entry: its :func:`~runner.engines.planner.model_rows` (each object
     as its fields' values in order; an entry is read back by the same engine version, so the
     order is known) and its edges, sorted."""
-    return {**model_rows(db), "depends": sorted([a, b] for a, b in db.depends)}
+    return {
+        **model_rows(db),
+        "depends": sorted([a, b] for a, b in db.depends),
+        "casts": sorted([a, b, c] for a, b, c in db.casts),
+    }
 
 
 def model_from_entry(entry: Mapping[str, Any]) -> Database:
@@ -119,6 +123,7 @@ def model_from_entry(entry: Mapping[str, Any]) -> Database:
         definitions={k: _definition(v) for k, v in entry["definitions"].items()},
         comments={k: _comment(v) for k, v in entry["comments"].items()},
         depends=frozenset((str(a), str(b)) for a, b in entry["depends"]),
+        casts=frozenset((str(a), str(b), str(c)) for a, b, c in entry["casts"]),
     )
 
 

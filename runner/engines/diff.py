@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+from runner.engines.casts import cast_mode
 from runner.engines.changes import Change, Phase
 from runner.engines.model import Column, Constraint, Database, Definition, Table
 
@@ -36,6 +37,7 @@ def column_change(
     before: Column | None = None,
     after: Column | None = None,
     position: int = 0,
+    cast: str = "",
 ) -> Change:
     """A change to one column of an existing table (``detail`` names the column)."""
     column = after if after is not None else before
@@ -50,6 +52,7 @@ def column_change(
         detail=column.name,
         existing_table=True,
         position=position,
+        cast=cast,
     )
 
 
@@ -140,15 +143,26 @@ class _Differ:
             self.add(column_change("drop_column", table, Phase.DROP, before=old))
             change("add_column")
             return
-        if (old.type, old.collation) != (new.type, new.collation):
+        retyped = (old.type, old.collation) != (new.type, new.collation)
+        if retyped:
             self.rewritten_tables.add(table)
-            if old.default is not None and old.default == new.default:
-                change("drop_default", Phase.DROP)  # a default of the old type may not cast
-                change("alter_column_type")
-                change("set_default")
-            else:
-                change("alter_column_type")
-        if old.default != new.default and old.identity == new.identity:
+            cast = cast_mode(old.type, new.type, self.live, self.desired)
+            self.add(
+                column_change(
+                    "alter_column_type", table, Phase.CREATE, before=old, after=new, cast=cast
+                )
+            )
+            if old.default is not None and not old.identity:
+                # A default of the old type may not cast ("cannot be cast automatically"):
+                # it is dropped first and set again, whether or not its text changes.
+                change("drop_default", Phase.DROP)
+                if new.default is not None and new.identity == old.identity:
+                    change("set_default")
+        if (
+            old.default != new.default
+            and old.identity == new.identity
+            and not (retyped and old.default is not None)
+        ):
             if new.default is None:
                 change("drop_default", Phase.DROP)
             else:
@@ -255,7 +269,7 @@ class _Differ:
         live, desired = self.live.sequences, self.desired.sequences
         for key in sorted(live.keys() - desired.keys()):
             if not self._goes_with_its_column(live[key].owned_by):
-                self.add(Change("drop_sequence", key, Phase.DROP, before=live[key]))
+                self.add(Change("drop_sequence", key, self._drop_phase(key), before=live[key]))
         for key in sorted(desired.keys() - live.keys()):
             self.add(Change("create_sequence", key, Phase.CREATE, after=desired[key]))
             if desired[key].owned_by:
@@ -282,6 +296,19 @@ class _Differ:
                 self.add(Change("alter_sequence", key, Phase.CREATE, before=old, after=new))
             if old.owned_by != new.owned_by:
                 self.add(Change("set_sequence_owner", key, Phase.FINISH, before=old, after=new))
+
+    def _drop_phase(self, key: str) -> Phase:
+        """DROP, or RELEASE for an object a kept column uses until the CREATE phase changes
+        it (an enum type until its columns change type, a function until a default that
+        calls it is replaced): the catalog's column-level edges say which columns."""
+        for dependent in sorted(self.dependents[key]):
+            if not dependent.startswith("column:"):
+                continue
+            table_part, _, name = dependent.removeprefix("column:").rpartition(".")
+            table = self.desired.tables.get(f"table:{table_part}")
+            if table is not None and table.key not in self.dropped_tables and table.column(name):
+                return Phase.RELEASE
+        return Phase.DROP
 
     def _goes_with_its_column(self, owner: str | None) -> bool:
         """Whether a sequence owned by ``owner`` is dropped with its table or column."""
@@ -325,7 +352,8 @@ class _Differ:
             old = live[key]
             if old.kind == "schema" or _owner(key, self.live) in self.dropped_tables:
                 continue
-            self.add(Change("drop_definition", key, Phase.DROP, _tables(old), before=old))
+            phase = self._drop_phase(key)
+            self.add(Change("drop_definition", key, phase, _tables(old), before=old))
         for key in sorted(desired.keys() - live.keys()):
             self.add(
                 Change(

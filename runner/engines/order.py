@@ -159,7 +159,7 @@ def order(changes: list[Change], live: Database, desired: Database) -> list[Chan
     result: list[Change] = []
     for phase in Phase:
         members = [c for c in changes if c.phase is phase]
-        if phase is Phase.DROP:
+        if phase in (Phase.DROP, Phase.RELEASE):
             result += _sorted_phase(members, live_edges, reverse=True)
         else:
             result += _sorted_phase(members, desired_edges, reverse=False)

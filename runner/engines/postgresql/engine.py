@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying
 from runner.engines.desired import DesiredSchemaError
 from runner.engines.model import Database
@@ -195,7 +196,10 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     # -- planning --------------------------------------------------------------------------
 
     def changes(self, live: Database, desired: Database, options: PlanOptions) -> Planned:
-        return plan_changes(live, desired, options, render)
+        try:
+            return plan_changes(live, desired, options, render)
+        except UnsupportedChange as error:
+            raise PlanRefused("unsupported_change", str(error)) from None
 
     def dry_run(
         self, sandbox: Sandbox, baseline: Database, statements: Sequence[PlanStatement]

@@ -83,12 +83,23 @@ def _drop_column(change: Change) -> list[Statement]:
 
 
 def _alter_column_type(change: Change) -> list[Statement]:
-    column = change.subject(Column)
+    """``USING`` only where an assignment cast is missing (:mod:`runner.engines.casts`): an
+    explicit cast would silently truncate what an assignment cast refuses."""
+    old, column = change.old(Column), change.new(Column)
     collate = f" COLLATE {column.collation}" if column.collation else ""
     name = ident(column.name)
-    return _alter(
-        change, f"ALTER COLUMN {name} TYPE {column.type}{collate} USING {name}::{column.type}"
-    )
+    using = {
+        "assignment": "",
+        "explicit": f" USING {name}::{column.type}",
+        "text": f" USING {name}::text::{column.type}",
+    }.get(change.cast)
+    if using is None:
+        raise UnsupportedChange(
+            change,
+            f"column {column.name} cannot change type from {old.type} to {column.type}:"
+            " PostgreSQL has no cast between them (change it in steps, or add a new column)",
+        )
+    return _alter(change, f"ALTER COLUMN {name} TYPE {column.type}{collate}{using}")
 
 
 def _set_default(change: Change) -> list[Statement]:
