@@ -17,6 +17,7 @@ Rules worth knowing:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 
@@ -97,6 +98,21 @@ class _Differ:
             )
         for key in sorted(self.live.tables.keys() & self.desired.tables.keys()):
             self.table(self.live.tables[key], self.desired.tables[key])
+        self._replace_partitions()
+
+    def _replace_partitions(self) -> None:
+        """A replaced partitioned table takes its partitions with it: they are created again."""
+        pending = sorted(self.dropped_tables & self.new_tables)
+        while pending:
+            parent = pending.pop()
+            for key in sorted(self.live.tables.keys() & self.desired.tables.keys()):
+                if self.live.tables[key].partition_of == parent and key not in self.new_tables:
+                    old, new = self.live.tables[key], self.desired.tables[key]
+                    self.add(Change("drop_table", key, Phase.DROP, (key,), before=old))
+                    self.add(Change("create_table", key, Phase.CREATE, (key,), after=new))
+                    self.dropped_tables.add(key)
+                    self.new_tables.add(key)
+                    pending.append(key)
 
     def table(self, old: Table, new: Table) -> None:
         key = old.key
@@ -295,7 +311,14 @@ class _Differ:
             ):
                 self.add(Change("alter_sequence", key, Phase.CREATE, before=old, after=new))
             if old.owned_by != new.owned_by:
-                self.add(Change("set_sequence_owner", key, Phase.FINISH, before=old, after=new))
+                if self._goes_with_its_column(old.owned_by):
+                    # Dropping the owner would drop the sequence: it is released first.
+                    released = dataclasses.replace(new, owned_by=None)
+                    self.add(
+                        Change("set_sequence_owner", key, Phase.PREPARE, before=old, after=released)
+                    )
+                if new.owned_by is not None or not self._goes_with_its_column(old.owned_by):
+                    self.add(Change("set_sequence_owner", key, Phase.FINISH, before=old, after=new))
 
     def _drop_phase(self, key: str) -> Phase:
         """DROP, or RELEASE for an object a kept column uses until the CREATE phase changes
@@ -375,6 +398,11 @@ class _Differ:
                 if d in self.live.definitions
                 and self.live.definitions[d].kind in _RECREATE_ON_TABLE_REWRITE
             ]
+        for table in sorted(self.dropped_tables & self.new_tables):
+            # A replaced table: what is defined on it (triggers, policies) or over it (views,
+            # foreign keys of other tables) is dropped before it and created after it.
+            pending += sorted(self.dependents[table])
+            pending += [k for k in sorted(self.live.definitions) if _owner(k, self.live) == table]
         closure: set[str] = set()
         while pending:
             key = pending.pop()
@@ -390,19 +418,60 @@ class _Differ:
                     pending.append(dependent)
         return closure
 
+    def _defaults_using(self, key: str) -> None:
+        """Column defaults that call ``key`` (dropped and created again) are dropped before
+        it and set again after it: the catalog's column-level edges name them."""
+        for dependent in sorted(self.dependents[key]):
+            if not dependent.startswith("column:"):
+                continue
+            table_part, _, name = dependent.removeprefix("column:").rpartition(".")
+            table = f"table:{table_part}"
+            old_table, new_table = self.live.tables.get(table), self.desired.tables.get(table)
+            if old_table is None or new_table is None or table in self.dropped_tables:
+                continue
+            old, new = old_table.column(name), new_table.column(name)
+            if old is None or old.default is None or old.identity:
+                continue
+            self.add(column_change("drop_default", table, Phase.DROP, before=old, after=new))
+            if new is not None and new.default is not None:
+                self.add(column_change("set_default", table, Phase.CREATE, before=old, after=new))
+
     def recreated(self) -> None:
         """Emit the drop and create of every object in the recreate closure."""
         for key in sorted(self.recreate):
             if key in self.live.definitions:
                 old = self.live.definitions[key]
-                if _owner(key, self.live) in self.dropped_tables:
+                owner = _owner(key, self.live)
+                if owner in self.dropped_tables and owner not in self.new_tables:
                     continue
-                self.add(Change("drop_definition", key, Phase.DROP, _tables(old), before=old))
                 new = self.desired.definitions.get(key)
+                # A dependent rebuilt unchanged says so (its hazard names it).
+                rebuilt = "rebuilt" if new is not None and new.definition == old.definition else ""
+                if owner not in self.dropped_tables:  # else it goes with its table
+                    self.add(
+                        Change(
+                            "drop_definition",
+                            key,
+                            Phase.DROP,
+                            _tables(old),
+                            before=old,
+                            detail=rebuilt,
+                        )
+                    )
+                self._defaults_using(key)
                 if new is not None:
                     self.add(
-                        Change("create_definition", key, Phase.CREATE, _tables(new), after=new)
+                        Change(
+                            "create_definition",
+                            key,
+                            Phase.CREATE,
+                            _tables(new),
+                            after=new,
+                            detail=rebuilt,
+                        )
                     )
+            elif _owner(key, self.live) in self.dropped_tables:
+                continue  # constraints() and indexes() create those of a replaced table
             elif key in self.live.indexes and key in self.desired.indexes:
                 if self.live.indexes[key].definition == self.desired.indexes[key].definition:
                     self.add(Change("drop_index", key, Phase.DROP, before=self.live.indexes[key]))
@@ -454,6 +523,12 @@ class _Differ:
             f"column:{c.key.removeprefix('table:')}.{c.detail}"
             for c in self.changes
             if c.op == "add_column"
+        }
+        fresh |= {
+            f"column:{c.key.removeprefix('table:')}.{column.name}"
+            for c in self.changes
+            if c.op == "create_table"
+            for column in c.new(Table).columns
         }
         for key in sorted(live.keys() | desired.keys()):
             old, new = live.get(key), desired.get(key)

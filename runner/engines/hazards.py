@@ -177,6 +177,8 @@ def hazards_of(change: Change) -> list[Hazard]:
             add("privilege", "ROW_SECURITY")
         if definition.kind == "enum" and change.after is None:
             add("destructive", "DROP_TYPE")
+    if op in ("drop_definition", "create_definition") and change.detail == "rebuilt":
+        add("lock", "DEPENDENT_REBUILT")
     if op == "set_row_security":
         add("privilege", "ROW_SECURITY")
     if op in ("create_definition", "replace_definition"):

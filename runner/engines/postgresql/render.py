@@ -116,10 +116,53 @@ def _add_identity(change: Change) -> list[Statement]:
     )
 
 
+def _option_values(column: Column) -> dict[str, int]:
+    """``START WITH``, ``MINVALUE`` and ``MAXVALUE`` of an identity column's options."""
+    found: dict[str, int] = {}
+    for option in column.identity_options:
+        name, _, value = option.rpartition(" ")
+        if name in ("START WITH", "MINVALUE", "MAXVALUE"):
+            found[name] = int(value)
+    return found
+
+
 def _set_identity_options(change: Change) -> list[Statement]:
-    column = change.subject(Column)
+    """New identity options; when the new bounds exclude the old start, the sequence is
+    moved to its new start in between, but only if it never gave out a value.
+
+    ``ALTER SEQUENCE`` checks the sequence's current value against the new bounds; an
+    identity that was never used sits on its old start ("RESTART value (-200) cannot be less
+    than MINVALUE (-100)"). So the bounds are first widened to hold both, an unused
+    sequence is set to the new start, and the bounds narrowed. A used sequence is never
+    moved back: if its value is outside the new bounds, the last statement fails.
+    """
+    old, column = change.old(Column), change.new(Column)
+    name = ident(column.name)
     options = " ".join(f"SET {option}" for option in column.identity_options)
-    return _alter(change, f"ALTER COLUMN {ident(column.name)} {options}")
+    before, after = _option_values(old), _option_values(column)
+    if len(before) < 3 or len(after) < 3:
+        return _alter(change, f"ALTER COLUMN {name} {options}")
+    start, low, high = after["START WITH"], after["MINVALUE"], after["MAXVALUE"]
+    if low <= before["START WITH"] <= high:
+        return _alter(change, f"ALTER COLUMN {name} {options}")
+    wide_low, wide_high = min(low, before["MINVALUE"]), max(high, before["MAXVALUE"])
+    widened = [o for o in column.identity_options if not o.startswith(("MINVALUE", "MAXVALUE"))]
+    sequence = f"pg_get_serial_sequence({literal(_table_name(change.key))}, {literal(column.name)})"
+    return [
+        *_alter(
+            change,
+            f"ALTER COLUMN {name} "
+            + " ".join(f"SET {o}" for o in widened)
+            + f" SET MINVALUE {wide_low} SET MAXVALUE {wide_high}",
+        ),
+        Statement(
+            f"SELECT setval(s.seq::regclass, {start}, false) FROM (SELECT {sequence} AS seq) s"
+            " JOIN pg_catalog.pg_sequences p"
+            " ON pg_catalog.format('%I.%I', p.schemaname, p.sequencename)::regclass"
+            " = s.seq::regclass WHERE p.last_value IS NULL"
+        ),
+        *_alter(change, f"ALTER COLUMN {name} SET MINVALUE {low} SET MAXVALUE {high}"),
+    ]
 
 
 def _set_identity(change: Change) -> list[Statement]:
