@@ -77,12 +77,28 @@ class _Differ:
         self.dropped_tables = {k for k in live.tables if k not in desired.tables}
         self.new_tables = {k for k in desired.tables if k not in live.tables}
         self.rewritten_tables: set[str] = set()  # column type changes or drops
+        self.rewritten_columns: set[str] = set()  # their columns, ``column:s.t.c``
         self.dependents: dict[str, set[str]] = defaultdict(set)
+        self.uses: dict[str, set[str]] = defaultdict(set)
         for dependent, dependency in live.depends:
             self.dependents[dependency].add(dependent)
+            self.uses[dependent].add(dependency)
 
     def add(self, change: Change) -> None:
         self.changes.append(change)
+
+    def _rewrite(self, table: str, column: str) -> None:
+        """Record that ``column`` of ``table`` changes type or goes away."""
+        self.rewritten_tables.add(table)
+        self.rewritten_columns.add(f"column:{table.removeprefix('table:')}.{column}")
+
+    def _blocks_rewrite(self, view: str, table: str) -> bool:
+        """Whether ``view`` must be rebuilt for ``table``'s column changes: it uses one of the
+        changing columns (a whole-row use counts as all of them), or the catalog named no
+        column of it at all (a dialect without column-level edges)."""
+        prefix = f"column:{table.removeprefix('table:')}."
+        columns = {c for c in self.uses[view] if c.startswith(prefix)}
+        return not columns or bool(columns & self.rewritten_columns)
 
     def existing(self, table: str | None) -> bool:
         return table is not None and table in self.live.tables and table not in self.recreate
@@ -130,7 +146,7 @@ class _Differ:
         old_columns = {c.name: c for c in old.columns}
         new_columns = {c.name: c for c in new.columns}
         for name in sorted(old_columns.keys() - new_columns.keys()):
-            self.rewritten_tables.add(key)
+            self._rewrite(key, name)
             self.add(column_change("drop_column", key, Phase.DROP, before=old_columns[name]))
         for position, column in enumerate(new.columns):
             if column.name not in old_columns:
@@ -155,13 +171,13 @@ class _Differ:
 
         if old.generated != new.generated:
             # A generation expression cannot be altered: the column is replaced.
-            self.rewritten_tables.add(table)
+            self._rewrite(table, old.name)
             self.add(column_change("drop_column", table, Phase.DROP, before=old))
             change("add_column")
             return
         retyped = (old.type, old.collation) != (new.type, new.collation)
         if retyped:
-            self.rewritten_tables.add(table)
+            self._rewrite(table, old.name)
             cast = cast_mode(old.type, new.type, self.live, self.desired)
             self.add(
                 column_change(
@@ -359,6 +375,10 @@ class _Differ:
                 in_place.append((key, old, new))
             else:
                 replaced.add(key)
+        for key in sorted(replaced):
+            if live[key].kind == "enum":  # its columns change type twice: views over them go
+                for table, column, _ in self._columns_using(key):
+                    self._rewrite(table, column.name)
         self.recreate = self._closure(replaced)
         for key, old, new in in_place:
             if key in self.recreate:
@@ -397,6 +417,7 @@ class _Differ:
                 for d in sorted(self.dependents[table])
                 if d in self.live.definitions
                 and self.live.definitions[d].kind in _RECREATE_ON_TABLE_REWRITE
+                and self._blocks_rewrite(d, table)
             ]
         for table in sorted(self.dropped_tables & self.new_tables):
             # A replaced table: what is defined on it (triggers, policies) or over it (views,
@@ -417,6 +438,48 @@ class _Differ:
                 ):
                     pending.append(dependent)
         return closure
+
+    def _columns_using(self, key: str) -> list[tuple[str, Column, Column]]:
+        """(table, live column, desired column) of every kept column the live catalog says
+        uses ``key`` (its type, or a function its default calls)."""
+        found: list[tuple[str, Column, Column]] = []
+        for dependent in sorted(self.dependents[key]):
+            if not dependent.startswith("column:"):
+                continue
+            table_part, _, name = dependent.removeprefix("column:").rpartition(".")
+            table = f"table:{table_part}"
+            old_table, new_table = self.live.tables.get(table), self.desired.tables.get(table)
+            if old_table is None or new_table is None or table in self.dropped_tables:
+                continue
+            old, new = old_table.column(name), new_table.column(name)
+            if old is not None and new is not None:
+                found.append((table, old, new))
+        return found
+
+    def _through_text(self, key: str) -> None:
+        """An enum that is dropped and created again (a label removed or reordered): the
+        columns using it hold text meanwhile, then convert to the new type explicitly."""
+        for table, old, new in self._columns_using(key):
+            if old.type.replace('"', "").removesuffix("[]") != key.removeprefix("type:"):
+                continue  # the column's default uses the enum, not its type
+            text = "text[]" if old.type.endswith("[]") else "text"
+            held = dataclasses.replace(old, type=text, collation=None, default=None)
+            self.add(
+                column_change(
+                    "alter_column_type",
+                    table,
+                    Phase.DROP,
+                    before=old,
+                    after=held,
+                    cast="assignment",
+                )
+            )
+            cast = cast_mode(text, new.type, self.live, self.desired)
+            self.add(
+                column_change(
+                    "alter_column_type", table, Phase.CREATE, before=held, after=new, cast=cast
+                )
+            )
 
     def _defaults_using(self, key: str) -> None:
         """Column defaults that call ``key`` (dropped and created again) are dropped before
@@ -459,6 +522,8 @@ class _Differ:
                         )
                     )
                 self._defaults_using(key)
+                if old.kind == "enum":
+                    self._through_text(key)
                 if new is not None:
                     self.add(
                         Change(

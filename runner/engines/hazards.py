@@ -84,6 +84,8 @@ def is_narrowing(old: str, new: str) -> bool:
     """True unless ``old`` -> ``new`` is known to keep every value (a widening)."""
     if old == new:
         return False
+    if old.endswith("[]") and new.endswith("[]"):
+        return is_narrowing(old.removesuffix("[]"), new.removesuffix("[]"))
     if (mysql := _mysql_narrowing(old, new)) is not None:
         return mysql
     (a, a_args), (b, b_args) = _parse(old), _parse(new)

@@ -608,6 +608,10 @@ class _Reader:
 
     def depends(self) -> frozenset[tuple[str, str]]:
         edges: set[tuple[str, str]] = set()
+        columns_of: dict[tuple[int, int], list[str]] = defaultdict(list)
+        for (cat, oid, sub), key in sorted(self.column_keys.items()):
+            if cat == self.catalog["pg_class"] and sub > 0:
+                columns_of[(cat, oid)].append(key)
         for cat, oid, sub, refcat, refoid, refsub in _rows(
             self.conn,
             "SELECT classid, objid, objsubid, refclassid, refobjid, refobjsubid FROM pg_depend"
@@ -627,6 +631,9 @@ class _Reader:
             used = self.column_keys.get((refcat, refoid, refsub))
             if used and source and refsub != 0 and source != target:
                 edges.add((source, used))
+            elif refsub == 0 and cat == self.catalog["pg_rewrite"] and source and target:
+                # A view's whole-row (or column-less) use of a table uses all its columns.
+                edges |= {(source, c) for c in columns_of.get((refcat, refoid), ())}
         return frozenset(edges)
 
     def casts(self) -> frozenset[tuple[str, str, str]]:
