@@ -27,7 +27,7 @@ from runner.engines.model import Column, Constraint, Database, Definition, Table
 
 __all__ = ["column_change", "diff"]
 
-_RECREATE_ON_TABLE_REWRITE = ("view", "matview")
+_RECREATE_ON_COLUMN_CHANGE = ("view", "matview", "policy", "trigger")
 
 
 def column_change(
@@ -154,8 +154,16 @@ class _Differ:
                 self.add(
                     column_change("add_column", key, Phase.CREATE, after=column, position=position)
                 )
+        regenerated = self._regenerated(key, old_columns, new_columns)
+        positions = {c.name: i for i, c in enumerate(new.columns)}
         for name in sorted(old_columns.keys() & new_columns.keys()):
-            self.column(key, old_columns[name], new_columns[name])
+            self.column(
+                key,
+                old_columns[name],
+                new_columns[name],
+                replace=name in regenerated,
+                position=positions[name],
+            )
         if old.unlogged != new.unlogged:
             self.add(Change("set_logged", key, Phase.CREATE, (key,), before=old, after=new))
         if (old.row_security, old.force_row_security) != (new.row_security, new.force_row_security):
@@ -165,15 +173,37 @@ class _Differ:
                 Change("alter_table_options", key, Phase.CREATE, (key,), before=old, after=new)
             )
 
-    def column(self, table: str, old: Column, new: Column) -> None:
+    def _regenerated(self, table: str, old: dict[str, Column], new: dict[str, Column]) -> set[str]:
+        """Generated columns that read a column changing type or going away: PostgreSQL
+        cannot alter such a column, so they are dropped and added again."""
+        prefix = f"column:{table.removeprefix('table:')}."
+        changing = {
+            prefix + name
+            for name, column in old.items()
+            if name not in new
+            or (column.type, column.collation) != (new[name].type, new[name].collation)
+        }
+        return {
+            name
+            for name, column in old.items()
+            if name in new
+            and column.generated is not None
+            and new[name].generated is not None
+            and self.uses[prefix + name] & changing
+        }
+
+    def column(
+        self, table: str, old: Column, new: Column, *, replace: bool = False, position: int = 0
+    ) -> None:
         def change(op: str, phase: Phase = Phase.CREATE) -> None:
             self.add(column_change(op, table, phase, before=old, after=new))
 
-        if old.generated != new.generated:
-            # A generation expression cannot be altered: the column is replaced.
+        if old.generated != new.generated or replace:
+            # A generation expression cannot be altered (nor the type of a column it reads):
+            # the column is replaced, where the desired table has it.
             self._rewrite(table, old.name)
             self.add(column_change("drop_column", table, Phase.DROP, before=old))
-            change("add_column")
+            self.add(column_change("add_column", table, Phase.CREATE, after=new, position=position))
             return
         retyped = (old.type, old.collation) != (new.type, new.collation)
         if retyped:
@@ -416,8 +446,16 @@ class _Differ:
                 d
                 for d in sorted(self.dependents[table])
                 if d in self.live.definitions
-                and self.live.definitions[d].kind in _RECREATE_ON_TABLE_REWRITE
+                and self.live.definitions[d].kind in ("view", "matview")
                 and self._blocks_rewrite(d, table)
+            ]
+        for column in sorted(self.rewritten_columns):
+            # "cannot alter type of a column used in a policy / trigger definition"
+            pending += [
+                d
+                for d in sorted(self.dependents[column])
+                if d in self.live.definitions
+                and self.live.definitions[d].kind in _RECREATE_ON_COLUMN_CHANGE
             ]
         for table in sorted(self.dropped_tables & self.new_tables):
             # A replaced table: what is defined on it (triggers, policies) or over it (views,

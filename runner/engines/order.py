@@ -57,8 +57,8 @@ OP_RANK = {
             "create_sequence",
             "alter_sequence",
             "create_table",
+            "alter_column_type",  # before new columns: a generated one may read it
             "add_column",
-            "alter_column_type",
             "set_default",
             "drop_not_null",
             "set_not_null",

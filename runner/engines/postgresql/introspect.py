@@ -629,6 +629,8 @@ class _Reader:
             if column and target and column.startswith("column:") and target != source:
                 edges.add((column, target))
             used = self.column_keys.get((refcat, refoid, refsub))
+            if column and used and refsub != 0 and column != used:
+                edges.add((column, used))  # a generated column reads another column
             if used and source and refsub != 0 and source != target:
                 edges.add((source, used))
             elif refsub == 0 and cat == self.catalog["pg_rewrite"] and source and target:

@@ -387,3 +387,28 @@ def test_a_dropped_table_under_a_dropped_view_and_generated_columns_added_togeth
     sql = sql_of(statements)
     assert sql.index("DROP VIEW public.gv") < sql.index("DROP TABLE public.gone")
     assert _query(db, "SELECT a, b, s, d FROM t") == [(1, 2, 3, 2)]
+
+
+def test_a_retyped_column_takes_the_policy_trigger_and_generated_column_reading_it(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    schema = """
+    CREATE TABLE t (id int PRIMARY KEY, owner_id {type}, amount {type}, note text,
+        doubled {type} GENERATED ALWAYS AS (amount * 2) STORED);
+    ALTER TABLE t ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY own ON t USING (owner_id = 1);
+    CREATE POLICY noted ON t USING (note IS NOT NULL);
+    CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
+    CREATE TRIGGER big BEFORE UPDATE ON t FOR EACH ROW WHEN (NEW.amount > 100)
+        EXECUTE FUNCTION tf();
+    """
+    statements = converge(
+        runner,
+        db,
+        tmp_path,
+        schema.format(type="int") + "INSERT INTO t VALUES (1, 1, 5, 'n');",
+        schema.format(type="bigint"),
+    )
+    rebuilt = {s["key"] for s in statements if s["op"] == "drop_definition"}
+    assert rebuilt == {"policy:public.t.own", "trigger:public.t.big"}  # not "noted"
+    assert _query(db, "SELECT id, owner_id, amount, doubled FROM t") == [(1, 1, 5, 10)]
