@@ -205,8 +205,8 @@ class _Differ:
             self.add(column_change("drop_column", table, Phase.DROP, before=old))
             self.add(column_change("add_column", table, Phase.CREATE, after=new, position=position))
             return
-        retyped = (old.type, old.collation) != (new.type, new.collation)
-        if retyped:
+        dropped_first = False
+        if (old.type, old.collation) != (new.type, new.collation):
             self._rewrite(table, old.name)
             cast = cast_mode(old.type, new.type, self.live, self.desired)
             self.add(
@@ -214,17 +214,19 @@ class _Differ:
                     "alter_column_type", table, Phase.CREATE, before=old, after=new, cast=cast
                 )
             )
-            if old.default is not None and not old.identity:
-                # A default of the old type may not cast ("cannot be cast automatically"):
-                # it is dropped first and set again, whether or not its text changes.
+            # A default of the old type may not convert ("default for column cannot be cast
+            # automatically"): unless an assignment cast carries a changing default along, it
+            # is dropped first and set again, whether or not its text changes.
+            dropped_first = (
+                old.default is not None
+                and not old.identity
+                and (old.default == new.default or cast != "assignment")
+            )
+            if dropped_first:
                 change("drop_default", Phase.DROP)
                 if new.default is not None and new.identity == old.identity:
                     change("set_default")
-        if (
-            old.default != new.default
-            and old.identity == new.identity
-            and not (retyped and old.default is not None)
-        ):
+        if old.default != new.default and old.identity == new.identity and not dropped_first:
             if new.default is None:
                 change("drop_default", Phase.DROP)
             else:
