@@ -399,13 +399,14 @@ class _Differ:
         live, desired = self.live.definitions, self.desired.definitions
         replaced: set[str] = set()
         in_place: list[tuple[str, Definition, Definition]] = []
+        going = self._going()
         for key in sorted(live.keys() & desired.keys()):
             old, new = live[key], desired[key]
             if old.definition == new.definition:
                 continue
-            if _alterable(old, new):
+            if _alterable(old, new) and not self.uses[key] & going:
                 in_place.append((key, old, new))
-            else:
+            else:  # also when its live version uses what the DROP phase removes
                 replaced.add(key)
         for key in sorted(replaced):
             if live[key].kind == "enum":  # its columns change type twice: views over them go
@@ -478,6 +479,18 @@ class _Differ:
                 ):
                     pending.append(dependent)
         return closure
+
+    def _going(self) -> set[str]:
+        """Live objects the plan removes for good: tables, columns, definitions, sequences."""
+        going = set(self.dropped_tables - self.new_tables)
+        going |= {
+            f"column:{c.key.removeprefix('table:')}.{c.detail}"
+            for c in self.changes
+            if c.op == "drop_column"
+        }
+        going |= self.live.definitions.keys() - self.desired.definitions.keys()
+        going |= self.live.sequences.keys() - self.desired.sequences.keys()
+        return going
 
     def _columns_using(self, key: str) -> list[tuple[str, Column, Column]]:
         """(table, live column, desired column) of every kept column the live catalog says

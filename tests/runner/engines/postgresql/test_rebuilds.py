@@ -412,3 +412,20 @@ def test_a_retyped_column_takes_the_policy_trigger_and_generated_column_reading_
     rebuilt = {s["key"] for s in statements if s["op"] == "drop_definition"}
     assert rebuilt == {"policy:public.t.own", "trigger:public.t.big"}  # not "noted"
     assert _query(db, "SELECT id, owner_id, amount, doubled FROM t") == [(1, 1, 5, 10)]
+
+
+def test_a_view_kept_over_a_dropped_table_is_dropped_first_and_created_again(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    statements = converge(
+        runner,
+        db,
+        tmp_path,
+        "CREATE TABLE t (id int); CREATE VIEW v AS SELECT id FROM t;",
+        "CREATE VIEW v AS SELECT 1 AS id;",
+    )
+    assert sql_of(statements) == [
+        "DROP VIEW public.v",
+        "DROP TABLE public.t",
+        "CREATE VIEW public.v AS SELECT 1 AS id",
+    ]
