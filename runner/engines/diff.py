@@ -115,6 +115,21 @@ class _Differ:
         for key in sorted(self.live.tables.keys() & self.desired.tables.keys()):
             self.table(self.live.tables[key], self.desired.tables[key])
         self._replace_partitions()
+        self._rewrite_partitions()
+
+    def _rewrite_partitions(self) -> None:
+        """A partitioned table's column change reaches its partitions' columns (and the views
+        over a partition that read them)."""
+        pending = sorted(self.rewritten_columns)
+        while pending:
+            table_part, _, name = pending.pop().removeprefix("column:").rpartition(".")
+            for key, table in sorted(self.live.tables.items()):
+                column = f"column:{key.removeprefix('table:')}.{name}"
+                if table.partition_of == f"table:{table_part}" and (
+                    column not in self.rewritten_columns
+                ):
+                    self._rewrite(key, name)
+                    pending.append(column)
 
     def _replace_partitions(self) -> None:
         """A replaced partitioned table takes its partitions with it: they are created again."""

@@ -429,3 +429,22 @@ def test_a_view_kept_over_a_dropped_table_is_dropped_first_and_created_again(
         "DROP TABLE public.t",
         "CREATE VIEW public.v AS SELECT 1 AS id",
     ]
+
+
+def test_a_partition_parents_column_change_rebuilds_views_over_its_partitions(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    schema = """
+    CREATE TABLE p (id int, k int, amount {type}) PARTITION BY LIST (k);
+    CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1);
+    CREATE VIEW v1 AS SELECT amount FROM p1;
+    """
+    statements = converge(
+        runner,
+        db,
+        tmp_path,
+        schema.format(type="int") + "INSERT INTO p VALUES (1, 1, 10);",
+        schema.format(type="bigint"),
+    )
+    assert hazards_of(statements, "view:public.v1") == {"DEPENDENT_REBUILT"}
+    assert _query(db, "SELECT amount FROM v1") == [(10,)]
