@@ -28,6 +28,7 @@ from runner.engines.model import Column, Constraint, Database, Definition, Table
 __all__ = ["column_change", "diff"]
 
 _RECREATE_ON_COLUMN_CHANGE = ("view", "matview", "policy", "trigger")
+_HELD_MEANWHILE = ("enum", "domain")  # replaced types whose columns hold another type meanwhile
 
 
 def column_change(
@@ -424,7 +425,7 @@ class _Differ:
             else:  # also when its live version uses what the DROP phase removes
                 replaced.add(key)
         for key in sorted(replaced):
-            if live[key].kind == "enum":  # its columns change type twice: views over them go
+            if live[key].kind in _HELD_MEANWHILE:  # its columns change type twice
                 for table, column, _ in self._columns_using(key):
                     self._rewrite(table, column.name)
         self.recreate = self._closure(replaced)
@@ -524,13 +525,18 @@ class _Differ:
                 found.append((table, old, new))
         return found
 
-    def _through_text(self, key: str) -> None:
-        """An enum that is dropped and created again (a label removed or reordered): the
-        columns using it hold text meanwhile, then convert to the new type explicitly."""
+    def _held_meanwhile(self, key: str) -> None:
+        """A type that is dropped and created again (an enum losing or reordering a label, a
+        domain changing its base type): the columns of that type hold text (an enum) or the
+        domain's base type meanwhile, then convert to the new type."""
+        definition = self.live.definitions[key]
+        holder = "text"
+        if definition.kind == "domain":
+            holder = str(json.loads(definition.fact("facts") or "{}").get("base", "text"))
         for table, old, new in self._columns_using(key):
             if old.type.replace('"', "").removesuffix("[]") != key.removeprefix("type:"):
-                continue  # the column's default uses the enum, not its type
-            text = "text[]" if old.type.endswith("[]") else "text"
+                continue  # the column's default uses the type, not its type
+            text = f"{holder}[]" if old.type.endswith("[]") else holder
             held = dataclasses.replace(old, type=text, collation=None, default=None)
             self.add(
                 column_change(
@@ -590,8 +596,8 @@ class _Differ:
                         )
                     )
                 self._defaults_using(key)
-                if old.kind == "enum":
-                    self._through_text(key)
+                if old.kind in _HELD_MEANWHILE:
+                    self._held_meanwhile(key)
                 if new is not None:
                     self.add(
                         Change(

@@ -448,3 +448,22 @@ def test_a_partition_parents_column_change_rebuilds_views_over_its_partitions(
     )
     assert hazards_of(statements, "view:public.v1") == {"DEPENDENT_REBUILT"}
     assert _query(db, "SELECT amount FROM v1") == [(10,)]
+
+
+def test_a_domain_changing_its_base_type_holds_its_columns_as_the_old_base_meanwhile(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    schema = "CREATE DOMAIN qty AS {base} CHECK (VALUE >= 0);"
+    schema += "CREATE TABLE o (id int, q qty DEFAULT 1);"
+    statements = converge(
+        runner,
+        db,
+        tmp_path,
+        schema.format(base="int") + "INSERT INTO o VALUES (1, 5);",
+        schema.format(base="bigint"),
+    )
+    sql = sql_of(statements)
+    assert sql.index("ALTER TABLE public.o ALTER COLUMN q TYPE integer") < sql.index(
+        "DROP DOMAIN public.qty"
+    )
+    assert _query(db, "SELECT id, q FROM o") == [(1, 5)]
