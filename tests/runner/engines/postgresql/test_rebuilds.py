@@ -467,3 +467,23 @@ def test_a_domain_changing_its_base_type_holds_its_columns_as_the_old_base_meanw
         "DROP DOMAIN public.qty"
     )
     assert _query(db, "SELECT id, q FROM o") == [(1, 5)]
+
+
+def test_drift_counts_a_replaced_table_not_what_is_created_again_with_it(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    schema = """
+    CREATE TABLE p (id int, k int) PARTITION BY {by} (k);
+    CREATE TABLE p1 PARTITION OF p FOR VALUES {bound};
+    ALTER TABLE p ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY pp ON p USING (id > 0);
+    CREATE VIEW pv AS SELECT id FROM p;
+    """
+    _load(db, schema.format(by="RANGE", bound="FROM (1) TO (10)"))
+    desired = write(tmp_path / "schema.sql", schema.format(by="LIST", bound="IN (1)"))
+    drift = runner(
+        "schema", "drift", "--url-env", "TARGET_URL", "--desired", str(desired), env=_env(db)
+    )
+    assert drift.returncode == 1, drift.stdout + drift.stderr
+    report = json.loads(drift.stdout)
+    assert report["categories"] == {"changed": 2, "extra": 0, "invalid": 0, "missing": 0}
