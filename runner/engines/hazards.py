@@ -7,7 +7,8 @@ Four kinds, each with stable codes:
 * ``data``: may fail on the rows already there (SET NOT NULL, a new unique index or
   constraint, a new CHECK or FOREIGN KEY on an existing table).
 * ``lock``: blocks others while it runs (a table rewrite, an ACCESS EXCLUSIVE scan, an index
-  build that blocks writes).
+  build that blocks writes, an unchanged dependent dropped and created again because something
+  it uses is replaced: ``DEPENDENT_REBUILT``, on the dependent's own statements).
 * ``privilege``: changes who may see or do what (row security, policies, security definer
   functions). Such plans always need an approval.
 """
