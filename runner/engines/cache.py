@@ -109,7 +109,11 @@ def model_entry(db: Database) -> dict[str, Any]:
     """``db`` as a cache entry: its :func:`~runner.engines.planner.model_rows` (each object
     as its fields' values in order; an entry is read back by the same engine version, so the
     order is known) and its edges, sorted."""
-    return {**model_rows(db), "depends": sorted([a, b] for a, b in db.depends)}
+    return {
+        **model_rows(db),
+        "depends": sorted([a, b] for a, b in db.depends),
+        "casts": sorted([a, b, c] for a, b, c in db.casts),
+    }
 
 
 def model_from_entry(entry: Mapping[str, Any]) -> Database:
@@ -128,6 +132,7 @@ def model_from_entry(entry: Mapping[str, Any]) -> Database:
         default_grants={k: _default_grant(v) for k, v in entry.get("defaultGrants", {}).items()},
         owners={k: _ownership(v) for k, v in entry.get("owners", {}).items()},
         depends=frozenset((str(a), str(b)) for a, b in entry["depends"]),
+        casts=frozenset((str(a), str(b), str(c)) for a, b, c in entry["casts"]),
     )
 
 

@@ -25,7 +25,8 @@ class Phase(IntEnum):
     PREPARE = 0  # enum values, committed before anything uses them
     DROP = 1  # removals, dependents first (live dependency order)
     CREATE = 2  # creations and alterations, dependencies first (desired dependency order)
-    FINISH = 3  # validations, concurrent index builds, ownership, comments
+    RELEASE = 3  # removals of what kept objects used until CREATE (an enum after its columns)
+    FINISH = 4  # validations, concurrent index builds, ownership, comments
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class Change:
     existing_table: bool = False  # the table exists in the live database (has rows)
     position: int = 0  # among changes of one op on one key: the desired order (new columns)
     parts: tuple[Change, ...] = ()  # a composite change (a SQLite table rebuild) stands for these
+    cast: str = ""  # alter_column_type: how values convert (runner.engines.casts.CastMode)
 
     @property
     def sort_key(self) -> tuple[int, str, str, int, str]:

@@ -17,16 +17,19 @@ Rules worth knowing:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 
+from runner.engines.casts import cast_mode
 from runner.engines.changes import Change, Phase
 from runner.engines.model import Column, Constraint, Database, Definition, Table
 from runner.engines.privileges import privilege_changes
 
 __all__ = ["column_change", "diff"]
 
-_RECREATE_ON_TABLE_REWRITE = ("view", "matview")
+_RECREATE_ON_COLUMN_CHANGE = ("view", "matview", "policy", "trigger")
+_HELD_MEANWHILE = ("enum", "domain")  # replaced types whose columns hold another type meanwhile
 
 
 def column_change(
@@ -37,6 +40,7 @@ def column_change(
     before: Column | None = None,
     after: Column | None = None,
     position: int = 0,
+    cast: str = "",
 ) -> Change:
     """A change to one column of an existing table (``detail`` names the column)."""
     column = after if after is not None else before
@@ -51,6 +55,7 @@ def column_change(
         detail=column.name,
         existing_table=True,
         position=position,
+        cast=cast,
     )
 
 
@@ -74,9 +79,12 @@ class _Differ:
         self.dropped_tables = {k for k in live.tables if k not in desired.tables}
         self.new_tables = {k for k in desired.tables if k not in live.tables}
         self.rewritten_tables: set[str] = set()  # column type changes or drops
+        self.rewritten_columns: set[str] = set()  # their columns, ``column:s.t.c``
         self.dependents: dict[str, set[str]] = defaultdict(set)
+        self.uses: dict[str, set[str]] = defaultdict(set)
         for dependent, dependency in live.depends:
             self.dependents[dependency].add(dependent)
+            self.uses[dependent].add(dependency)
 
     def add(self, change: Change) -> None:
         self.changes.append(change)
@@ -86,6 +94,19 @@ class _Differ:
         ``NOT VALID`` constraint and no concurrent index build), else ``""``."""
         found = self.desired.tables.get(table)
         return "partitioned" if found is not None and found.partition_key is not None else ""
+
+    def _rewrite(self, table: str, column: str) -> None:
+        """Record that ``column`` of ``table`` changes type or goes away."""
+        self.rewritten_tables.add(table)
+        self.rewritten_columns.add(f"column:{table.removeprefix('table:')}.{column}")
+
+    def _blocks_rewrite(self, view: str, table: str) -> bool:
+        """Whether ``view`` must be rebuilt for ``table``'s column changes: it uses one of the
+        changing columns (a whole-row use counts as all of them), or the catalog named no
+        column of it at all (a dialect without column-level edges)."""
+        prefix = f"column:{table.removeprefix('table:')}."
+        columns = {c for c in self.uses[view] if c.startswith(prefix)}
+        return not columns or bool(columns & self.rewritten_columns)
 
     def existing(self, table: str | None) -> bool:
         return table is not None and table in self.live.tables and table not in self.recreate
@@ -101,6 +122,36 @@ class _Differ:
             )
         for key in sorted(self.live.tables.keys() & self.desired.tables.keys()):
             self.table(self.live.tables[key], self.desired.tables[key])
+        self._replace_partitions()
+        self._rewrite_partitions()
+
+    def _rewrite_partitions(self) -> None:
+        """A partitioned table's column change reaches its partitions' columns (and the views
+        over a partition that read them)."""
+        pending = sorted(self.rewritten_columns)
+        while pending:
+            table_part, _, name = pending.pop().removeprefix("column:").rpartition(".")
+            for key, table in sorted(self.live.tables.items()):
+                column = f"column:{key.removeprefix('table:')}.{name}"
+                if table.partition_of == f"table:{table_part}" and (
+                    column not in self.rewritten_columns
+                ):
+                    self._rewrite(key, name)
+                    pending.append(column)
+
+    def _replace_partitions(self) -> None:
+        """A replaced partitioned table takes its partitions with it: they are created again."""
+        pending = sorted(self.dropped_tables & self.new_tables)
+        while pending:
+            parent = pending.pop()
+            for key in sorted(self.live.tables.keys() & self.desired.tables.keys()):
+                if self.live.tables[key].partition_of == parent and key not in self.new_tables:
+                    old, new = self.live.tables[key], self.desired.tables[key]
+                    self.add(Change("drop_table", key, Phase.DROP, (key,), before=old))
+                    self.add(Change("create_table", key, Phase.CREATE, (key,), after=new))
+                    self.dropped_tables.add(key)
+                    self.new_tables.add(key)
+                    pending.append(key)
 
     def table(self, old: Table, new: Table) -> None:
         key = old.key
@@ -118,7 +169,7 @@ class _Differ:
         old_columns = {c.name: c for c in old.columns}
         new_columns = {c.name: c for c in new.columns}
         for name in sorted(old_columns.keys() - new_columns.keys()):
-            self.rewritten_tables.add(key)
+            self._rewrite(key, name)
             self.add(column_change("drop_column", key, Phase.DROP, before=old_columns[name]))
         for position, column in enumerate(new.columns):
             if column.name not in old_columns:
@@ -126,8 +177,16 @@ class _Differ:
                 self.add(
                     column_change("add_column", key, Phase.CREATE, after=column, position=position)
                 )
+        regenerated = self._regenerated(key, old_columns, new_columns)
+        positions = {c.name: i for i, c in enumerate(new.columns)}
         for name in sorted(old_columns.keys() & new_columns.keys()):
-            self.column(key, old_columns[name], new_columns[name])
+            self.column(
+                key,
+                old_columns[name],
+                new_columns[name],
+                replace=name in regenerated,
+                position=positions[name],
+            )
         if old.unlogged != new.unlogged:
             self.add(Change("set_logged", key, Phase.CREATE, (key,), before=old, after=new))
         if (old.row_security, old.force_row_security) != (new.row_security, new.force_row_security):
@@ -143,25 +202,60 @@ class _Differ:
             if parent not in old.inherits:
                 self.add(Change("inherit", key, Phase.CREATE, (key,), after=new, detail=parent))
 
-    def column(self, table: str, old: Column, new: Column) -> None:
+    def _regenerated(self, table: str, old: dict[str, Column], new: dict[str, Column]) -> set[str]:
+        """Generated columns that read a column changing type or going away: PostgreSQL
+        cannot alter such a column, so they are dropped and added again."""
+        prefix = f"column:{table.removeprefix('table:')}."
+        changing = {
+            prefix + name
+            for name, column in old.items()
+            if name not in new
+            or (column.type, column.collation) != (new[name].type, new[name].collation)
+        }
+        return {
+            name
+            for name, column in old.items()
+            if name in new
+            and column.generated is not None
+            and new[name].generated is not None
+            and self.uses[prefix + name] & changing
+        }
+
+    def column(
+        self, table: str, old: Column, new: Column, *, replace: bool = False, position: int = 0
+    ) -> None:
         def change(op: str, phase: Phase = Phase.CREATE) -> None:
             self.add(column_change(op, table, phase, before=old, after=new))
 
-        if old.generated != new.generated:
-            # A generation expression cannot be altered: the column is replaced.
-            self.rewritten_tables.add(table)
+        if old.generated != new.generated or replace:
+            # A generation expression cannot be altered (nor the type of a column it reads):
+            # the column is replaced, where the desired table has it.
+            self._rewrite(table, old.name)
             self.add(column_change("drop_column", table, Phase.DROP, before=old))
-            change("add_column")
+            self.add(column_change("add_column", table, Phase.CREATE, after=new, position=position))
             return
+        dropped_first = False
         if (old.type, old.collation) != (new.type, new.collation):
-            self.rewritten_tables.add(table)
-            if old.default is not None and old.default == new.default:
-                change("drop_default", Phase.DROP)  # a default of the old type may not cast
-                change("alter_column_type")
-                change("set_default")
-            else:
-                change("alter_column_type")
-        if old.default != new.default and old.identity == new.identity:
+            self._rewrite(table, old.name)
+            cast = cast_mode(old.type, new.type, self.live, self.desired)
+            self.add(
+                column_change(
+                    "alter_column_type", table, Phase.CREATE, before=old, after=new, cast=cast
+                )
+            )
+            # A default of the old type may not convert ("default for column cannot be cast
+            # automatically"): unless an assignment cast carries a changing default along, it
+            # is dropped first and set again, whether or not its text changes.
+            dropped_first = (
+                old.default is not None
+                and not old.identity
+                and (old.default == new.default or cast != "assignment")
+            )
+            if dropped_first:
+                change("drop_default", Phase.DROP)
+                if new.default is not None and new.identity == old.identity:
+                    change("set_default")
+        if old.default != new.default and old.identity == new.identity and not dropped_first:
             if new.default is None:
                 change("drop_default", Phase.DROP)
             else:
@@ -267,7 +361,7 @@ class _Differ:
         live, desired = self.live.sequences, self.desired.sequences
         for key in sorted(live.keys() - desired.keys()):
             if not self._goes_with_its_column(live[key].owned_by):
-                self.add(Change("drop_sequence", key, Phase.DROP, before=live[key]))
+                self.add(Change("drop_sequence", key, self._drop_phase(key), before=live[key]))
         for key in sorted(desired.keys() - live.keys()):
             self.add(Change("create_sequence", key, Phase.CREATE, after=desired[key]))
             if desired[key].owned_by:
@@ -293,7 +387,27 @@ class _Differ:
             ):
                 self.add(Change("alter_sequence", key, Phase.CREATE, before=old, after=new))
             if old.owned_by != new.owned_by:
-                self.add(Change("set_sequence_owner", key, Phase.FINISH, before=old, after=new))
+                if self._goes_with_its_column(old.owned_by):
+                    # Dropping the owner would drop the sequence: it is released first.
+                    released = dataclasses.replace(new, owned_by=None)
+                    self.add(
+                        Change("set_sequence_owner", key, Phase.PREPARE, before=old, after=released)
+                    )
+                if new.owned_by is not None or not self._goes_with_its_column(old.owned_by):
+                    self.add(Change("set_sequence_owner", key, Phase.FINISH, before=old, after=new))
+
+    def _drop_phase(self, key: str) -> Phase:
+        """DROP, or RELEASE for an object a kept column uses until the CREATE phase changes
+        it (an enum type until its columns change type, a function until a default that
+        calls it is replaced): the catalog's column-level edges say which columns."""
+        for dependent in sorted(self.dependents[key]):
+            if not dependent.startswith("column:"):
+                continue
+            table_part, _, name = dependent.removeprefix("column:").rpartition(".")
+            table = self.desired.tables.get(f"table:{table_part}")
+            if table is not None and table.key not in self.dropped_tables and table.column(name):
+                return Phase.RELEASE
+        return Phase.DROP
 
     def _goes_with_its_column(self, owner: str | None) -> bool:
         """Whether a sequence owned by ``owner`` is dropped with its table or column."""
@@ -313,6 +427,7 @@ class _Differ:
         live, desired = self.live.definitions, self.desired.definitions
         replaced: set[str] = set()
         in_place: list[tuple[str, Definition, Definition]] = []
+        going = self._going()
         for key in sorted(live.keys() & desired.keys()):
             old, new = live[key], desired[key]
             if old.definition == new.definition:
@@ -323,10 +438,14 @@ class _Differ:
                         Change("create_definition", key, Phase.CREATE, _tables(new), after=new)
                     )
                 continue
-            if _alterable(old, new):
+            if _alterable(old, new) and not self.uses[key] & going:
                 in_place.append((key, old, new))
-            else:
+            else:  # also when its live version uses what the DROP phase removes
                 replaced.add(key)
+        for key in sorted(replaced):
+            if live[key].kind in _HELD_MEANWHILE:  # its columns change type twice
+                for table, column, _ in self._columns_using(key):
+                    self._rewrite(table, column.name)
         self.recreate = self._closure(replaced)
         for key, old, new in in_place:
             if key in self.recreate:
@@ -343,7 +462,8 @@ class _Differ:
             old = live[key]
             if old.kind == "schema" or _owner(key, self.live) in self.dropped_tables:
                 continue
-            self.add(Change("drop_definition", key, Phase.DROP, _tables(old), before=old))
+            phase = self._drop_phase(key)
+            self.add(Change("drop_definition", key, phase, _tables(old), before=old))
         for key in sorted(desired.keys() - live.keys()):
             self.add(
                 Change(
@@ -363,8 +483,22 @@ class _Differ:
                 d
                 for d in sorted(self.dependents[table])
                 if d in self.live.definitions
-                and self.live.definitions[d].kind in _RECREATE_ON_TABLE_REWRITE
+                and self.live.definitions[d].kind in ("view", "matview")
+                and self._blocks_rewrite(d, table)
             ]
+        for column in sorted(self.rewritten_columns):
+            # "cannot alter type of a column used in a policy / trigger definition"
+            pending += [
+                d
+                for d in sorted(self.dependents[column])
+                if d in self.live.definitions
+                and self.live.definitions[d].kind in _RECREATE_ON_COLUMN_CHANGE
+            ]
+        for table in sorted(self.dropped_tables & self.new_tables):
+            # A replaced table: what is defined on it (triggers, policies) or over it (views,
+            # foreign keys of other tables) is dropped before it and created after it.
+            pending += sorted(self.dependents[table])
+            pending += [k for k in sorted(self.live.definitions) if _owner(k, self.live) == table]
         closure: set[str] = set()
         while pending:
             key = pending.pop()
@@ -380,19 +514,121 @@ class _Differ:
                     pending.append(dependent)
         return closure
 
+    def _going(self) -> set[str]:
+        """Live objects the plan removes for good: tables, columns, definitions, sequences."""
+        going = set(self.dropped_tables - self.new_tables)
+        going |= {
+            f"column:{c.key.removeprefix('table:')}.{c.detail}"
+            for c in self.changes
+            if c.op == "drop_column"
+        }
+        going |= self.live.definitions.keys() - self.desired.definitions.keys()
+        going |= self.live.sequences.keys() - self.desired.sequences.keys()
+        return going
+
+    def _columns_using(self, key: str) -> list[tuple[str, Column, Column]]:
+        """(table, live column, desired column) of every kept column the live catalog says
+        uses ``key`` (its type, or a function its default calls)."""
+        found: list[tuple[str, Column, Column]] = []
+        for dependent in sorted(self.dependents[key]):
+            if not dependent.startswith("column:"):
+                continue
+            table_part, _, name = dependent.removeprefix("column:").rpartition(".")
+            table = f"table:{table_part}"
+            old_table, new_table = self.live.tables.get(table), self.desired.tables.get(table)
+            if old_table is None or new_table is None or table in self.dropped_tables:
+                continue
+            old, new = old_table.column(name), new_table.column(name)
+            if old is not None and new is not None:
+                found.append((table, old, new))
+        return found
+
+    def _held_meanwhile(self, key: str) -> None:
+        """A type that is dropped and created again (an enum losing or reordering a label, a
+        domain changing its base type): the columns of that type hold text (an enum) or the
+        domain's base type meanwhile, then convert to the new type."""
+        definition = self.live.definitions[key]
+        holder = "text"
+        if definition.kind == "domain":
+            holder = str(json.loads(definition.fact("facts") or "{}").get("base", "text"))
+        for table, old, new in self._columns_using(key):
+            if old.type.replace('"', "").removesuffix("[]") != key.removeprefix("type:"):
+                continue  # the column's default uses the type, not its type
+            text = f"{holder}[]" if old.type.endswith("[]") else holder
+            held = dataclasses.replace(old, type=text, collation=None, default=None)
+            self.add(
+                column_change(
+                    "alter_column_type",
+                    table,
+                    Phase.DROP,
+                    before=old,
+                    after=held,
+                    cast="assignment",
+                )
+            )
+            cast = cast_mode(text, new.type, self.live, self.desired)
+            self.add(
+                column_change(
+                    "alter_column_type", table, Phase.CREATE, before=held, after=new, cast=cast
+                )
+            )
+
+    def _defaults_using(self, key: str) -> None:
+        """Column defaults that call ``key`` (dropped and created again) are dropped before
+        it and set again after it: the catalog's column-level edges name them."""
+        for dependent in sorted(self.dependents[key]):
+            if not dependent.startswith("column:"):
+                continue
+            table_part, _, name = dependent.removeprefix("column:").rpartition(".")
+            table = f"table:{table_part}"
+            old_table, new_table = self.live.tables.get(table), self.desired.tables.get(table)
+            if old_table is None or new_table is None or table in self.dropped_tables:
+                continue
+            old, new = old_table.column(name), new_table.column(name)
+            if old is None or old.default is None or old.identity:
+                continue
+            self.add(column_change("drop_default", table, Phase.DROP, before=old, after=new))
+            if new is not None and new.default is not None:
+                self.add(column_change("set_default", table, Phase.CREATE, before=old, after=new))
+
     def recreated(self) -> None:
         """Emit the drop and create of every object in the recreate closure."""
         for key in sorted(self.recreate):
             if key in self.live.definitions:
                 old = self.live.definitions[key]
-                if _owner(key, self.live) in self.dropped_tables:
+                owner = _owner(key, self.live)
+                if owner in self.dropped_tables and owner not in self.new_tables:
                     continue
-                self.add(Change("drop_definition", key, Phase.DROP, _tables(old), before=old))
                 new = self.desired.definitions.get(key)
+                # A dependent rebuilt unchanged says so (its hazard names it).
+                rebuilt = "rebuilt" if new is not None and new.definition == old.definition else ""
+                if owner not in self.dropped_tables:  # else it goes with its table
+                    self.add(
+                        Change(
+                            "drop_definition",
+                            key,
+                            Phase.DROP,
+                            _tables(old),
+                            before=old,
+                            detail=rebuilt,
+                        )
+                    )
+                self._defaults_using(key)
+                if old.kind in _HELD_MEANWHILE:
+                    self._held_meanwhile(key)
                 if new is not None:
                     self.add(
-                        Change("create_definition", key, Phase.CREATE, _tables(new), after=new)
+                        Change(
+                            "create_definition",
+                            key,
+                            Phase.CREATE,
+                            _tables(new),
+                            after=new,
+                            detail=rebuilt,
+                        )
                     )
+            elif _owner(key, self.live) in self.dropped_tables:
+                continue  # constraints() and indexes() create those of a replaced table
             elif key in self.live.indexes and key in self.desired.indexes:
                 if self.live.indexes[key].definition == self.desired.indexes[key].definition:
                     self.add(Change("drop_index", key, Phase.DROP, before=self.live.indexes[key]))
@@ -445,6 +681,12 @@ class _Differ:
             f"column:{c.key.removeprefix('table:')}.{c.detail}"
             for c in self.changes
             if c.op == "add_column"
+        }
+        fresh |= {
+            f"column:{c.key.removeprefix('table:')}.{column.name}"
+            for c in self.changes
+            if c.op == "create_table"
+            for column in c.new(Table).columns
         }
         return fresh
 

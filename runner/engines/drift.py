@@ -37,6 +37,10 @@ def drift_report(changes: Sequence[Change], dialect: str) -> dict[str, object]:
         afters = [c.after for c in group if c.after is not None]
         if ops == {"drop_definition", "create_definition"} and befores == afters:
             continue  # rebuilt for a dependency, not drifted
+        if ops <= {"drop_definition", "create_definition"} and all(
+            c.detail == "rebuilt" for c in group
+        ):
+            continue  # created again with its replaced table, unchanged
         if all(c.before is None for c in group) and ops <= {
             "create_table",
             "create_definition",

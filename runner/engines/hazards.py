@@ -7,7 +7,8 @@ Four kinds, each with stable codes:
 * ``data``: may fail on the rows already there (SET NOT NULL, a new unique index or
   constraint, a new CHECK or FOREIGN KEY on an existing table).
 * ``lock``: blocks others while it runs (a table rewrite, an ACCESS EXCLUSIVE scan, an index
-  build that blocks writes).
+  build that blocks writes, an unchanged dependent dropped and created again because something
+  it uses is replaced: ``DEPENDENT_REBUILT``, on the dependent's own statements).
 * ``privilege``: changes who may see or do what (row security, policies, security definer
   functions, grants, revokes, owners). Such plans always need an approval. A revoke is also
   ``destructive``: like a drop, it can break whatever relied on the access.
@@ -88,6 +89,8 @@ def is_narrowing(old: str, new: str) -> bool:
     """True unless ``old`` -> ``new`` is known to keep every value (a widening)."""
     if old == new:
         return False
+    if old.endswith("[]") and new.endswith("[]"):
+        return is_narrowing(old.removesuffix("[]"), new.removesuffix("[]"))
     if (mysql := _mysql_narrowing(old, new)) is not None:
         return mysql
     (a, a_args), (b, b_args) = _parse(old), _parse(new)
@@ -189,6 +192,8 @@ def hazards_of(change: Change) -> list[Hazard]:
             add("privilege", "ROW_SECURITY")
         if definition.kind == "enum" and change.after is None:
             add("destructive", "DROP_TYPE")
+    if op in ("drop_definition", "create_definition") and change.detail == "rebuilt":
+        add("lock", "DEPENDENT_REBUILT")
     if op == "set_row_security":
         add("privilege", "ROW_SECURITY")
     if op in ("create_definition", "replace_definition"):

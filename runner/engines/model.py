@@ -281,7 +281,14 @@ class Database:
     """A whole schema: every object by key, plus the dependency edges the catalog records.
 
     ``depends`` holds (dependent key, dependency key) pairs between top-level objects;
-    creations are ordered by the desired model's edges and drops by the live model's.
+    creations are ordered by the desired model's edges and drops by the live model's. A
+    column that depends on something (its type, a function its default calls) also has an
+    edge of its own, ``column:<schema>.<table>.<name>``, besides its table's.
+
+    ``casts`` holds the server's type conversions as (source, target, context) triples of
+    type names without modifiers (``format_type(oid, NULL)``); context is ``i`` implicit,
+    ``a`` assignment or ``e`` explicit, and an empty source or target stands for any type
+    (the I/O conversions to and from string types). Empty for dialects without them.
     """
 
     dialect: str
@@ -296,6 +303,7 @@ class Database:
     default_grants: dict[str, DefaultGrant] = field(default_factory=dict)
     owners: dict[str, Ownership] = field(default_factory=dict)
     depends: frozenset[tuple[str, str]] = frozenset()
+    casts: frozenset[tuple[str, str, str]] = frozenset()
 
     def keys(self) -> Iterable[str]:
         yield from self.tables

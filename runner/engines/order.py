@@ -63,8 +63,8 @@ OP_RANK = {
             "create_sequence",
             "alter_sequence",
             "create_table",
+            "alter_column_type",  # before new columns: a generated one may read it
             "add_column",
-            "alter_column_type",
             "set_default",
             "drop_not_null",
             "set_not_null",
@@ -167,7 +167,7 @@ def order(changes: list[Change], live: Database, desired: Database) -> list[Chan
     result: list[Change] = []
     for phase in Phase:
         members = [c for c in changes if c.phase is phase]
-        if phase is Phase.DROP:
+        if phase in (Phase.DROP, Phase.RELEASE):
             result += _sorted_phase(members, live_edges, reverse=True)
         else:
             result += _sorted_phase(members, desired_edges, reverse=False)

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying
 from runner.engines.desired import DesiredSchemaError
 from runner.engines.model import Database
@@ -279,7 +280,10 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     ) -> Planned:
         if options.privileges.active:
             self._roles_exist(desired)
-        return plan_changes(live, desired, options, render, renamed=renamed)
+        try:
+            return plan_changes(live, desired, options, render, renamed=renamed)
+        except UnsupportedChange as error:
+            raise PlanRefused("unsupported_change", str(error)) from None
 
     def split(self, text: str) -> list[tuple[int, str]]:
         return [(piece.line, piece.sql) for piece in split_postgresql(text)]

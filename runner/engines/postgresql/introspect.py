@@ -91,6 +91,7 @@ class _Reader:
         self.ids: dict[ObjectId, str] = {}  # catalog object -> model key
         self.comment_targets: dict[ObjectId, tuple[str, str]] = {}  # -> (key, SQL target)
         self.column_names: dict[ObjectId, tuple[str, str, str]] = {}  # -> (schema, table, name)
+        self.column_keys: dict[ObjectId, str] = {}  # a column or its default -> column key
         names = _rows(
             conn,
             "SELECT c, c::regclass::oid FROM unnest(ARRAY['pg_class', 'pg_type', 'pg_proc',"
@@ -364,8 +365,10 @@ class _Reader:
             key = f"table:{schema}.{table}"
             self.ids[(pg_class, relid, num)] = key
             self.column_names[(pg_class, relid, num)] = (schema, table, name)
+            self.column_keys[(pg_class, relid, num)] = f"column:{schema}.{table}.{name}"
             if defoid is not None:
                 self.ids[(pg_attrdef, defoid, 0)] = key
+                self.column_keys[(pg_attrdef, defoid, 0)] = f"column:{schema}.{table}.{name}"
             if relation[8] is not None and not local:
                 continue  # a partition's inherited columns belong to its parent
             columns[relid].append(
@@ -661,6 +664,10 @@ class _Reader:
 
     def depends(self) -> frozenset[tuple[str, str]]:
         edges: set[tuple[str, str]] = set()
+        columns_of: dict[tuple[int, int], list[str]] = defaultdict(list)
+        for (cat, oid, sub), key in sorted(self.column_keys.items()):
+            if cat == self.catalog["pg_class"] and sub > 0:
+                columns_of[(cat, oid)].append(key)
         for cat, oid, sub, refcat, refoid, refsub in _rows(
             self.conn,
             "SELECT classid, objid, objsubid, refclassid, refobjid, refobjsubid FROM pg_depend"
@@ -672,7 +679,37 @@ class _Reader:
             target = self.ids.get((refcat, refoid, refsub)) or self.ids.get((refcat, refoid, 0))
             if source and target and source != target:
                 edges.add((source, target))
+            # Column-level edges: which column of a table a type, a default's function or a
+            # view actually uses (a view's column references are refobjsubid > 0).
+            column = self.column_keys.get((cat, oid, sub))
+            if column and target and column.startswith("column:") and target != source:
+                edges.add((column, target))
+            used = self.column_keys.get((refcat, refoid, refsub))
+            if column and used and refsub != 0 and column != used:
+                edges.add((column, used))  # a generated column reads another column
+            if used and source and refsub != 0 and source != target:
+                edges.add((source, used))
+            elif refsub == 0 and cat == self.catalog["pg_rewrite"] and source and target:
+                # A view's whole-row (or column-less) use of a table uses all its columns.
+                edges |= {(source, c) for c in columns_of.get((refcat, refoid), ())}
         return frozenset(edges)
+
+    def casts(self) -> frozenset[tuple[str, str, str]]:
+        """The server's casts, and the I/O conversions every type has to and from string
+        types (assignment to, explicit from: PostgreSQL's own rule)."""
+        found = {
+            (str(source), str(target), str(context))
+            for source, target, context in _rows(
+                self.conn,
+                "SELECT format_type(castsource, NULL), format_type(casttarget, NULL),"
+                " castcontext FROM pg_cast",
+            )
+        }
+        for (name,) in _rows(
+            self.conn, "SELECT format_type(oid, NULL) FROM pg_type WHERE typcategory = 'S'"
+        ):
+            found |= {("", str(name), "a"), (str(name), "", "e")}
+        return frozenset(found)
 
 
 def _privileges(reader: _Reader, scope: PrivilegeScope) -> Privileges:
@@ -726,4 +763,5 @@ def introspect(
         default_grants=found.default_grants,
         owners=found.owners,
         depends=reader.depends(),
+        casts=reader.casts(),
     )

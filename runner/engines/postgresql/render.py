@@ -86,12 +86,23 @@ def _drop_column(change: Change) -> list[Statement]:
 
 
 def _alter_column_type(change: Change) -> list[Statement]:
-    column = change.subject(Column)
+    """``USING`` only where an assignment cast is missing (:mod:`runner.engines.casts`): an
+    explicit cast would silently truncate what an assignment cast refuses."""
+    old, column = change.old(Column), change.new(Column)
     collate = f" COLLATE {column.collation}" if column.collation else ""
     name = ident(column.name)
-    return _alter(
-        change, f"ALTER COLUMN {name} TYPE {column.type}{collate} USING {name}::{column.type}"
-    )
+    using = {
+        "assignment": "",
+        "explicit": f" USING {name}::{column.type}",
+        "text": f" USING {name}::text::{column.type}",
+    }.get(change.cast)
+    if using is None:
+        raise UnsupportedChange(
+            change,
+            f"column {column.name} cannot change type from {old.type} to {column.type}:"
+            " PostgreSQL has no cast between them (change it in steps, or add a new column)",
+        )
+    return _alter(change, f"ALTER COLUMN {name} TYPE {column.type}{collate}{using}")
 
 
 def _set_default(change: Change) -> list[Statement]:
@@ -108,10 +119,53 @@ def _add_identity(change: Change) -> list[Statement]:
     )
 
 
+def _option_values(column: Column) -> dict[str, int]:
+    """``START WITH``, ``MINVALUE`` and ``MAXVALUE`` of an identity column's options."""
+    found: dict[str, int] = {}
+    for option in column.identity_options:
+        name, _, value = option.rpartition(" ")
+        if name in ("START WITH", "MINVALUE", "MAXVALUE"):
+            found[name] = int(value)
+    return found
+
+
 def _set_identity_options(change: Change) -> list[Statement]:
-    column = change.subject(Column)
+    """New identity options; when the new bounds exclude the old start, the sequence is
+    moved to its new start in between, but only if it never gave out a value.
+
+    ``ALTER SEQUENCE`` checks the sequence's current value against the new bounds; an
+    identity that was never used sits on its old start ("RESTART value (-200) cannot be less
+    than MINVALUE (-100)"). So the bounds are first widened to hold both, an unused
+    sequence is set to the new start, and the bounds narrowed. A used sequence is never
+    moved back: if its value is outside the new bounds, the last statement fails.
+    """
+    old, column = change.old(Column), change.new(Column)
+    name = ident(column.name)
     options = " ".join(f"SET {option}" for option in column.identity_options)
-    return _alter(change, f"ALTER COLUMN {ident(column.name)} {options}")
+    before, after = _option_values(old), _option_values(column)
+    if len(before) < 3 or len(after) < 3:
+        return _alter(change, f"ALTER COLUMN {name} {options}")
+    start, low, high = after["START WITH"], after["MINVALUE"], after["MAXVALUE"]
+    if low <= before["START WITH"] <= high:
+        return _alter(change, f"ALTER COLUMN {name} {options}")
+    wide_low, wide_high = min(low, before["MINVALUE"]), max(high, before["MAXVALUE"])
+    widened = [o for o in column.identity_options if not o.startswith(("MINVALUE", "MAXVALUE"))]
+    sequence = f"pg_get_serial_sequence({literal(_table_name(change.key))}, {literal(column.name)})"
+    return [
+        *_alter(
+            change,
+            f"ALTER COLUMN {name} "
+            + " ".join(f"SET {o}" for o in widened)
+            + f" SET MINVALUE {wide_low} SET MAXVALUE {wide_high}",
+        ),
+        Statement(
+            f"SELECT setval(s.seq::regclass, {start}, false) FROM (SELECT {sequence} AS seq) s"
+            " JOIN pg_catalog.pg_sequences p"
+            " ON pg_catalog.format('%I.%I', p.schemaname, p.sequencename)::regclass"
+            " = s.seq::regclass WHERE p.last_value IS NULL"
+        ),
+        *_alter(change, f"ALTER COLUMN {name} SET MINVALUE {low} SET MAXVALUE {high}"),
+    ]
 
 
 def _set_identity(change: Change) -> list[Statement]:
