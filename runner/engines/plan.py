@@ -19,7 +19,7 @@ import itertools
 import json
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from runner.digests import CONTRACT_VERSION, Sha256, canonical_json, sha256_digest
 from runner.engines.scope import Scope
@@ -88,8 +88,9 @@ class PlanDocument(_Frozen):
     expected: Digest  # fingerprint of the live schema once the plan has run (from the dry run)
     options: Digest  # digest of the planning options (exclude, protected tables, ...)
     exclude: list[str]  # the managed scope, so apply re-reads the live schema the same way
-    schemas: list[str] = Field(default_factory=list)  # only these schemas (empty: all)
-    exclude_schemas: list[str] = Field(default_factory=list)  # never these
+    # The schema scope; absent (not null, not empty) when unset, like ``privileges``.
+    schemas: list[str] | None = None  # only these schemas
+    exclude_schemas: list[str] | None = None  # never these
     statements: list[PlanStatement]
     summary: PlanSummary
     privileges: PlanPrivileges | None = None  # absent (not null) when none are managed
@@ -101,7 +102,7 @@ class PlanDocument(_Frozen):
     @property
     def scope(self) -> Scope:
         """What of the database the plan manages: apply reads the live schema through it."""
-        return Scope.of(self.exclude, self.schemas, self.exclude_schemas)
+        return Scope.of(self.exclude, self.schemas or (), self.exclude_schemas or ())
 
 
 def plan_bytes(document: PlanDocument) -> bytes:
@@ -109,7 +110,7 @@ def plan_bytes(document: PlanDocument) -> bytes:
     are left out when unset: a plan that uses none of them is byte for byte what it was
     before they existed."""
     unset = {"privileges"} if document.privileges is None else set()
-    unset |= {name for name in ("schemas", "exclude_schemas") if not getattr(document, name)}
+    unset |= {name for name in ("schemas", "exclude_schemas") if getattr(document, name) is None}
     return canonical_json(document.model_dump(mode="json", exclude=unset)) + b"\n"
 
 

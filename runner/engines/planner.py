@@ -245,8 +245,8 @@ class Planned:
             expected=expected,
             options=options.digest(),
             exclude=sorted(set(options.exclude)),
-            schemas=sorted(set(options.schemas)),
-            exclude_schemas=sorted(set(options.exclude_schemas)),
+            schemas=sorted(set(options.schemas)) or None,
+            exclude_schemas=sorted(set(options.exclude_schemas)) or None,
             privileges=_plan_privileges(options.privileges),
             statements=list(self.statements),
             summary=PlanSummary(
