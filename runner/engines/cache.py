@@ -94,7 +94,9 @@ def _builder(kind: type[T], **convert: Callable[[Any], Any]) -> Callable[[list[A
 
 
 _column = _builder(Column, identity_options=tuple, extra=_pairs)
-_table = _builder(Table, columns=lambda cs: tuple(_column(c) for c in cs), options=_pairs)
+_table = _builder(
+    Table, columns=lambda cs: tuple(_column(c) for c in cs), options=_pairs, inherits=tuple
+)
 _constraint = _builder(Constraint, columns=tuple)
 _index = _builder(Index)
 _sequence = _builder(Sequence)

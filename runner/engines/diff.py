@@ -431,12 +431,6 @@ class _Differ:
         for key in sorted(live.keys() & desired.keys()):
             old, new = live[key], desired[key]
             if old.definition == new.definition:
-                if old.table is not None and old.table in self.dropped_tables:
-                    # A trigger or policy of a table dropped and created again (a change
-                    # of partitioning): it went with the table and is created again.
-                    self.add(
-                        Change("create_definition", key, Phase.CREATE, _tables(new), after=new)
-                    )
                 continue
             if _alterable(old, new) and not self.uses[key] & going:
                 in_place.append((key, old, new))

@@ -618,7 +618,7 @@ def test_rename_hints_rename_instead_of_drop_and_add(
         ("add_enum_values", "ALTER TYPE public.tier ADD VALUE 'plus' AFTER 'basic'"),
         (
             "alter_column_type",
-            "ALTER TABLE public.accounts ALTER COLUMN username TYPE text USING username::text",
+            "ALTER TABLE public.accounts ALTER COLUMN username TYPE text",
         ),
         ("set_not_null", "ALTER TABLE public.accounts ALTER COLUMN username SET NOT NULL"),
     ]
