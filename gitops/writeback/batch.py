@@ -8,17 +8,18 @@ before it starts: :meth:`Batch.commit` with the ``marker`` pushes it at once, to
 every verdict staged so far, and a verdict staged while that Apply runs is committed at
 once, so an Apply that runs for an hour never holds other resources' verdicts back.
 
-The message lists each change on a line of its own (the subject, when there is one)::
+The message lists each change on a line of its own (the subject, when there is one), sorted
+by resource, so the commit does not depend on which worker finished first::
 
     seshat: 2 resources changed
 
-    shop/orders: AwaitingApproval -> InSync
     shop/ledger: InSync -> Blocked (ChecksumModified)
+    shop/orders: AwaitingApproval -> InSync
 
-    Seshat-Resource: DatabaseSchema shop/orders
-    Seshat-Phase: InSync
     Seshat-Resource: DatabaseMigration shop/ledger
     Seshat-Phase: Blocked
+    Seshat-Resource: DatabaseSchema shop/orders
+    Seshat-Phase: InSync
     Seshat-Source-Revision: 0123abcd...
     Seshat-Record: {...}
 """
@@ -127,7 +128,11 @@ class Batch:
             earlier = changes.get(marker.resource)
             changes[marker.resource] = earlier.then(marker) if earlier else marker
         self.branch.sync()
-        listed = [c for c in changes.values() if c.records or self._differs(c)]
+        # Sorted by resource, so a commit does not depend on which worker finished first.
+        listed = sorted(
+            (c for c in changes.values() if c.records or self._differs(c)),
+            key=lambda c: (c.key, c.resource),
+        )
         if not listed:
             self.staged = {}
             return Written(None, 0)

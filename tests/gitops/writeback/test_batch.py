@@ -86,16 +86,17 @@ def test_one_commit_lists_every_change_and_nothing_changed_makes_none(
     second = batch.commit()
     assert second.commit is not None
     [latest, earliest] = _messages(branch)
-    assert change_lines(earliest) == ["shop/orders: AwaitingApproval", "shop/items: InSync"]
+    # Lines and trailers are sorted by resource, whatever order the workers staged them in.
+    assert change_lines(earliest) == ["shop/items: InSync", "shop/orders: AwaitingApproval"]
     assert latest.startswith("seshat: 2 resources changed\n\n")
     assert change_lines(latest) == [
-        "shop/orders: AwaitingApproval -> InSync",
         "shop/items: InSync -> Blocked (ApplyDisabled)",
+        "shop/orders: AwaitingApproval -> InSync",
     ]
     assert parse_trailers(latest) == Trailers(
         (
-            ResourceTrailers("DatabaseSchema shop/orders", "InSync"),
             ResourceTrailers("DatabaseSchema shop/items", "Blocked", PLAN),
+            ResourceTrailers("DatabaseSchema shop/orders", "InSync"),
         ),
         REVISION,
     )
@@ -182,7 +183,9 @@ def test_records_of_several_resources_in_one_signed_commit(
     assert batch.commit().commit is not None
     verifier = branch.verifier()
     ledger = branch.load_ledger(verifier)
-    assert [r for _, r in ledger.records] == list(records) and ledger.tampered == {}
+    # In the order of the resources (items before orders), as the commit lists them.
+    assert [r for _, r in ledger.records] == [records[1], records[0]]
+    assert ledger.tampered == {}
 
     # The same records in a commit the controller's key did not sign: both resources it
     # names are tampered with, and neither record is honoured.
@@ -222,6 +225,6 @@ def test_while_an_apply_runs_another_resource_s_verdict_is_committed_at_once(
     assert len(_messages(branch)) == 2
     assert batch.commit().commit is not None
     assert change_lines(_messages(branch)[0]) == [
-        "shop/orders: Applying -> InSync",
         "shop/items: InSync -> Blocked (ApplyDisabled)",
+        "shop/orders: Applying -> InSync",
     ]
