@@ -520,10 +520,13 @@ class _Differ:
         going |= self.live.sequences.keys() - self.desired.sequences.keys()
         return going
 
-    def _columns_using(self, key: str) -> list[tuple[str, Column, Column]]:
-        """(table, live column, desired column) of every kept column the live catalog says
-        uses ``key`` (its type, or a function its default calls)."""
-        found: list[tuple[str, Column, Column]] = []
+    def _columns_using(
+        self, key: str, *, dropped_too: bool = False
+    ) -> list[tuple[str, Column, Column | None]]:
+        """(table, live column, desired column) of every column of a kept table the live
+        catalog says uses ``key`` (its type, or a function its default calls); the desired
+        column is None for a column the desired schema drops (listed with ``dropped_too``)."""
+        found: list[tuple[str, Column, Column | None]] = []
         for dependent in sorted(self.dependents[key]):
             if not dependent.startswith("column:"):
                 continue
@@ -533,7 +536,7 @@ class _Differ:
             if old_table is None or new_table is None or table in self.dropped_tables:
                 continue
             old, new = old_table.column(name), new_table.column(name)
-            if old is not None and new is not None:
+            if old is not None and (new is not None or dropped_too):
                 found.append((table, old, new))
         return found
 
@@ -546,6 +549,7 @@ class _Differ:
         if definition.kind == "domain":
             holder = str(json.loads(definition.fact("facts") or "{}").get("base", "text"))
         for table, old, new in self._columns_using(key):
+            assert new is not None  # listed only with dropped_too
             if old.type.replace('"', "").removesuffix("[]") != key.removeprefix("type:"):
                 continue  # the column's default uses the type, not its type
             text = f"{holder}[]" if old.type.endswith("[]") else holder
@@ -570,16 +574,8 @@ class _Differ:
     def _defaults_using(self, key: str) -> None:
         """Column defaults that call ``key`` (dropped and created again) are dropped before
         it and set again after it: the catalog's column-level edges name them."""
-        for dependent in sorted(self.dependents[key]):
-            if not dependent.startswith("column:"):
-                continue
-            table_part, _, name = dependent.removeprefix("column:").rpartition(".")
-            table = f"table:{table_part}"
-            old_table, new_table = self.live.tables.get(table), self.desired.tables.get(table)
-            if old_table is None or new_table is None or table in self.dropped_tables:
-                continue
-            old, new = old_table.column(name), new_table.column(name)
-            if old is None or old.default is None or old.identity:
+        for table, old, new in self._columns_using(key, dropped_too=True):
+            if old.default is None or old.identity:
                 continue
             self.add(column_change("drop_default", table, Phase.DROP, before=old, after=new))
             if new is not None and new.default is not None:
