@@ -197,20 +197,7 @@ class _Renaming:
         # A default holding the label is printed with the label's new text.
         schema, name = _parts(rename.table)
         typed = f"::{self.spelling.quote(schema)}.{self.spelling.quote(name)}"
-        before, now = literal(rename.old) + typed, literal(rename.new) + typed
-        tables = {
-            k: replace(
-                t,
-                columns=tuple(
-                    replace(c, default=c.default.replace(before, now))
-                    if c.default is not None and before in c.default
-                    else c
-                    for c in t.columns
-                ),
-            )
-            for k, t in self.db.tables.items()
-        }
-        self.edit(tables=tables)
+        self.edit(tables=self._defaults(literal(rename.old) + typed, literal(rename.new) + typed))
         self.changes.append(
             Change(
                 "rename_enum_value",
@@ -307,6 +294,36 @@ class _Renaming:
     def _moved(self, old: str, new: str) -> None:
         if old != new:
             self.moved[old] = new
+
+    def _defaults(self, before: str, after: str) -> dict[str, Table]:
+        """The tables with ``before`` replaced by ``after`` in their column defaults (a
+        literal the server prints there, which no token rewrite sees)."""
+        return {
+            k: replace(
+                t,
+                columns=tuple(
+                    replace(c, default=c.default.replace(before, after))
+                    if c.default is not None and before in c.default
+                    else c
+                    for c in t.columns
+                ),
+            )
+            for k, t in self.db.tables.items()
+        }
+
+    def _renamed_in(self, op: str, key: str, table: str, before: object, after: object) -> None:
+        """The rename change of an object of ``table`` (an index, constraint, sequence)."""
+        self.changes.append(
+            Change(
+                op,
+                key,
+                Phase.PREPARE,
+                (table,),
+                before=before,
+                after=after,
+                existing_table=True,
+            )
+        )
 
     # -- columns -------------------------------------------------------------------------
 
@@ -405,17 +422,7 @@ class _Renaming:
         indexes[moved.key] = moved
         self.edit(indexes=dict(sorted(indexes.items())))
         self._moved(found.key, moved.key)
-        self.changes.append(
-            Change(
-                "rename_index",
-                moved.key,
-                Phase.PREPARE,
-                (rename.table,),
-                before=found,
-                after=moved,
-                existing_table=True,
-            )
-        )
+        self._renamed_in("rename_index", moved.key, rename.table, found, moved)
 
     def _index(self, table: str, name: str) -> Index | None:
         return next(
@@ -445,17 +452,7 @@ class _Renaming:
         constraints[moved.key] = moved
         self.edit(constraints=dict(sorted(constraints.items())))
         self.moved[found.key] = moved.key
-        self.changes.append(
-            Change(
-                "rename_constraint",
-                moved.key,
-                Phase.PREPARE,
-                (rename.table,),
-                before=found,
-                after=moved,
-                existing_table=True,
-            )
-        )
+        self._renamed_in("rename_constraint", moved.key, rename.table, found, moved)
 
     def sequence(self, rename: Rename) -> None:
         schema = _parts(rename.table)[0]
@@ -470,31 +467,9 @@ class _Renaming:
         quote = self.spelling.quote
         before = f"'{quote(schema)}.{quote(rename.old)}'::regclass"
         after = f"'{quote(schema)}.{quote(rename.new)}'::regclass"
-        tables = {
-            k: replace(
-                t,
-                columns=tuple(
-                    replace(c, default=c.default.replace(before, after))
-                    if c.default is not None and before in c.default
-                    else c
-                    for c in t.columns
-                ),
-            )
-            for k, t in self.db.tables.items()
-        }
-        self.edit(sequences=dict(sorted(sequences.items())), tables=tables)
+        self.edit(sequences=dict(sorted(sequences.items())), tables=self._defaults(before, after))
         self.moved[old_key] = new_key
-        self.changes.append(
-            Change(
-                "rename_sequence",
-                new_key,
-                Phase.PREPARE,
-                (rename.table,),
-                before=found,
-                after=moved,
-                existing_table=True,
-            )
-        )
+        self._renamed_in("rename_sequence", new_key, rename.table, found, moved)
 
     # -- what refers to moved keys ------------------------------------------------------
 
