@@ -1,0 +1,50 @@
+"""The remote branch's tip, looked at cheaply: ``git ls-remote``, no fetch, no object.
+
+``seshat run`` asks every ``--poll`` seconds (and at once when a webhook wakes it) and fetches
+only when the answer differs from the revision its last pass read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+from runner.errors import CanNotRunError
+
+__all__ = ["LS_REMOTE_TIMEOUT", "remote_tip"]
+
+LS_REMOTE_TIMEOUT = 30.0
+_LINE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})\t(\S+)$")
+
+
+def remote_tip(source: str, branch: str, timeout: float = LS_REMOTE_TIMEOUT) -> str | None:
+    """The commit ``refs/heads/<branch>`` of ``source`` (a path or URL) names; None when
+    there is no such branch. Raises :class:`CanNotRunError` when the remote cannot be read
+    (Git's last line of complaint, as the fetch reports it)."""
+    ref = f"refs/heads/{branch}"
+    env = os.environ | {"GIT_TERMINAL_PROMPT": "0"}  # never wait for a password
+    try:
+        done = subprocess.run(
+            ["git", "ls-remote", "--quiet", source, ref],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise CanNotRunError(f"git ls-remote did not answer within {timeout:g} s") from None
+    except OSError as error:
+        raise CanNotRunError(f"git ls-remote could not start: {error.strerror}") from None
+    if done.returncode != 0:
+        lines = [x for x in done.stderr.splitlines() if x.strip()]
+        raise CanNotRunError(
+            f"cannot look at branch {branch}: {lines[-1] if lines else f'exit {done.returncode}'}"
+        )
+    for line in done.stdout.splitlines():
+        found = _LINE.match(line)
+        if found is not None and found.group(2) == ref:
+            return found.group(1)
+    return None
