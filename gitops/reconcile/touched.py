@@ -98,6 +98,7 @@ class _Index:
             digest = coordination_digest(resource.metadata.namespace, resource.spec.target)
             self.realms[digest].add(loaded.key)
         self.policies: dict[str, set[ResourceKey]] = defaultdict(set)  # path -> users
+        self.loaded = {s for r in repository.resources for s in self._spellings(r.path)}
         for loaded in repository.resources:
             users = self._users(loaded)
             if users is None:
@@ -128,19 +129,22 @@ class _Index:
         for key in self.declared.get(path, ()):
             keys |= self._realm_of(key)
         keys |= self.policies.get(path, set())
-        keys |= self._statement(path)
         keys |= {key for layout, key in self.layouts if _under(path, layout)}
-        if not keys and self._declaration_file(path):
+        statement = self._statement(path)
+        if statement is not None:
+            return keys | statement
+        if path not in self.loaded and self._declaration_file(path):
             return None  # a declaration that no longer declares a valid resource
         return keys
 
     def _realm_of(self, key: ResourceKey) -> set[ResourceKey]:
         return set().union(*(keys for keys in self.realms.values() if key in keys))
 
-    def _statement(self, path: str) -> set[ResourceKey]:
+    def _statement(self, path: str) -> set[ResourceKey] | None:
+        """The resources a statement's path names (None: not a statement's path)."""
         parts = path.split("/")
         if len(parts) < 4 or parts[0] not in STATEMENT_FOLDERS:
-            return set()
+            return None
         namespace, name = parts[1], parts[2]
         return {
             loaded.key
