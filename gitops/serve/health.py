@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["Answer", "Health"]
@@ -28,9 +29,9 @@ class Answer:
 
 
 class Health:
-    def __init__(self, stale_after: float) -> None:
+    def __init__(self, stale_after: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.stale_after = stale_after
-        self._clock = time.monotonic  # intervals only: never a time of day
+        self._clock = clock  # intervals only: never a time of day
         self._lock = threading.Lock()
         self._beat = self._clock()
         self._passing_since: float | None = None
