@@ -16,12 +16,13 @@ __all__ = ["LS_REMOTE_TIMEOUT", "remote_tip"]
 
 LS_REMOTE_TIMEOUT = 30.0
 _LINE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})\t(\S+)$")
+_USERINFO = re.compile(r"(?<=://)[^/@\s']+@")
 
 
 def remote_tip(source: str, branch: str, timeout: float = LS_REMOTE_TIMEOUT) -> str | None:
     """The commit ``refs/heads/<branch>`` of ``source`` (a path or URL) names; None when
     there is no such branch. Raises :class:`CanNotRunError` when the remote cannot be read
-    (Git's last line of complaint, as the fetch reports it)."""
+    (Git's last fatal line, without the user and password of a URL that has them)."""
     ref = f"refs/heads/{branch}"
     env = os.environ | {"GIT_TERMINAL_PROMPT": "0"}  # never wait for a password
     try:
@@ -40,9 +41,10 @@ def remote_tip(source: str, branch: str, timeout: float = LS_REMOTE_TIMEOUT) -> 
         raise CanNotRunError(f"git ls-remote could not start: {error.strerror}") from None
     if done.returncode != 0:
         lines = [x for x in done.stderr.splitlines() if x.strip()]
-        raise CanNotRunError(
-            f"cannot look at branch {branch}: {lines[-1] if lines else f'exit {done.returncode}'}"
-        )
+        fatal = [x for x in lines if x.startswith(("fatal:", "error:"))]
+        last = (fatal or lines)[-1] if lines else f"exit {done.returncode}"
+        said = _USERINFO.sub("***@", last)
+        raise CanNotRunError(f"cannot look at branch {branch}: {said}")
     for line in done.stdout.splitlines():
         found = _LINE.match(line)
         if found is not None and found.group(2) == ref:
