@@ -38,6 +38,7 @@ from gitops.reconcile.state import StateFile
 from gitops.reconcile.touched import touched_by
 from gitops.reconcile.workers import in_parallel
 from gitops.repo.loader import LoadedResource, Repository, load_repository
+from gitops.repo.tip import complaint
 from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.base import storable_name
@@ -107,10 +108,8 @@ def _checkout(source: str, work: Path, branch: str) -> tuple[Path, str]:
         revision = repo.head.commit.hexsha
         repo.close()
     except git.GitCommandError as error:
-        lines = [x for x in str(error.stderr or "").splitlines() if x.strip()]
-        raise CanNotRunError(
-            f"cannot read branch {branch} of the repository: {lines[-1] if lines else error}"
-        ) from None
+        said = complaint(str(error.stderr or "")) or str(error)
+        raise CanNotRunError(f"cannot read branch {branch} of the repository: {said}") from None
     return clone, revision
 
 

@@ -12,7 +12,7 @@ import subprocess
 
 from runner.errors import CanNotRunError
 
-__all__ = ["LS_REMOTE_TIMEOUT", "remote_tip"]
+__all__ = ["LS_REMOTE_TIMEOUT", "complaint", "remote_tip"]
 
 LS_REMOTE_TIMEOUT = 30.0
 _LINE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})\t(\S+)$")
@@ -40,13 +40,21 @@ def remote_tip(source: str, branch: str, timeout: float = LS_REMOTE_TIMEOUT) -> 
     except OSError as error:
         raise CanNotRunError(f"git ls-remote could not start: {error.strerror}") from None
     if done.returncode != 0:
-        lines = [x for x in done.stderr.splitlines() if x.strip()]
-        fatal = [x for x in lines if x.startswith(("fatal:", "error:"))]
-        last = (fatal or lines)[-1] if lines else f"exit {done.returncode}"
-        said = _USERINFO.sub("***@", last)
+        said = complaint(done.stderr) or f"exit {done.returncode}"
         raise CanNotRunError(f"cannot look at branch {branch}: {said}")
     for line in done.stdout.splitlines():
         found = _LINE.match(line)
         if found is not None and found.group(2) == ref:
             return found.group(1)
     return None
+
+
+def complaint(stderr: str) -> str:
+    """What Git's ``stderr`` says went wrong, in one line: its last ``fatal:`` or ``error:``
+    line (the lines after it are hints), else its last line; a URL's user and password are
+    left out."""
+    # GitPython quotes the stream: "stderr: 'fatal: ...", a last line of "'".
+    lines = [x.strip().removeprefix("stderr: '").strip() for x in stderr.splitlines()]
+    lines = [x for x in lines if x and x != "'"]
+    fatal = [x for x in lines if x.startswith(("fatal:", "error:"))]
+    return _USERINFO.sub("***@", (fatal or lines)[-1]) if lines else ""
