@@ -247,7 +247,7 @@ def _due_when_touched(ctx: PassContext, clone: Path, branch: str) -> None:
     ctx.state.due_now(uids)
     ctx.state.remember_revision(branch, ctx.revision)
     since = f"{last[:12]}..{ctx.revision[:12]}" if last else ctx.revision[:12]
-    what = f"everything ({touched.why})" if touched.everything else f"{len(uids)} resource(s)"
+    what = f"everything ({touched.why!r})" if touched.everything else f"{len(uids)} resource(s)"
     ctx.log(f"revision {since}: due now: {what}")
 
 
