@@ -10,13 +10,13 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from gitops.execution.leases import Leader
+from gitops.logs import LogFormat
 from gitops.reconcile.passes import PassReport, run_pass
 from gitops.wiring import Wiring, wire
 from runner.errors import SeshatError
@@ -185,60 +185,116 @@ def reconcile(
     help="Working directory (default ~/.local/state/seshat).",
 )
 @click.option(
-    "--tick", default=10, show_default=True, help="Seconds between looks at the schedule."
+    "--poll",
+    type=click.FloatRange(min=0.5),
+    default=5,
+    show_default=True,
+    help="Seconds between looks at the branch tip (git ls-remote, no fetch); when it moved, "
+    "the resources the new commits touch are reconciled at once.",
+)
+@click.option(
+    "--tick",
+    type=click.FloatRange(min=1),
+    default=10,
+    show_default=True,
+    help="Seconds between passes for the schedule (each resource's spec.interval, "
+    "spec.retryInterval after Failed), pushes or not.",
+)
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    help="Serve /metrics, /healthz and /readyz (and webhooks, with a secret) on this address, "
+    "e.g. 127.0.0.1:9187 (default: no server).",
+)
+@click.option(
+    "--webhook-secret-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Accept push webhooks (GitHub, GitLab, generic HMAC) signed with the secret in this "
+    "file; needs --listen.",
+)
+@click.option(
+    "--webhook-secret-env",
+    metavar="VAR",
+    help="The same, with the secret in this environment variable.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object per line (time, level, message, resource) on stdout.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Print each operation as it starts.")
 @_mode_options
 def run(
-    source: str, branch: str, work: Path | None, tick: int, verbose: bool, **mode_options: Any
+    source: str,
+    branch: str,
+    work: Path | None,
+    poll: float,
+    tick: float,
+    listen: str | None,
+    webhook_secret_file: Path | None,
+    webhook_secret_env: str | None,
+    log_format: LogFormat,
+    verbose: bool,
+    **mode_options: Any,
 ) -> None:
-    """Reconcile on a schedule until SIGTERM or Ctrl-C.
+    """Reconcile until SIGTERM or Ctrl-C: pushes at once, the rest on a schedule.
 
-    Every --tick seconds the repository is fetched and each resource that is due is
-    reconciled: InSync, Blocked and AwaitingApproval resources every spec.interval, Failed
-    ones every spec.retryInterval. SIGTERM lets the running pass finish, then exits 0.
-    With --executor kubernetes, only the replica holding the controller Lease runs passes.
+    Every --poll seconds the branch tip is looked at (a verified webhook looks at once); when
+    it moved, the resources the new commits touch (their declarations, artifacts in the
+    repository, the policies they use, approvals and acknowledgments naming them) are
+    reconciled at once. Every --tick seconds the resources that are due are: InSync, Blocked
+    and AwaitingApproval ones every spec.interval, Failed ones every spec.retryInterval.
+    SIGTERM lets the running pass finish, then exits 0. With --executor kubernetes, only the
+    replica holding the controller Lease runs passes.
     """
     import signal
 
-    from apscheduler.schedulers.blocking import BlockingScheduler
+    from gitops.logs import configure
+    from gitops.runloop import LoopSettings, RunLoop
+    from gitops.serve import http
+    from gitops.serve.health import Health
+    from gitops.serve.webhooks import load_secret
 
+    logger = configure(log_format, verbose)
+    try:
+        secret = load_secret(webhook_secret_file, webhook_secret_env)
+        if secret is not None and listen is None:
+            raise ValueError("webhooks need --listen (the address they are sent to)")
+        if listen is not None:
+            http.parse_address(listen)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
     work_dir = work or _default_work()
-    say, mode = _wired(verbose, mode_options)
-    leader = Leader(mode.leases, f"{socket.gethostname()}:{work_dir.resolve()}", say)
-
-    def tick_once() -> None:
-        if not leader.leading():
-            return
+    mode = _wire_or_exit(logger.debug, mode_options)
+    leader = Leader(mode.leases, f"{socket.gethostname()}:{work_dir.resolve()}", logger.debug)
+    health = Health(stale_after=3 * poll + 60)
+    settings = LoopSettings(source, work_dir, branch, poll, tick)
+    loop = RunLoop(settings, mode, leader, health, logger, logger.debug)
+    listener = None
+    if listen is not None:
         try:
-            report = _one_pass(source, work_dir, branch, say, mode, due_only=True)
-        except SeshatError as error:
-            click.echo(f"seshat: {error}", err=True)
-            return
-        for key in sorted(report.phases):
-            click.echo(
-                f"{report.revision[:12]} {key}: {report.phases[key]} ({report.reasons[key]})"
-            )
-
-    scheduler = BlockingScheduler()
-    scheduler.add_job(
-        tick_once,
-        "interval",
-        seconds=tick,
-        max_instances=1,
-        coalesce=True,
-        next_run_time=datetime.now(UTC),  # the scheduler's own clock: start at once
-    )
+            listener = http.start(listen, health, loop.wake.set, secret, logger.warning)
+        except OSError as error:
+            logger.error(f"seshat: cannot listen on {listen}: {error.strerror}")
+            sys.exit(2)
+        webhooks = "" if secret is None else ", webhooks at /webhooks/{github,gitlab,generic}"
+        logger.info(f"seshat: listening on http://{listener.address}{webhooks}")
 
     def stop(*_: object) -> None:
-        click.echo("seshat: stopping after the current pass", err=True)
-        scheduler.shutdown(wait=False)
+        logger.info("seshat: stopping after the current pass")
+        loop.stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    scheduler.start()
-    leader.step_down()
-    click.echo("seshat: stopped", err=True)
+    try:
+        loop.run()
+    finally:
+        leader.step_down()
+        if listener is not None:
+            listener.stop()
+    logger.info("seshat: stopped")
 
 
 def _wired(verbose: bool, mode_options: dict[str, Any]) -> tuple[Callable[[str], None], Wiring]:
@@ -246,8 +302,12 @@ def _wired(verbose: bool, mode_options: dict[str, Any]) -> tuple[Callable[[str],
     say: Callable[[str], None] = (
         (lambda text: click.echo(text, err=True)) if verbose else (lambda _: None)
     )
+    return say, _wire_or_exit(say, mode_options)
+
+
+def _wire_or_exit(say: Callable[[str], None], mode_options: dict[str, Any]) -> Wiring:
     try:
-        return say, wire(say, **mode_options)
+        return wire(say, **mode_options)
     except SeshatError as error:
         click.echo(f"seshat: {error}", err=True)
         sys.exit(2)

@@ -27,6 +27,7 @@ from gitops.approvals.verify import (
 )
 from gitops.execution.executor import CredentialUnavailable, Executor, Outcome
 from gitops.execution.leases import Lease, Leases
+from gitops.execution.metered import metered
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.state import StateFile
 from gitops.reconcile.workers import Books
@@ -225,8 +226,10 @@ class ResourcePass(Generic[StatusT]):
         ]
         self.ctx.log(f"{self.key}: {', '.join(name for name, _ in operations)}")
         deadline = self.ctx.deadline * len(requests)
-        with self.ctx.books.released():
-            return executor.run_batch(requests, env, deadline, namespace=self.ref.namespace)
+        with self.ctx.books.released(), metered(requests) as meter:
+            return meter.all(
+                executor.run_batch(requests, env, deadline, namespace=self.ref.namespace)
+            )
 
     def run_registry_operation(self, operation: str, **fields: object) -> Outcome:
         """Resolve or Verify: an operation that reads a registry and no database, so the
@@ -240,9 +243,9 @@ class ResourcePass(Generic[StatusT]):
             }
         )
         self.ctx.log(f"{self.key}: {operation}")
-        with self.ctx.books.released():
-            return self.ctx.executor.run(
-                request, {}, self.ctx.deadline, namespace=self.ref.namespace
+        with self.ctx.books.released(), metered([request]) as meter:
+            return meter.one(
+                self.ctx.executor.run(request, {}, self.ctx.deadline, namespace=self.ref.namespace)
             )
 
     def result(self, outcome: Outcome, what: str, kind: type[PayloadT]) -> PayloadT:

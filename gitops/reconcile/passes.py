@@ -35,8 +35,10 @@ from gitops.reconcile.lifecycle import PassContext, utc_now
 from gitops.reconcile.migration import MigrationPass
 from gitops.reconcile.schema import SchemaPass
 from gitops.reconcile.state import StateFile
+from gitops.reconcile.touched import touched_by
 from gitops.reconcile.workers import in_parallel
 from gitops.repo.loader import LoadedResource, Repository, load_repository
+from gitops.repo.tip import complaint
 from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.base import storable_name
@@ -66,6 +68,9 @@ class PassReport:
     # "ns/name" -> the resource's kind and the status this pass gave it
     statuses: dict[str, tuple[str, Status]] = field(default_factory=dict)
     repository: Repository | None = None  # the declarations the pass read
+    branch: str = ""  # the branch read (seshat.yaml's spec.branch)
+    # With report_idle: "ns/name" -> kind and last recorded status of those not due
+    idle: dict[str, tuple[str, Status]] = field(default_factory=dict)
 
     @property
     def phases(self) -> dict[str, str]:
@@ -75,6 +80,14 @@ class PassReport:
     def reasons(self) -> dict[str, str]:
         """Each resource's Ready reason."""
         return {key: _ready_reason(status) for key, (_, status) in self.statuses.items()}
+
+    def standing(self) -> dict[str, tuple[str, str, str]]:
+        """``"ns/name"`` -> (kind, phase, Ready reason) of each resource this pass
+        reconciled, and of each idle one it reported."""
+        return {
+            key: (kind, status.phase.value, _ready_reason(status))
+            for key, (kind, status) in (self.idle | self.statuses).items()
+        }
 
 
 def _ready_reason(status: Status) -> str:
@@ -95,10 +108,8 @@ def _checkout(source: str, work: Path, branch: str) -> tuple[Path, str]:
         revision = repo.head.commit.hexsha
         repo.close()
     except git.GitCommandError as error:
-        lines = [x for x in str(error.stderr or "").splitlines() if x.strip()]
-        raise CanNotRunError(
-            f"cannot read branch {branch} of the repository: {lines[-1] if lines else error}"
-        ) from None
+        said = complaint(str(error.stderr or "")) or str(error)
+        raise CanNotRunError(f"cannot read branch {branch} of the repository: {said}") from None
     return clone, revision
 
 
@@ -153,25 +164,29 @@ def run_pass(
     leases: Leases | None = None,
     clock: Callable[[], datetime] = utc_now,
     workers: int | None = None,
+    report_idle: bool = False,
 ) -> PassReport:
     """One pass over ``source`` (a path or URL of a Git repository).
 
     With ``due_only``, a resource is reconciled only when its schedule says so (its
-    ``interval`` after its last pass, its ``retryInterval`` after Failed); otherwise every
-    resource is. Resources of different realms run side by side on ``workers`` threads
-    (default: the CPU count).
+    ``interval`` after its last pass, its ``retryInterval`` after Failed) or when the
+    commits since the last pass touched it (:mod:`gitops.reconcile.touched`); otherwise
+    every resource is. Resources of different realms run side by side on ``workers``
+    threads (default: the CPU count). With ``report_idle``, the report also carries the
+    last recorded status of each resource not reconciled.
     """
     work.mkdir(parents=True, exist_ok=True)
     checkout, revision = _checkout(source, work, branch)
     repository = load_repository(checkout)
     if repository.config.spec.branch != branch:
-        checkout, revision = _checkout(source, work, repository.config.spec.branch)
+        branch = repository.config.spec.branch
+        checkout, revision = _checkout(source, work, branch)
         repository = load_repository(checkout)
     config = repository.config.spec
     status_branch = StatusBranch(work / "status.git", source, config.status_branch, config.commit)
     state = StateFile(work / "state.sqlite")
     reviews = Reviews(work / "reviews.git", source, config)
-    report = PassReport(revision, repository=repository)
+    report = PassReport(revision, repository=repository, branch=branch)
     batch = Batch(status_branch, revision)
     try:
         status_branch.sync()
@@ -195,9 +210,11 @@ def run_pass(
         for problem in repository.problems:
             report.problems.append(str(problem))
         _blocked_by_problems(ctx, report)
+        _due_when_touched(ctx, checkout, branch)
         reconciled: dict[str, tuple[str, float]] = {}  # "ns/name" -> uid, retryInterval
         try:
-            _lifecycles(ctx, report, reconciled, due_only, workers or os.cpu_count() or 1)
+            cpus = workers or os.cpu_count() or 1
+            _lifecycles(ctx, report, reconciled, due_only, cpus, report_idle)
         finally:  # whatever stopped the pass, what it decided is recorded
             _commit(ctx, reconciled)
         for key in reconciled:
@@ -211,12 +228,47 @@ def run_pass(
     return report
 
 
+def _due_when_touched(ctx: PassContext, clone: Path, branch: str) -> None:
+    """The resources the commits since the last pass read ``branch`` touched are due now
+    (everything, when that cannot be told); the revision read is remembered for the next.
+
+    Recorded before the lifecycles run, so a pass that stops half-way leaves them due."""
+    last = ctx.state.last_revision(branch)
+    if last == ctx.revision:
+        return
+    changed = _changed_paths(clone, last, ctx.revision) if last is not None else None
+    touched = touched_by(ctx.repository, changed)
+    uids = [
+        str(loaded.resource.metadata.uid)
+        for loaded in ctx.repository.resources
+        if isinstance(loaded.resource, (DatabaseSchema, DatabaseMigration))
+        and loaded.key in touched
+    ]
+    ctx.state.due_now(uids)
+    ctx.state.remember_revision(branch, ctx.revision)
+    since = f"{last[:12]}..{ctx.revision[:12]}" if last else ctx.revision[:12]
+    what = f"everything ({touched.why!r})" if touched.everything else f"{len(uids)} resource(s)"
+    ctx.log(f"revision {since}: due now: {what}")
+
+
+def _changed_paths(clone: Path, old: str, new: str) -> list[str] | None:
+    """The paths that differ between the trees of ``old`` and ``new``; None when that
+    cannot be told (``old`` is gone: a history rewritten and pruned)."""
+    try:
+        with git.Repo(clone) as repo:
+            listed = str(repo.git.diff("--name-only", "--no-renames", "-z", old, new, "--"))
+    except (git.GitCommandError, ValueError):
+        return None
+    return [path for path in listed.split("\0") if path]
+
+
 def _lifecycles(
     ctx: PassContext,
     report: PassReport,
     reconciled: dict[str, tuple[str, float]],
     due_only: bool,
     workers: int,
+    report_idle: bool = False,
 ) -> None:
     """Each valid resource's lifecycle (those due, with ``due_only``), its verdict staged:
     the resources of one realm one after another, realms side by side on ``workers``
@@ -228,6 +280,11 @@ def _lifecycles(
         if not isinstance(resource, (DatabaseSchema, DatabaseMigration)):
             continue
         if due_only and not ctx.state.due(str(resource.metadata.uid), time.time()):
+            if report_idle:
+                meta = resource.metadata
+                found = _previous(ctx.status_branch, meta.namespace, meta.name, resource.kind)
+                if found is not None:
+                    report.idle[f"{meta.namespace}/{meta.name}"] = (resource.kind, found)
             continue
         realms[coordination_digest(resource.metadata.namespace, resource.spec.target)].append(
             loaded

@@ -11,6 +11,8 @@ status branch but whose result is not is never started again).
 * consumed: approvals (by statement identity) spent on a dispatch;
 * verified: status commits whose records' signature verified;
 * schedule: when each resource is due again (``interval``, ``retryInterval`` after Failed);
+* revisions: the last revision of each watched branch a pass read, so the next pass knows
+  what a push changed (:mod:`gitops.reconcile.touched`);
 * leases: one per coordination digest, with a random epoch per uninterrupted holding.
 """
 
@@ -36,6 +38,7 @@ CREATE TABLE IF NOT EXISTS consumed (
     approval TEXT PRIMARY KEY, resource TEXT NOT NULL, op_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS schedule (resource TEXT PRIMARY KEY, due REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS verified (commit_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS revisions (branch TEXT PRIMARY KEY, revision TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS leases (
     coordination TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch TEXT NOT NULL,
     acquired REAL NOT NULL);
@@ -117,6 +120,23 @@ class StateFile:
 
     def schedule(self, resource: str, due: float) -> None:
         self.db.execute("INSERT OR REPLACE INTO schedule VALUES (?, ?)", (resource, due))
+
+    def due_now(self, resources: list[str]) -> None:
+        """Make ``resources`` due at once (a push touched them), whatever their schedule."""
+        self.db.executemany(
+            "INSERT OR REPLACE INTO schedule VALUES (?, 0)", [(r,) for r in sorted(resources)]
+        )
+
+    # -- revisions -----------------------------------------------------------------------
+
+    def last_revision(self, branch: str) -> str | None:
+        row = self.db.execute(
+            "SELECT revision FROM revisions WHERE branch = ?", (branch,)
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    def remember_revision(self, branch: str, revision: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO revisions VALUES (?, ?)", (branch, revision))
 
     # -- leases --------------------------------------------------------------------------
 
