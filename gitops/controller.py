@@ -17,7 +17,6 @@ import click
 
 from gitops.execution.leases import Leader
 from gitops.logs import LogFormat
-from gitops.reconcile.passes import PassReport, run_pass
 from gitops.wiring import Wiring, wire
 from runner.errors import SeshatError
 
@@ -155,7 +154,7 @@ def reconcile(
     say, mode = _wired(verbose, mode_options)
     while True:
         try:
-            report = _one_pass(source, work_dir, branch, say, mode, due_only=False)
+            report = mode.one_pass(source, work_dir, branch, say, due_only=False)
         except SeshatError as error:
             click.echo(f"seshat: {error}", err=True)
             if once:
@@ -311,29 +310,3 @@ def _wire_or_exit(say: Callable[[str], None], mode_options: dict[str, Any]) -> W
     except SeshatError as error:
         click.echo(f"seshat: {error}", err=True)
         sys.exit(2)
-
-
-def _one_pass(
-    source: str,
-    work: Path,
-    branch: str,
-    say: Callable[[str], None],
-    mode: Wiring,
-    *,
-    due_only: bool,
-) -> PassReport:
-    report = run_pass(
-        source,
-        work,
-        branch=branch,
-        log=say,
-        due_only=due_only,
-        executor=mode.executor,
-        leases=mode.leases,
-        clock=mode.clock,
-        registry=mode.registry,
-        workers=mode.workers,
-    )
-    if mode.publish is not None:
-        mode.publish(report)
-    return report

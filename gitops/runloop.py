@@ -26,7 +26,7 @@ from pathlib import Path
 
 from gitops import metrics
 from gitops.execution.leases import Leader
-from gitops.reconcile.passes import PassReport, run_pass
+from gitops.reconcile.passes import PassReport
 from gitops.repo.tip import remote_tip
 from gitops.serve.health import Health
 from gitops.wiring import Wiring
@@ -106,21 +106,14 @@ class RunLoop:
         started = time.monotonic()
         report: PassReport | None = None
         try:
-            report = run_pass(
+            report = mode.one_pass(
                 settings.source,
                 settings.work,
-                branch=settings.branch,
-                log=self.say,
+                settings.branch,
+                self.say,
                 due_only=True,
-                executor=mode.executor,
-                leases=mode.leases,
-                clock=mode.clock,
-                registry=mode.registry,
-                workers=mode.workers,
                 report_idle=not self.complete,
             )
-            if mode.publish is not None:
-                mode.publish(report)
         except SeshatError as error:
             self.logger.error(f"seshat: {error}")
         except Exception:  # a fault in one pass never stops the controller

@@ -20,7 +20,7 @@ import click
 from gitops.execution.executor import Executor
 from gitops.execution.leases import Leases
 from gitops.reconcile.lifecycle import utc_now
-from gitops.reconcile.passes import PassReport
+from gitops.reconcile.passes import PassReport, run_pass
 from runner.files import NotReadable, read_regular_file
 from runner.protocol.messages import RegistrySettings
 
@@ -35,6 +35,34 @@ class Wiring:
     clock: Callable[[], datetime] = field(default=utc_now)
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     workers: int | None = None  # None: the CPU count
+
+    def one_pass(
+        self,
+        source: str,
+        work: Path,
+        branch: str,
+        log: Callable[[str], None],
+        *,
+        due_only: bool,
+        report_idle: bool = False,
+    ) -> PassReport:
+        """One pass with this wiring, its report published (Kubernetes mode)."""
+        report = run_pass(
+            source,
+            work,
+            branch=branch,
+            log=log,
+            due_only=due_only,
+            executor=self.executor,
+            leases=self.leases,
+            clock=self.clock,
+            registry=self.registry,
+            workers=self.workers,
+            report_idle=report_idle,
+        )
+        if self.publish is not None:
+            self.publish(report)
+        return report
 
 
 def wire(say: Callable[[str], None], **options: Any) -> Wiring:
