@@ -274,7 +274,7 @@ def run(
     listener = None
     if listen is not None:
         try:
-            listener = http.start(listen, health, loop.wake.set, secret, logger.warning)
+            listener = http.start(listen, health, loop.wake, secret, logger.warning)
         except OSError as error:
             logger.error(f"seshat: cannot listen on {listen}: {error.strerror}")
             sys.exit(2)

@@ -1,28 +1,36 @@
 """``seshat run``'s loop: look at the branch tip often, reconcile what a push touched at
 once, and what the schedule says is due every tick.
 
-One thread goes round, waiting at most ``poll`` seconds between rounds (a verified webhook
-or SIGTERM cuts the wait short). Each round it
+APScheduler drives two interval jobs on one worker thread, so they never overlap:
 
-1. renews (or seeks) the controller Lease: only the leader runs passes;
-2. runs a pass when ``tick`` seconds went by since the last one started (the schedule:
-   ``spec.interval``, ``spec.retryInterval``), or when ``git ls-remote`` shows the branch tip
-   moved from the revision the last pass read. The pass reconciles the resources that are
-   due, and those the new commits touched (:mod:`gitops.reconcile.touched`), nothing else.
+- ``look`` every ``poll`` seconds renews (or seeks) the controller Lease (only the leader runs
+  passes) and asks ``git ls-remote`` for the branch tip; when it moved from the revision the
+  last pass read, a pass runs at once. A verified webhook brings the next look forward to now.
+- ``tick`` every ``tick`` seconds (the first one at start) runs a pass for the schedule:
+  ``spec.interval``, ``spec.retryInterval``.
 
-Around each pass it keeps the Prometheus metrics (:mod:`gitops.metrics`) and the health
-answers (:mod:`gitops.serve.health`) current.
+A pass reconciles the resources that are due and those the new commits touched
+(:mod:`gitops.reconcile.touched`), nothing else. Around each pass the loop keeps the
+Prometheus metrics (:mod:`gitops.metrics`) and the health answers (:mod:`gitops.serve.health`)
+current. A job that comes due while a pass runs is coalesced into one run after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 
 from gitops import metrics
 from gitops.execution.leases import Leader
@@ -56,38 +64,60 @@ class RunLoop:
     ) -> None:
         self.settings, self.mode, self.leader, self.health = settings, mode, leader, health
         self.logger, self.say = logger, say
-        self.wake = threading.Event()
         self.stopping = threading.Event()
+        self.scheduler = _scheduler()
         self.branch = settings.branch  # seshat.yaml's spec.branch once a pass read it
         self.seen: str | None = None  # the tip the last pass was started for
-        self.last_start = float("-inf")
         self.tip_error = ""  # the last ls-remote complaint, logged once until it changes
         # "ns/name" -> (kind, phase, reason) of every declared resource, for the gauge.
         self.standing: dict[str, tuple[str, str, str]] = {}
         self.complete = False  # whether standing covers resources no pass reconciled yet
 
+    def wake(self) -> None:
+        """Look at the tip now (a verified webhook): the next ``look`` is brought forward."""
+        with contextlib.suppress(JobLookupError):  # not started yet, or stopping
+            self.scheduler.modify_job("look", next_run_time=datetime.now(UTC))
+
     def stop(self) -> None:
         self.stopping.set()
-        self.wake.set()
 
     def run(self) -> None:
-        while not self.stopping.is_set():
-            leading = self.leader.leading()
-            self.health.beat(leading if self.mode.leases is not None else None)
-            if leading:
-                self._round()
-            self.wake.wait(self.settings.poll)
-            self.wake.clear()
+        """Run the jobs until :meth:`stop`; a pass under way is finished first."""
+        now = datetime.now(UTC)
+        poll, tick = self.settings.poll, self.settings.tick
+        # The first pass at start is the tick's; the first look follows one poll later.
+        self.scheduler.add_job(
+            self._tick, IntervalTrigger(seconds=tick), id="tick", next_run_time=now
+        )
+        self.scheduler.add_job(
+            self._look,
+            IntervalTrigger(seconds=poll),
+            id="look",
+            next_run_time=now + timedelta(seconds=poll),
+        )
+        self.scheduler.start()
+        try:
+            self.stopping.wait()
+        finally:
+            self.scheduler.shutdown(wait=True)
 
-    def _round(self) -> None:
-        tip: str | None = None
-        if time.monotonic() - self.last_start < self.settings.tick:
-            tip = self._tip()
-            if tip is None or tip == self.seen:
-                return
-            self.say(f"seshat: {self.branch} moved to {tip[:12]}")
-        self.last_start = time.monotonic()
+    def _leading(self) -> bool:
+        leading = self.leader.leading()
+        self.health.beat(leading if self.mode.leases is not None else None)
+        return leading and not self.stopping.is_set()
+
+    def _look(self) -> None:
+        if not self._leading():
+            return
+        tip = self._tip()
+        if tip is None or tip == self.seen:
+            return
+        self.say(f"seshat: {self.branch} moved to {tip[:12]}")
         self._pass(tip)
+
+    def _tick(self) -> None:
+        if self._leading():
+            self._pass(None)
 
     def _tip(self) -> str | None:
         try:
@@ -149,3 +179,15 @@ class RunLoop:
         self.complete = True
         counts = Counter(self.standing.values())
         metrics.resource_phases(dict(counts))
+
+
+def _scheduler() -> BackgroundScheduler:
+    """One worker thread (passes never overlap); a job that came due several times while a
+    pass ran runs once after it, however late."""
+    # A look that comes due during a long pass is skipped with a warning: expected, not news.
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    return BackgroundScheduler(
+        executors={"default": ThreadPoolExecutor(max_workers=1)},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        timezone=UTC,
+    )
