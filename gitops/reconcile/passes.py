@@ -57,7 +57,7 @@ from gitops.writeback.status_files import plan_paths, read_status, status_bytes,
 from runner.errors import CanNotRunError, SeshatError
 from runner.protocol.messages import RegistrySettings
 
-__all__ = ["PassReport", "run_pass"]
+__all__ = ["PassReport", "realm_census", "run_pass"]
 
 
 @dataclass
@@ -123,7 +123,7 @@ def _previous(branch: StatusBranch, namespace: str, name: str, kind: str) -> Sta
     return read_status(data, kind)  # None: unknown, rebuilt by this pass
 
 
-def _census(resources: list[LoadedResource]) -> dict[str, tuple[Reason, str]]:
+def realm_census(resources: list[LoadedResource]) -> dict[str, tuple[Reason, str]]:
     """Realm conflicts: two live resources on one database, unless all share the realm."""
     claimants: dict[str, list[LoadedResource]] = defaultdict(list)
     for loaded in resources:
@@ -266,7 +266,7 @@ def _lifecycles(
     """Each valid resource's lifecycle (those due, with ``due_only``), its verdict staged:
     the resources of one realm one after another, realms side by side on ``workers``
     threads (:mod:`gitops.reconcile.workers`)."""
-    census = _census(list(ctx.repository.resources))
+    census = realm_census(list(ctx.repository.resources))
     realms: dict[str, list[LoadedResource]] = defaultdict(list)
     for loaded in ctx.repository.resources:
         resource = loaded.resource
