@@ -1,87 +1,35 @@
-"""``seshat preview`` on real components: which resources a pull request changes, the
-verdict a merge would reach for each, and that nothing is written anywhere
-(gitops/preview/)."""
+"""``seshat preview``: which resources a pull request changes and what changed for each
+(gitops/preview/changes.py), on real components."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import sqlite3
-from pathlib import Path
-from typing import Any
-
-from harness.reconcile_world import World, migration_yaml, schema_yaml
-
-ORDERS_V1 = "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER);\n"
-
-
-def _branch(world: World, name: str = "pr") -> None:
-    """Start the pull request's branch from main in the author's clone (fetching the status
-    branch the controller pushed, as a CI checkout with full history has it)."""
-    repo = world.remote.work
-    repo.git.fetch("--quiet", "origin")
-    repo.git.checkout("--quiet", "-B", name, "main")
-
-
-def _commit(world: World, message: str) -> None:
-    world.remote.work.git.add("--all")
-    world.remote.work.git.commit("--quiet", "--message", message)
-
-
-def _preview(world: World, *args: str) -> tuple[int, dict[str, Any], str]:
-    done = world.seshat(
-        "preview",
-        "--repo",
-        world.remote.work_dir,
-        "--base",
-        "main",
-        "--head",
-        "pr",
-        "--format",
-        "json",
-        *args,
-    )
-    assert done.stdout, done.stderr
-    return done.returncode, json.loads(done.stdout), done.stderr
-
-
-def _orders(world: World, sql: str = "", apply: str = "OnApproval", extra: str = "") -> Path:
-    """shop/orders declared on main and reconciled once: its status records the digest."""
-    layout = world.artifact("orders-v1", ORDERS_V1)
-    world.database("orders", sql)
-    world.remote.write_file(
-        "databases/orders/schema.yaml", schema_yaml("orders", layout, apply=apply, extra=extra)
-    )
-    world.remote.commit_all("declare orders")
-    world.reconcile()
-    return layout
-
-
-def _by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {r["name"]: r for r in document["resources"]}
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from harness.preview_pr import ORDERS_V1, commit, declare_orders, open_branch, preview
+from harness.reconcile_world import World, schema_yaml
 
 
 def test_an_unrelated_file_changes_no_resource(world: World) -> None:
-    _orders(world)
-    _branch(world)
+    declare_orders(world)
+    open_branch(world)
     world.remote.write_file("README.md", "# shop\n")
-    _commit(world, "docs")
+    commit(world, "docs")
 
-    status, document, _ = _preview(world)
+    status, document, _ = preview(world)
 
     assert status == 0
     assert document["resources"] == []
 
 
 def test_a_declaration_edit_shows_the_fields_and_the_plan_a_merge_reaches(world: World) -> None:
-    layout = _orders(world)
-    _branch(world)
+    layout = declare_orders(world)
+    open_branch(world)
     world.remote.write_file(
         "databases/orders/schema.yaml", schema_yaml("orders", layout, extra=", lockTimeout: 7s")
     )
-    _commit(world, "a longer lock timeout")
+    commit(world, "a longer lock timeout")
 
-    status, document, _ = _preview(world)
+    status, document, _ = preview(world)
 
     assert status == 0
     [orders] = document["resources"]
@@ -99,3 +47,70 @@ def test_a_declaration_edit_shows_the_fields_and_the_plan_a_merge_reaches(world:
     world.remote.work.git.push("--quiet", "origin", "main")
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     assert world.status("orders")["status"]["plan"]["id"] == plan["id"]  # type: ignore[index]
+
+
+def test_a_new_digest_behind_the_same_tag_counts_as_a_change(world: World) -> None:
+    declare_orders(world)
+    recorded = world.status("orders")["status"]["source"]["digest"]  # type: ignore[index]
+    # CI pushes new content under the same tag; the pull request touches only a README.
+    world.artifact("orders-v1", ORDERS_V1 + "CREATE TABLE refunds (id INTEGER PRIMARY KEY);\n")
+    open_branch(world)
+    world.remote.write_file("README.md", "# shop\n")
+    commit(world, "docs")
+
+    status, document, _ = preview(world)
+
+    assert status == 0
+    [orders] = document["resources"]
+    assert orders["recordedDigest"] == recorded
+    assert orders["resolvedDigest"] not in (None, recorded)
+    assert any("now resolves to" in reason for reason in orders["changes"])
+    assert "CREATE TABLE refunds" in orders["plan"]["sql"]
+
+
+def test_a_policy_edit_lists_the_resources_it_governs(world: World) -> None:
+    declare_orders(world)
+    open_branch(world)
+    policies = world.remote.work_dir / "policies" / "shop.yaml"
+    text = policies.read_text().replace(
+        "    - approvers: {allowedSigners: policies/allowed_signers}",
+        "    - approvers: {allowedSigners: policies/allowed_signers}\n      count: 2",
+    )
+    policies.write_text(text)
+    commit(world, "two approvers")
+
+    status, document, _ = preview(world)
+
+    assert status == 0
+    [orders] = document["resources"]
+    assert orders["changes"] == ["ApprovalPolicy approvers changed"]
+    assert orders["fields"] == []
+    assert orders["plan"]["approvals"] == 2
+    assert "needs 2 approval(s)" in orders["message"]
+
+
+def test_a_verification_policy_that_refuses_the_artifact_is_blocked(world: World) -> None:
+    declare_orders(world)
+    open_branch(world)
+    other = world.remote.work_dir / "policies" / "other.pub"
+    other.write_bytes((world.remote.work_dir / "policies" / "ci.pub").read_bytes())
+    policies = world.remote.work_dir / "policies" / "shop.yaml"
+    policies.write_text(
+        policies.read_text().replace("publicKey: policies/ci.pub", "publicKey: policies/other.pub")
+    )
+    commit(world, "rotate the CI key")
+    # The new key file is another key: the artifact's signature no longer verifies.
+    other.write_bytes(
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    commit(world, "the new key")
+
+    status, document, _ = preview(world)
+
+    assert status == 1
+    [orders] = document["resources"]
+    assert "VerificationPolicy ci changed" in orders["changes"]
+    assert (orders["outcome"], orders["reason"]) == ("Blocked", "ArtifactRefused")
+    assert orders["plan"] is None
