@@ -61,7 +61,7 @@ class PlanPreview:
     statements: int = 0
     destructive: bool = False
     privilege_changes: tuple[str, ...] = ()
-    hazards: tuple[tuple[str, int], ...] = ()  # hazard kind -> statements with it
+    hazards: tuple[tuple[str, int], ...] = ()  # hazard code -> statements with it
     sql: str = ""  # plan.sql (schemas); migrations carry no SQL
     files: tuple[tuple[str, str, str], ...] = ()  # migrations: (version, name, checksum)
     history: str = ""  # migrations: the history verdict
