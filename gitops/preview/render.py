@@ -117,7 +117,8 @@ def _resource(one: ResourcePreview) -> list[str]:
     lines = [
         f"### {key.kind} {code(f'{key.namespace}/{key.name}')}: {one.outcome.value}",
         "",
-        f"- **Verdict**: {code(one.reason)}" + (f" ({code(one.phase)})" if one.phase else ""),
+        f"- **Verdict**: {code(one.reason)}"
+        + (f" ({code(one.phase)})" if one.phase and one.phase != one.reason else ""),
         f"- **Why**: {code(one.message, 1000)}",
         "- **Changed**: " + "; ".join(code(r, 300) for r in one.change.reasons),
     ]

@@ -133,9 +133,10 @@ def run_preview(
             previews = tuple(session.preview(change) for change in changes)
         finally:
             session.close()
+    known = {str(p) for p in base_repo.problems}
     problems = tuple(
-        str(p) for p in head_repo.problems if p.path in paths or p.path == "seshat.yaml"
-    )
+        str(p) for p in head_repo.problems if p.path in paths and str(p) not in known
+    )  # the problems the pull request brings (a base that has them already is not its fault)
     return PreviewReport(revisions.base, revisions.head, previews, problems)
 
 

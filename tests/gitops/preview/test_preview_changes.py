@@ -30,8 +30,10 @@ def test_a_declaration_edit_shows_the_fields_and_the_plan_a_merge_reaches(world:
     commit(world, "a longer lock timeout")
 
     status, document, _ = preview(world)
+    again = preview(world)
 
     assert status == 0
+    assert again == (status, document, again[2])  # the same inputs, the same preview
     [orders] = document["resources"]
     assert orders["outcome"] == "Plan" and orders["reason"] == "AwaitingApproval"
     assert orders["fields"] == [
@@ -114,3 +116,21 @@ def test_a_verification_policy_that_refuses_the_artifact_is_blocked(world: World
     assert "VerificationPolicy ci changed" in orders["changes"]
     assert (orders["outcome"], orders["reason"]) == ("Blocked", "ArtifactRefused")
     assert orders["plan"] is None
+
+
+def test_a_broken_declaration_in_the_pull_request_is_a_problem(world: World) -> None:
+    declare_orders(world)
+    open_branch(world)
+    world.remote.write_file(
+        "databases/billing/schema.yaml",
+        "apiVersion: seshat.dev/v1alpha1\nkind: DatabaseSchema\n"
+        "metadata: {name: billing, namespace: shop}\nspec: {policy: {apply: Sometimes}}\n",
+    )
+    commit(world, "a broken declaration")
+
+    status, document, _ = preview(world)
+
+    assert status == 1
+    assert document["problems"] and all(
+        p.startswith("databases/billing/schema.yaml:") for p in document["problems"]
+    )
