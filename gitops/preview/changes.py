@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitops.approvals.verify import matching_rule
+from gitops.reconcile.identities import coordination_digest
 from gitops.reconcile.touched import STATEMENT_FOLDERS, touched_by
 from gitops.repo.loader import LoadedResource, Repository
 from gitops.repo.problems import ResourceKey
@@ -96,8 +97,10 @@ def changed_resources(
     one counts as a changed artifact.
     """
     changed = sorted(set(paths))
-    touched = touched_by(head, changed)
     databases = [r for r in head.resources if isinstance(r.resource, Database)]
+    kept = {r.key for r in databases}
+    removed = [r for r in base.resources if isinstance(r.resource, Database) and r.key not in kept]
+    touched = touched_by(head, _without_removals(base, head, changed, removed))
     found: list[ResourceChange] = []
     for loaded in databases:
         resource = loaded.resource
@@ -145,15 +148,42 @@ def changed_resources(
                 resolved_digest=resolved_digest,
             )
         )
-    kept = {r.key for r in databases}
-    for loaded in base.resources:
-        if isinstance(loaded.resource, Database) and loaded.key not in kept:
-            found.append(
-                ResourceChange(
-                    key=loaded.key, reasons=("removed by this pull request",), removed=True
-                )
-            )
+    for loaded in removed:
+        found.append(
+            ResourceChange(key=loaded.key, reasons=("removed by this pull request",), removed=True)
+        )
     return found
+
+
+def _without_removals(
+    base: Repository, head: Repository, changed: list[str], removed: list[LoadedResource]
+) -> list[str]:
+    """``changed`` without the deleted files that declared only resources the head removes:
+    those are listed as removed, and to :func:`touched_by` a vanished declaration could
+    have been anything, so it would list every resource. Their realm partners stay listed
+    (a removal can end a realm conflict)."""
+    gone = {r.key for r in removed}
+    dropped: set[str] = set()
+    for path in changed:
+        if (head.root / path).exists():
+            continue
+        declared = [r for r in base.resources if r.path == path]
+        if declared and all(r.key in gone for r in declared):
+            dropped.add(path)
+    partners = [
+        r.path
+        for r in head.resources
+        if isinstance(r.resource, Database) and any(_same_database(r, g) for g in removed)
+    ]
+    return sorted((set(changed) - dropped) | set(partners))
+
+
+def _same_database(one: LoadedResource, other: LoadedResource) -> bool:
+    a, b = one.resource, other.resource
+    assert isinstance(a, Database) and isinstance(b, Database)
+    return coordination_digest(a.metadata.namespace, a.spec.target) == coordination_digest(
+        b.metadata.namespace, b.spec.target
+    )
 
 
 def _policy_reasons(

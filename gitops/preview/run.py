@@ -292,6 +292,16 @@ class _Session:
                 "its database reference is not one the base branch declares; a preview "
                 "reaches only databases the base names, so it is planned after the merge",
             )
+        if one.spec.target.url.secret_key_ref is not None:
+            return ResourcePreview(
+                change,
+                Outcome.NOT_PREVIEWED,
+                "",
+                "NotPreviewed",
+                "the base's credential reference is a secretKeyRef, which a preview's local "
+                "runner cannot read: declare spec.target.previewUrl (fromEnv or fromFile) "
+                "with a read-only credential",
+            )
         verdict = preview_verdict(one, self.census.get(str(loaded.key)))
         outcome = _BY_PHASE.get(verdict.phase, Outcome.PLAN)
         return ResourcePreview(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from harness.preview_pr import ORDERS_V1, by_name, commit, declare_orders, open_branch, preview
-from harness.reconcile_world import World, schema_yaml
+from harness.reconcile_world import World, migration_yaml, schema_yaml
 
 
 def _edit(world: World, layout: Path, apply: str = "OnApproval", extra: str = "") -> None:
@@ -131,3 +131,44 @@ def test_an_unreachable_database_means_the_preview_could_not_run(
     assert status == 2
     [orders] = document["resources"]
     assert orders["outcome"] == "Failed" and orders["plan"] is None
+
+
+def test_a_removed_resource_is_listed_without_a_plan_and_alone(world: World) -> None:
+    layout = declare_orders(world)
+    world.database("billing")
+    world.remote.write_file("databases/billing/schema.yaml", schema_yaml("billing", layout))
+    world.remote.commit_all("declare billing")
+    open_branch(world)
+    (world.remote.work_dir / "databases" / "orders" / "schema.yaml").unlink()
+    commit(world, "orders is retired")
+
+    status, document, _ = preview(world)
+
+    assert status == 0
+    [orders] = document["resources"]  # billing, on another database, is not listed
+    assert (orders["name"], orders["outcome"], orders["plan"]) == ("orders", "Removed", None)
+
+
+def test_a_modified_applied_migration_is_blocked(world: World) -> None:
+    first = {"1_items.sql": "CREATE TABLE items (id INTEGER PRIMARY KEY);\n"}
+    layout = world.migrations("items-v1", first)
+    world.database("items")
+    world.remote.write_file(
+        "databases/items/migrations.yaml", migration_yaml("items", layout, apply="Always")
+    )
+    world.remote.commit_all("declare items")
+    assert world.reconcile() == {"shop/items": "InSync/InSync"}
+    edited = world.migrations(
+        "items-v2", {"1_items.sql": "CREATE TABLE items (id INTEGER PRIMARY KEY, x TEXT);\n"}
+    )
+    open_branch(world)
+    world.remote.write_file(
+        "databases/items/migrations.yaml", migration_yaml("items", edited, apply="Always")
+    )
+    commit(world, "edit an applied migration")
+
+    status, document, _ = preview(world)
+
+    assert status == 1
+    [items] = document["resources"]
+    assert (items["outcome"], items["reason"]) == ("Blocked", "ChecksumModified")
