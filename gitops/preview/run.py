@@ -61,7 +61,7 @@ class Outcome(StrEnum):
     FAILED = "Failed"  # an operation failed: the preview of this resource could not run
     SUSPENDED = "Suspended"
     TARGET_CHANGED = "TargetChanged"  # the head changes spec.target: shown, never planned
-    NOT_PREVIEWED = "NotPreviewed"  # a new resource naming a database the base does not
+    NOT_PREVIEWED = "NotPreviewed"  # no database the preview may reach (docs/preview.md)
     REMOVED = "Removed"
 
 
