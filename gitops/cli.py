@@ -143,6 +143,7 @@ def _register() -> None:
     from gitops.approvals.cli import acknowledge, approve, verify_approval
     from gitops.artifacts.cli import artifact
     from gitops.controller import reconcile, run
+    from gitops.preview.cli import preview
     from gitops.statusview import plan_group, status
 
     cli.add_command(artifact)
@@ -153,6 +154,7 @@ def _register() -> None:
     cli.add_command(run)
     cli.add_command(status)
     cli.add_command(plan_group)
+    cli.add_command(preview)
 
 
 _register()

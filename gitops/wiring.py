@@ -24,7 +24,7 @@ from gitops.reconcile.passes import PassReport, run_pass
 from runner.files import NotReadable, read_regular_file
 from runner.protocol.messages import RegistrySettings
 
-__all__ = ["Wiring", "wire"]
+__all__ = ["Wiring", "registry_settings", "wire"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Wiring:
 
 def wire(say: Callable[[str], None], **options: Any) -> Wiring:
     """The executor, leases and publisher the controller's mode options ask for."""
-    registry = _registry(options["registry_plain_http"], options["registry_ca"])
+    registry = registry_settings(options["registry_plain_http"], options["registry_ca"])
     if options["executor"] == "local":
         if options["publish_status"]:
             raise click.UsageError("--publish-status needs --executor kubernetes")
@@ -109,7 +109,7 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
 MAX_CA_BUNDLE = 1024 * 1024
 
 
-def _registry(plain_http: tuple[str, ...], ca: Path | None) -> RegistrySettings:
+def registry_settings(plain_http: tuple[str, ...], ca: Path | None) -> RegistrySettings:
     """How runners reach registries (never a credential: runners hold that)."""
     ca_pem = None
     if ca is not None:

@@ -48,6 +48,7 @@ __all__ = [
     "StatementVerdict",
     "load_bundles",
     "matching_rule",
+    "required_approvals",
     "sigstore_path",
     "statement_identity",
     "verify_statement",
@@ -141,6 +142,17 @@ def matching_rule(
     return None
 
 
+def required_approvals(rule: ApprovalRule, *, destructive: bool, privilege: bool) -> int:
+    """How many distinct allowed signers a plan needs under ``rule``: ``count``, or the
+    highest of ``destructiveCount`` / ``privilegeCount`` that applies to the plan."""
+    required = rule.count
+    if destructive and rule.destructive_count:
+        required = max(required, rule.destructive_count)
+    if privilege and rule.privilege_count:
+        required = max(required, rule.privilege_count)
+    return required
+
+
 def _refused(
     reason: str, message: str, signers: tuple[Signer, ...] = (), required: int = 0
 ) -> StatementVerdict:
@@ -217,11 +229,7 @@ def verify_statement(
         )
     policy, rule = found
     allowed = repo / rule.approvers.allowed_signers if rule.approvers.allowed_signers else None
-    required = rule.count
-    if destructive and rule.destructive_count:
-        required = max(required, rule.destructive_count)
-    if privilege and rule.privilege_count:
-        required = max(required, rule.privilege_count)
+    required = required_approvals(rule, destructive=destructive, privilege=privilege)
     signers: dict[str, Signer] = {}
     keys: set[str] = set()
     bad = unlisted = 0

@@ -62,7 +62,7 @@ from runner.protocol.results import (
     RunOutcome,
 )
 
-__all__ = ["VERDICT_REASONS", "MigrationPass", "migration_policy_digest"]
+__all__ = ["VERDICT_REASONS", "MigrationPass", "migration_binding", "migration_policy_digest"]
 
 VERDICT_REASONS = {
     HistoryVerdict.DIRTY: Reason.HISTORY_DIRTY,
@@ -75,6 +75,33 @@ VERDICT_REASONS = {
 
 def migration_policy_digest(resource: DatabaseMigration) -> str:
     return digest("migration-policy", resource.spec.policy.model_dump(mode="json", by_alias=True))
+
+
+def migration_binding(
+    resource: DatabaseMigration,
+    uid: str,
+    history: HistoryReport,
+    *,
+    artifact_digest: str,
+    target_identity: str,
+    verification: str,
+) -> MigrationPlanBinding:
+    """The plan of ``history``'s pending files for ``resource`` (uid ``uid``): its id is what
+    ``seshat approve --plan`` names. The lifecycle and ``seshat preview`` share it."""
+    spec = resource.spec
+    names = dict(zip(history.pending, history.pending_names, strict=False))
+    return MigrationPlanBinding(
+        resource_uid=uid,
+        versions=tuple((v, names.get(v, ""), c) for v, c in history.pending_checksums),
+        history_fingerprint=history.fingerprint,
+        artifact_digest=artifact_digest,
+        coordination_digest=coordination_digest(resource.metadata.namespace, spec.target),
+        target_identity=target_identity,
+        policy=migration_policy_digest(resource),
+        verification_policy=verification,
+        engine=spec.target.engine,
+        runner_protocol=PROTOCOL_VERSION,
+    )
 
 
 def _summary(history: HistoryReport) -> HistorySummary:
@@ -183,18 +210,13 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         if history.verdict is HistoryVerdict.NOTHING_PENDING:
             return self._in_sync(history)
         # Planning: the pending files, exactly, bound to everything that decided them.
-        names = dict(zip(history.pending, history.pending_names, strict=False))
-        binding = MigrationPlanBinding(
-            resource_uid=self.ref.uid,
-            versions=tuple((v, names.get(v, ""), c) for v, c in history.pending_checksums),
-            history_fingerprint=history.fingerprint,
+        binding = migration_binding(
+            self.resource,
+            self.ref.uid,
+            history,
             artifact_digest=artifact_digest,
-            coordination_digest=coordination_digest(self.ref.namespace, spec.target),
             target_identity=identity,
-            policy=migration_policy_digest(self.resource),
-            verification_policy=verification,
-            engine=spec.target.engine,
-            runner_protocol=PROTOCOL_VERSION,
+            verification=verification,
         )
         current = migration_plan_id(binding)
         json_path, _ = plan_paths(self.ref.namespace, self.ref.name, current)

@@ -39,7 +39,6 @@ from gitops.reconcile.touched import touched_by
 from gitops.reconcile.workers import in_parallel
 from gitops.repo.loader import LoadedResource, Repository, load_repository
 from gitops.repo.tip import complaint
-from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.base import storable_name
 from gitops.resources.migration import DatabaseMigration
@@ -54,11 +53,11 @@ from gitops.resources.status import (
 from gitops.reviews.review import Reviews
 from gitops.writeback.batch import Batch, status_change
 from gitops.writeback.status_branch import StatusBranch
-from gitops.writeback.status_files import plan_paths, status_bytes, status_path
+from gitops.writeback.status_files import plan_paths, read_status, status_bytes, status_path
 from runner.errors import CanNotRunError, SeshatError
 from runner.protocol.messages import RegistrySettings
 
-__all__ = ["PassReport", "run_pass"]
+__all__ = ["PassReport", "realm_census", "run_pass"]
 
 
 @dataclass
@@ -121,16 +120,10 @@ def _previous(branch: StatusBranch, namespace: str, name: str, kind: str) -> Sta
     data = branch.read(status_path(namespace, name))
     if data is None:
         return None
-    model = DatabaseMigrationStatus if kind == "DatabaseMigration" else DatabaseSchemaStatus
-    try:
-        document = read_documents(data)[0].data
-        assert isinstance(document, dict) and document.get("kind") == f"{kind}Status"
-        return model.model_validate(document["status"])
-    except (FileError, ValueError, KeyError, AssertionError, IndexError, RecursionError):
-        return None  # unreadable (or another kind's): treated as unknown, rebuilt by this pass
+    return read_status(data, kind)  # None: unknown, rebuilt by this pass
 
 
-def _census(resources: list[LoadedResource]) -> dict[str, tuple[Reason, str]]:
+def realm_census(resources: list[LoadedResource]) -> dict[str, tuple[Reason, str]]:
     """Realm conflicts: two live resources on one database, unless all share the realm."""
     claimants: dict[str, list[LoadedResource]] = defaultdict(list)
     for loaded in resources:
@@ -273,7 +266,7 @@ def _lifecycles(
     """Each valid resource's lifecycle (those due, with ``due_only``), its verdict staged:
     the resources of one realm one after another, realms side by side on ``workers``
     threads (:mod:`gitops.reconcile.workers`)."""
-    census = _census(list(ctx.repository.resources))
+    census = realm_census(list(ctx.repository.resources))
     realms: dict[str, list[LoadedResource]] = defaultdict(list)
     for loaded in ctx.repository.resources:
         resource = loaded.resource

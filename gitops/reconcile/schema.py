@@ -43,7 +43,7 @@ from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import ArtifactSource, PlanSettings
 from runner.protocol.results import ApplyResult, DriftReport, DriftResult, PlanResult
 
-__all__ = ["SchemaPass", "schema_policy_digest"]
+__all__ = ["SchemaPass", "plan_binding", "schema_policy_digest"]
 
 
 _PRIVILEGE_POLICY = {"managedRoles": [], "manageOwnership": False}
@@ -57,6 +57,37 @@ def schema_policy_digest(resource: DatabaseSchema) -> str:
         if policy.get(name) == unset:
             policy.pop(name, None)
     return digest("schema-policy", policy)
+
+
+def plan_binding(
+    resource: DatabaseSchema,
+    uid: str,
+    document: PlanDocument,
+    *,
+    artifact_digest: str,
+    coordination: str,
+    target_identity: str,
+    verification: str,
+) -> PlanBinding:
+    """Everything that decided ``document`` for ``resource`` (uid ``uid``): its digest is
+    the plan id ``seshat approve --plan`` names. The lifecycle and ``seshat preview`` both
+    compute it here, so a preview shows the id a pass would reach from the same inputs."""
+    return PlanBinding(
+        resource_uid=uid,
+        plan_digest=sha256_digest(plan_bytes(document)),
+        artifact_digest=artifact_digest,
+        coordination_digest=coordination,
+        target_identity=target_identity,
+        observed=document.observed,
+        desired=document.desired,
+        policy=schema_policy_digest(resource),
+        verification_policy=verification,
+        engine=f"{document.dialect} {document.server_major}",
+        runner_protocol=PROTOCOL_VERSION,
+        destructive=document.summary.destructive,
+        privilege_changes=tuple(document.summary.privilege_changes),
+        statements=document.summary.statements,
+    )
 
 
 class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
@@ -116,21 +147,14 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         document, data, target_identity = self._refresh(desired)
         if document.empty:
             return self._in_sync("the database matches the declared schema")
-        binding = PlanBinding(
-            resource_uid=self.ref.uid,
-            plan_digest=sha256_digest(data),
+        binding = plan_binding(
+            self.resource,
+            self.ref.uid,
+            document,
             artifact_digest=artifact_digest,
-            coordination_digest=coordination,
+            coordination=coordination,
             target_identity=target_identity,
-            observed=document.observed,
-            desired=document.desired,
-            policy=schema_policy_digest(self.resource),
-            verification_policy=verification,
-            engine=f"{document.dialect} {document.server_major}",
-            runner_protocol=PROTOCOL_VERSION,
-            destructive=document.summary.destructive,
-            privilege_changes=tuple(document.summary.privilege_changes),
-            statements=document.summary.statements,
+            verification=verification,
         )
         current = plan_id(binding)
         json_path, sql_path = plan_paths(self.ref.namespace, self.ref.name, current)

@@ -91,6 +91,9 @@ class Target(Model):
     coordination_key: Annotated[str, Field(pattern=COORDINATION_KEY)] | None = None
     realm: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] | None = None
     shared_realm: bool = False
+    preview_url: UrlReference | None = None
+    """A read-only credential for ``seshat preview`` (docs/preview.md); ``url`` when unset.
+    A preview only observes and plans, so it never needs the credential that may write."""
 
     _one_coordination_name = exactly_one("coordination", "coordination_key", "realm")
 

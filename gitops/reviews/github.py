@@ -17,7 +17,12 @@ __all__ = ["ForgeError", "GitHub", "PullRequest"]
 
 
 class ForgeError(SeshatError):
-    """A forge's API refused or failed a request (the message names the call, never a token)."""
+    """A forge's API refused or failed a request (the message names the call, never a token);
+    ``status`` is the HTTP status it answered, None when it did not answer."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +56,16 @@ class GitHub:
         )
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One call on the repository's API (``path`` below ``/repos/OWNER/NAME``); its JSON."""
         url = f"{self.api}/repos/{self.repository}{path}"
         try:
             response = self.session.request(method, url, timeout=self.timeout, **kwargs)
         except requests.RequestException as error:
             raise ForgeError(f"GitHub {method} {path}: {type(error).__name__}") from None
         if response.status_code >= 300:
-            raise ForgeError(f"GitHub {method} {path}: HTTP {response.status_code}")
+            raise ForgeError(
+                f"GitHub {method} {path}: HTTP {response.status_code}", response.status_code
+            )
         return response.json() if response.content else None
 
     def find_open(self, branch: str) -> PullRequest | None:

@@ -16,12 +16,13 @@ makes no commit.
 
 from __future__ import annotations
 
+from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
 from gitops.yamlout import dump_all
 from runner.digests import digest_hex
 
-__all__ = ["binding_path", "plan_paths", "status_bytes", "status_path"]
+__all__ = ["binding_path", "plan_paths", "read_status", "status_bytes", "status_path"]
 
 
 def status_path(namespace: str, name: str) -> str:
@@ -48,3 +49,16 @@ def status_bytes(
         "status": status.model_dump(mode="json", by_alias=True, exclude_none=True),
     }
     return dump_all([document]).encode("utf-8")
+
+
+def read_status(data: bytes, kind: str) -> DatabaseSchemaStatus | DatabaseMigrationStatus | None:
+    """The status a status file's bytes record for a resource of ``kind`` (None when it is
+    unreadable or another kind's: the caller treats that as unknown)."""
+    model = DatabaseMigrationStatus if kind == "DatabaseMigration" else DatabaseSchemaStatus
+    try:
+        document = read_documents(data)[0].data
+        if not isinstance(document, dict) or document.get("kind") != f"{kind}Status":
+            return None
+        return model.model_validate(document["status"])
+    except (FileError, ValueError, KeyError, IndexError, RecursionError):
+        return None
