@@ -74,7 +74,10 @@ VERDICT_REASONS = {
 
 
 def migration_policy_digest(resource: DatabaseMigration) -> str:
-    return digest("migration-policy", resource.spec.policy.model_dump(mode="json", by_alias=True))
+    """The fingerprint of the policy fields that decide a run (``timeouts`` do not: changing
+    one keeps the plan id and its approvals)."""
+    policy = resource.spec.policy.model_dump(mode="json", by_alias=True, exclude={"timeouts"})
+    return digest("migration-policy", policy)
 
 
 def _summary(history: HistoryReport) -> HistorySummary:

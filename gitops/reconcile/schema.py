@@ -52,7 +52,9 @@ did before they existed (no resource re-plans for an upgrade alone)."""
 
 
 def schema_policy_digest(resource: DatabaseSchema) -> str:
-    policy = resource.spec.policy.model_dump(mode="json", by_alias=True)
+    """The fingerprint of what decides a plan; ``timeouts`` decide only when an operation is
+    abandoned, so changing one keeps the plan id and its approvals."""
+    policy = resource.spec.policy.model_dump(mode="json", by_alias=True, exclude={"timeouts"})
     for name, unset in _PRIVILEGE_POLICY.items():
         if policy.get(name) == unset:
             policy.pop(name, None)
