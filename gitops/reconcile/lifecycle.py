@@ -33,7 +33,7 @@ from gitops.reconcile.state import StateFile
 from gitops.reconcile.workers import Books
 from gitops.repo.loader import LoadedResource, Repository
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
-from gitops.resources.database import DatabaseSpec
+from gitops.resources.database import DatabaseSpec, OperationTimeouts
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
 from gitops.resources.schema import DatabaseSchema
@@ -55,6 +55,7 @@ from runner.artifacts.errors import ArtifactError
 from runner.artifacts.format import ARTIFACT_TYPES
 from runner.artifacts.policy import VerificationPolicySpec, policy_digest, trust_paths
 from runner.artifacts.reference import parse_reference
+from runner.deadline import STOP_MARGIN
 from runner.digests import sha256_digest
 from runner.errors import ConfigurationError, SeshatError
 from runner.files import NotReadable, read_inside
@@ -110,7 +111,6 @@ class PassContext:
     work_dir: Path
     holder: str
     registry: RegistrySettings = field(default_factory=RegistrySettings)
-    deadline: float = 600.0
     now: Callable[[], datetime] = field(default=utc_now)
     log: Callable[[str], None] = lambda _: None
     leases: Leases | None = None  # None: the state file's
@@ -162,6 +162,7 @@ class ResourcePass(Generic[StatusT]):
         resource = loaded.resource
         assert isinstance(resource, (DatabaseSchema, DatabaseMigration))
         self.spec: DatabaseSpec = resource.spec
+        self.timeouts: OperationTimeouts = resource.spec.policy.timeouts
         self.ctx = ctx
         self.previous: StatusT | None = previous
         meta = resource.metadata
@@ -189,6 +190,14 @@ class ResourcePass(Generic[StatusT]):
 
     def op_id(self, operation: str) -> str:
         return f"{operation}-{secrets.token_hex(8)}"
+
+    def deadline(self, operation: str) -> int:
+        """How long ``operation`` may run (``spec.policy.timeouts``): ``apply`` and
+        ``migrate`` their own, every read-only operation ``plan``'s."""
+        timeouts = self.timeouts
+        if operation == "apply":
+            return timeouts.apply
+        return timeouts.migrate if operation == "migrate" else timeouts.plan
 
     def run_operation(self, operation: str, op_id: str | None = None, **fields: object) -> Outcome:
         """One operation on the resource's database (an Apply runs alone, with its id)."""
@@ -220,12 +229,15 @@ class ResourcePass(Generic[StatusT]):
                     "registry": self.ctx.registry,
                     **fields,
                     "settings": self.settings(),
+                    "deadline_seconds": self.deadline(operation),
                 }
             )
             for operation, fields in operations
         ]
         self.ctx.log(f"{self.key}: {', '.join(name for name, _ in operations)}")
-        deadline = self.ctx.deadline * len(requests)
+        # The runner stops each operation at its own deadline; the executor waits that long
+        # for all of them, plus a margin for the runner's answer (runner/deadline.py).
+        deadline = sum(r.deadline_seconds or 0 for r in requests) + STOP_MARGIN
         with self.ctx.books.released(), metered(requests) as meter:
             return meter.all(
                 executor.run_batch(requests, env, deadline, namespace=self.ref.namespace)
@@ -240,12 +252,14 @@ class ResourcePass(Generic[StatusT]):
                 "id": self.op_id(operation),
                 "registry": self.ctx.registry,
                 **fields,
+                "deadline_seconds": self.deadline(operation),
             }
         )
         self.ctx.log(f"{self.key}: {operation}")
+        deadline = self.deadline(operation) + STOP_MARGIN
         with self.ctx.books.released(), metered([request]) as meter:
             return meter.one(
-                self.ctx.executor.run(request, {}, self.ctx.deadline, namespace=self.ref.namespace)
+                self.ctx.executor.run(request, {}, deadline, namespace=self.ref.namespace)
             )
 
     def result(self, outcome: Outcome, what: str, kind: type[PayloadT]) -> PayloadT:

@@ -95,7 +95,10 @@ def _summary(history: HistoryReport) -> HistorySummary:
 class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     artifact_kind = "migrations"
     phases = MigrationPhase
-    refusals: ClassVar[dict[str, Reason]] = {v.value: r for v, r in VERDICT_REASONS.items()}
+    refusals: ClassVar[dict[str, Reason]] = {
+        **{v.value: r for v, r in VERDICT_REASONS.items()},
+        "transaction_mode_unsupported": Reason.CONFIGURATION_ERROR,
+    }
 
     def __init__(
         self, loaded: LoadedResource, ctx: PassContext, previous: DatabaseMigrationStatus | None
@@ -164,7 +167,9 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     def settings(self) -> PlanSettings:
         policy = self.resource.spec.policy
         return PlanSettings(
-            lock_timeout_ms=policy.lock_timeout * 1000, out_of_order=policy.out_of_order
+            lock_timeout_ms=policy.lock_timeout * 1000,
+            out_of_order=policy.out_of_order,
+            transaction_mode=policy.transaction_mode.value,
         )
 
     # -- the lifecycle -------------------------------------------------------------------

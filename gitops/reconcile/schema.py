@@ -72,6 +72,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "catalog_not_visible": Reason.CONFIGURATION_ERROR,
         "unknown_role": Reason.CONFIGURATION_ERROR,
         "unsupported_option": Reason.CONFIGURATION_ERROR,
+        "transaction_mode_unsupported": Reason.CONFIGURATION_ERROR,
     }
 
     def __init__(
@@ -98,6 +99,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             managed_roles=list(policy.managed_roles) or None,  # unset: left out of the input
             manage_ownership=policy.manage_ownership or None,
             lock_timeout_ms=policy.lock_timeout * 1000,
+            transaction_mode=policy.transaction_mode.value,
         )
 
     # -- the lifecycle -------------------------------------------------------------------

@@ -27,11 +27,11 @@ from gitops.resources.base import (
 __all__ = [
     "KNOWN_ENGINES",
     "ApplyPolicy",
-    "OperationTimeouts",
     "Artifact",
     "ArtifactVerification",
     "DatabaseDeclaration",
     "DatabaseSpec",
+    "OperationTimeouts",
     "SecretKeyRef",
     "Target",
     "UrlReference",
