@@ -59,6 +59,8 @@ _BASE_ENVIRONMENT = (
     "TMPDIR",
     "PGPASSFILE",
     "PGSERVICEFILE",
+    # Where the runner's own code is, when it is not the installed one (a checkout).
+    "PYTHONPATH",
     # Where sandboxes come from (docs/engine.md): the runner's cache, the user a private
     # server runs as, PostgreSQL binaries in an unusual place.
     "SESHAT_CACHE_DIR",
