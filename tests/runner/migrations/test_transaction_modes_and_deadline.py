@@ -226,3 +226,31 @@ def test_schema_mode_all_refuses_a_plan_that_cannot_be_one_transaction(
     (desired / "more.sql").write_text("CREATE TABLE tags (id INT PRIMARY KEY);\n")
     (desired / "schema.sql").write_text("CREATE TABLE items (id INT PRIMARY KEY, name TEXT);\n")
     assert plan("all")["result"]["plan"]["statements"]
+
+
+def test_schema_modes_an_engine_cannot_honour_are_refused_before_planning(
+    mariadb_server: MariaDBServer, mariadb_database: MariaDBDatabase, tmp_path: Path
+) -> None:
+    desired = tmp_path / "desired"
+    desired.mkdir()
+    (desired / "schema.sql").write_text("CREATE TABLE items (id INT PRIMARY KEY);\n")
+    sqlite_file = tmp_path / "orders.db"
+    sqlite_file.touch()
+    runner = RunnerCLI(secrets=[mariadb_server.app_password])
+    cases = [
+        (mariadb_database.url_with_password, "all", "its DDL commits implicitly"),
+        (f"sqlite:///{sqlite_file}", "none", "a table rebuild is only safe so"),
+    ]
+    for url, mode, why in cases:
+        answer = _op(
+            runner,
+            tmp_path,
+            {"DB_URL": url},
+            operation="plan",
+            id=f"plan-{mode}",
+            desired=str(desired),
+            settings={"transaction_mode": mode},
+        )
+        assert answer["error"]["reason"] == "transaction_mode_unsupported", answer
+        assert why in answer["error"]["message"]
+    assert runner.leaks() == []
