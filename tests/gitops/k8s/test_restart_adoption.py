@@ -59,6 +59,20 @@ spec:
 """
 
 
+MIGRATION = """\
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseMigration
+metadata: {{name: ledger, namespace: shop}}
+spec:
+  target:
+    engine: sqlite
+    url: {{secretKeyRef: {{name: ledger-db, key: url}}}}
+    coordinationKey: ledger
+  artifact: {{ref: "{ref}", verification: {{policy: ci}}}}
+  policy: {{apply: Always}}
+"""
+
+
 @pytest.fixture
 def kube() -> Iterator[FakeKubernetes]:
     fake = FakeKubernetes()
@@ -92,12 +106,17 @@ def _mounts(tmp_path: Path) -> Path:
 
 
 def _first_controller_killed_while_applying(
-    world: World, kube: FakeKubernetes, tmp_path: Path, registry: RegistryServer
+    world: World,
+    kube: FakeKubernetes,
+    tmp_path: Path,
+    registry: RegistryServer,
+    name: str = "orders",
+    operation: str = "apply",
 ) -> sqlite3.Connection:
     """``seshat reconcile`` in Kubernetes mode, SIGKILLed once its Apply Job's runner runs
     (held on the write lock this returns: the caller lets it go with ROLLBACK)."""
-    database = world.database("orders")
-    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    database = world.database(name)
+    kube.secrets[("shop", f"{name}-db")] = {"url": f"sqlite:///{database}"}
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     controller = subprocess.Popen(
@@ -124,7 +143,7 @@ def _first_controller_killed_while_applying(
     )
     try:
         ends = time.monotonic() + 120
-        while not any(_operation(j) == "apply" for j in kube.list("jobs", "shop")):
+        while not any(_operation(j) == operation for j in kube.list("jobs", "shop")):
             assert controller.poll() is None, "the controller ended before its Apply"
             assert time.monotonic() < ends, "no Apply Job"
             time.sleep(0.1)
@@ -132,7 +151,7 @@ def _first_controller_killed_while_applying(
     finally:
         os.killpg(controller.pid, signal.SIGKILL)
         controller.wait()
-    assert "Applying" in world.phases("orders")
+    assert "Applying" in world.phases(name)
     return holder
 
 
@@ -174,13 +193,13 @@ def _finished_records(world: World, op_id: str) -> list[str]:
     ]
 
 
-def _lease_holder(kube: FakeKubernetes) -> str | None:
-    """Who holds the realm lease of ``shop/orders`` now (None: nobody)."""
+def _lease_holder(kube: FakeKubernetes, name: str = "orders") -> str | None:
+    """Who holds the realm lease of ``shop/<name>`` now (None: nobody)."""
     target = Target.model_validate(
         {
             "engine": "sqlite",
-            "url": {"secretKeyRef": {"name": "orders-db", "key": "url"}},
-            "coordinationKey": "orders",
+            "url": {"secretKeyRef": {"name": f"{name}-db", "key": "url"}},
+            "coordinationKey": name,
         }
     )
     found = kube.get("leases", "seshat-system", lease_name(coordination_digest("shop", target)))
@@ -330,3 +349,52 @@ def test_the_policy_timeouts_reach_the_jobs_and_the_runner_input(
     labels = apply["metadata"]["labels"]
     assert labels[OPERATION_ID_LABEL] == inputs["apply"]["id"]
     assert labels[RESOURCE_LABEL] == world.status("orders")["resource"]["uid"]  # type: ignore[index]
+
+
+def test_a_restart_mid_migration_reattaches_and_settles_the_run_by_its_result(
+    world: World,
+    kube: FakeKubernetes,
+    api: KubeApi,
+    tmp_path: Path,
+    oci_registry: RegistryServer,
+) -> None:
+    ref = f"oci://{oci_registry.address}/shop/{world.tmp.name.lower()}-migrations:v1"
+    files = {
+        "1_items.sql": b"CREATE TABLE items (id INTEGER PRIMARY KEY);\n",
+        "2_tags.sql": b"CREATE TABLE tags (id INTEGER PRIMARY KEY);\n",
+    }
+    pinned = world.publish(
+        ref, files, "migrations", registry=("--plain-http", oci_registry.address)
+    )
+    world.remote.write_file("databases/ledger.yaml", MIGRATION.format(ref=pinned))
+    world.remote.commit_all("declare ledger")
+    holder = _first_controller_killed_while_applying(
+        world, kube, tmp_path, oci_registry, "ledger", "migrate"
+    )
+    try:
+        (job,) = [j for j in kube.list("jobs", "shop") if _operation(j) == "migrate"]
+        op_id = job["metadata"]["labels"][OPERATION_ID_LABEL]
+        created = len(kube.jobs_created)
+        thread, reports = _next_controller(world, api, tmp_path, oci_registry)
+        time.sleep(3.0)
+        assert thread.is_alive() and len(kube.jobs_created) == created
+        assert _lease_holder(kube, "ledger") is not None
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    thread.join(180)
+    (report,) = reports
+
+    # Without adoption the run would read Unknown and block; its result says Applied, and
+    # the history read afterwards confirms it.
+    assert report.phases == {"shop/ledger": "InSync"}, world.status("ledger")
+    assert tables(world.tmp / "ledger.db") == ["items", "seshat_schema_migrations", "tags"]
+    operations = [_operation(j) for j in kube.jobs_created]
+    assert operations.count("migrate") == 1
+    assert operations[created:] == ["resolve", "verify", "history"]
+    (finished,) = _finished_records(world, op_id)
+    assert '"outcome":"Applied"' in finished
+    status = world.status("ledger")["status"]
+    assert isinstance(status, dict) and status.get("unresolvedRun") is None
+    assert status["lastApplied"]["appliedVersions"] == ["1", "2"]
+    assert _lease_holder(kube, "ledger") is None
