@@ -254,3 +254,67 @@ def test_schema_modes_an_engine_cannot_honour_are_refused_before_planning(
         assert answer["error"]["reason"] == "transaction_mode_unsupported", answer
         assert why in answer["error"]["message"]
     assert runner.leaks() == []
+
+
+def _apply_plan_in_mode(
+    runner: RunnerCLI, tmp_path: Path, env: dict[str, str], desired: Path, mode: str
+) -> dict[str, Any]:
+    """Plan ``desired`` in ``mode``, then (after the caller's data change) apply it."""
+    from runner.digests import sha256_digest
+    from runner.engines.plan import plan_bytes
+    from runner.protocol.results import PlanResult
+
+    planned = _op(
+        runner,
+        tmp_path,
+        env,
+        operation="plan",
+        id=f"plan-{mode}",
+        desired=str(desired),
+        settings={"transaction_mode": mode},
+    )
+    data = plan_bytes(PlanResult.model_validate(planned["result"]).plan)
+    plan_file = tmp_path / f"plan-{mode}.json"
+    plan_file.write_bytes(data)
+    return {"plan": str(plan_file), "expect_digest": sha256_digest(data)}
+
+
+def test_schema_mode_none_keeps_what_ran_before_a_failure_and_auto_keeps_nothing(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """A CHECK added to a table with rows is added NOT VALID, then validated; a row that
+    breaks it, written after the plan was made, fails the validation. In ``auto`` the plan's
+    statements are one transaction and nothing stays; in ``none`` each ran on its own."""
+    from harness.postgres import temporary_postgres_database
+
+    desired = tmp_path / "desired"
+    desired.mkdir()
+    (desired / "schema.sql").write_text(
+        "CREATE TABLE items (id INT PRIMARY KEY, name TEXT,\n"
+        "  CONSTRAINT named CHECK (name <> 'x'));\n"
+        "CREATE TABLE tags (id INT PRIMARY KEY);\n"
+    )
+    runner = RunnerCLI(secrets=[postgres_server.app_password])
+    kept: dict[str, set[str]] = {}
+    for mode in ("auto", "none"):
+        with temporary_postgres_database(postgres_server) as database:
+            env = {"DB_URL": database.url_with_password}
+            with database.connect_as_app() as conn:
+                conn.execute("CREATE TABLE items (id INT PRIMARY KEY, name TEXT)")
+                conn.execute("INSERT INTO items VALUES (1, 'a')")
+            fields = _apply_plan_in_mode(runner, tmp_path, env, desired, mode)
+            with database.connect_as_app() as conn:
+                conn.execute("INSERT INTO items VALUES (2, 'x')")  # data, not schema
+            applied = _op(
+                runner,
+                tmp_path,
+                env,
+                operation="apply",
+                id=f"apply-{mode}",
+                settings={"transaction_mode": mode},
+                **fields,
+            )
+            assert applied["result"]["apply"]["failed"] is not None, applied
+            kept[mode] = _pg_tables(database)
+    assert kept["auto"] == {"items"}  # rolled back with the validation
+    assert kept["none"] == {"items", "tags"}  # committed before the validation failed
