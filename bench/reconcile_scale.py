@@ -87,9 +87,12 @@ class CountingExecutor(LocalExecutor):
         deadline: float,
         *,
         namespace: str = "default",
+        resource: str = "",
     ) -> list[Outcome]:
         self.starts += 1  # one process per call, whatever the batch holds
-        return super().run_batch(requests, environment, deadline, namespace=namespace)
+        return super().run_batch(
+            requests, environment, deadline, namespace=namespace, resource=resource
+        )
 
 
 def _git(cwd: Path, *args: str) -> str:

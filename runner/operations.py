@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from runner.deadline import DeadlineExceeded, deadline
 from runner.digests import sha256_digest
 from runner.errors import CanNotRunError, SeshatError
 from runner.identity import target_identity
@@ -109,7 +111,7 @@ def _refused(reason: str, message: str) -> _Failure:
 def _migrations(request: OperationInput, url: DatabaseURL) -> OperationPayload:
     """``history`` (read-only) and ``migrate`` (the migration family's Apply)."""
     from runner.errors import ConfigurationError
-    from runner.migrations.apply import MigrationRefused, apply_pending
+    from runner.migrations.apply import MigrationRefused, apply_pending, check_mode
     from runner.migrations.files import read_directory
     from runner.migrations.history import judge
     from runner.migrations.stores import open_store
@@ -121,9 +123,14 @@ def _migrations(request: OperationInput, url: DatabaseURL) -> OperationPayload:
     except ConfigurationError as error:
         raise _Failure(ErrorCode.MIGRATIONS_INVALID, str(error)) from None
     store = open_store(url, max(1, settings.lock_timeout_ms // 1000))
+    mode = settings.transaction_mode or "file"
     try:
         if request.operation == "history":
             verdict = judge(files, store.rows(), allow_out_of_order=settings.out_of_order)
+            try:  # a mode the database cannot honour is refused before anything is planned
+                check_mode(store, mode, verdict.pending_files)
+            except MigrationRefused as refusal:
+                raise _refused(refusal.reason, refusal.message) from None
             pending = [[f.version, f.checksum] for f in verdict.pending_files]
             names = [f.name for f in verdict.pending_files]
             reading = HistoryReport.model_validate(
@@ -138,6 +145,7 @@ def _migrations(request: OperationInput, url: DatabaseURL) -> OperationPayload:
                 operation_id=request.id,
                 expected=expected,
                 allow_out_of_order=settings.out_of_order,
+                mode=mode,
             )
         except MigrationRefused as refusal:
             raise _refused(refusal.reason, refusal.message) from None
@@ -211,18 +219,23 @@ def _execute(
             assert request.desired is not None
             report = engine.drift(Path(request.desired), options.scope, options.privileges)
             return DriftResult(drift=DriftReport.model_validate(report))
+        mode = settings.transaction_mode or "auto"
         if request.operation == "plan":
             assert request.desired is not None
+            engine.check_transaction_mode(mode)
             document = engine.plan(Path(request.desired), options)
+            engine.check_transaction_mode(mode, document)
             return PlanResult(plan_digest=plan_digest(document), plan=document)
         assert request.plan is not None
         data = Path(request.plan).read_bytes()
         if sha256_digest(data) != request.expect_digest:
             raise _refused("digest_mismatch", "the plan does not hash to the expected digest")
-        extra: dict[str, Any] = {}
+        plan = read_plan(data)
+        engine.check_transaction_mode(mode, plan)
+        extra: dict[str, Any] = {"transaction_mode": mode}
         if request.journal and getattr(engine, "journals", False):
             extra["journal"] = Path(request.journal)
-        applied = engine.apply(read_plan(data), lock_timeout_ms=settings.lock_timeout_ms, **extra)
+        applied = engine.apply(plan, lock_timeout_ms=settings.lock_timeout_ms, **extra)
         return ApplyResult(apply=ApplyReportModel.model_validate(applied.to_json()))
     except PlanRefused as refusal:
         raise _refused(refusal.reason, refusal.message) from None
@@ -275,19 +288,31 @@ def _answer(request: OperationInput, urls: _Urls) -> tuple[OperationResult, int]
     def failed(code: ErrorCode, message: str, reason: str | None = None) -> OperationResult:
         return _error(operation, operation_id, identity, code, message, reason)
 
+    seconds = request.deadline_seconds
+    expired = f"the operation did not finish within its deadline of {seconds} s and was stopped"
+
+    def hard_stop() -> None:
+        """The watchdog's last word, when the operation never returned to the interpreter."""
+        payload = failed(ErrorCode.DEADLINE_EXCEEDED, f"{expired} (hard stop)")
+        sys.stdout.write(_framed(payload, secrets))
+        sys.stdout.flush()
+
     try:
-        url = urls(request.url)
-        dev_url = urls(request.dev_url)
-        identity = target_identity(url) if url is not None else None
-        if request.artifact is not None:
-            result = _with_artifact(request, url, dev_url, secrets)
-        else:
-            assert url is not None  # the input's validator requires it
-            result = _execute(request, url, dev_url, secrets)
+        with deadline(seconds, hard_stop):
+            url = urls(request.url)
+            dev_url = urls(request.dev_url)
+            identity = target_identity(url) if url is not None else None
+            if request.artifact is not None:
+                result = _with_artifact(request, url, dev_url, secrets)
+            else:
+                assert url is not None  # the input's validator requires it
+                result = _execute(request, url, dev_url, secrets)
         done = OperationResult(
             operation=operation, id=operation_id, target_identity=identity, result=result
         )
         return done, 0
+    except DeadlineExceeded:
+        return failed(ErrorCode.DEADLINE_EXCEEDED, expired), 2
     except _Failure as failure:
         status = 1 if failure.code is ErrorCode.PLAN_REFUSED else 2
         return failed(failure.code, failure.message, failure.reason), status

@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from gitops.resources.database import UrlReference
 from runner.protocol.frame import Found, find_frames, find_last_frame
@@ -40,12 +40,14 @@ from runner.protocol.messages import UrlReference as RunnerUrl
 from runner.protocol.results import ErrorCode
 
 __all__ = [
+    "Asked",
     "CredentialUnavailable",
     "EnvValue",
     "Executor",
     "LocalExecutor",
     "Outcome",
     "SecretEnv",
+    "Started",
     "input_document",
     "outcome_from_output",
     "outcomes_from_output",
@@ -59,6 +61,8 @@ _BASE_ENVIRONMENT = (
     "TMPDIR",
     "PGPASSFILE",
     "PGSERVICEFILE",
+    # Where the runner's own code is, when it is not the installed one (a checkout).
+    "PYTHONPATH",
     # Where sandboxes come from (docs/engine.md): the runner's cache, the user a private
     # server runs as, PostgreSQL binaries in an unusual place.
     "SESHAT_CACHE_DIR",
@@ -97,6 +101,24 @@ class SecretEnv:
 EnvValue = str | SecretEnv
 
 
+class Asked(Protocol):
+    """What a frame is matched to: the operation and its id."""
+
+    @property
+    def operation(self) -> str: ...
+
+    @property
+    def id(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """An operation known only by its name and id: one a previous controller started."""
+
+    operation: str
+    id: str
+
+
 class CredentialUnavailable(Exception):
     """This executor cannot hand the runner a URL given this way (a configuration error)."""
 
@@ -106,6 +128,9 @@ class Executor(ABC):
 
     local_files: bool
     """Whether the runner sees the controller's filesystem (an ``oci-layout`` folder)."""
+    adopts: bool = False
+    """Whether an operation outlives the controller that started it, so that a restarted
+    controller can follow it (:meth:`adopt`): Kubernetes Jobs do."""
 
     @abstractmethod
     def bind(
@@ -122,9 +147,12 @@ class Executor(ABC):
         deadline: float,
         *,
         namespace: str = "default",
+        resource: str = "",
     ) -> list[Outcome]:
         """Run ``requests`` in one runner invocation with one credential (``environment``),
-        in order, within ``deadline`` seconds in all; one outcome per request."""
+        in order, within ``deadline`` seconds in all; one outcome per request. ``resource``
+        (the resource's uid) names whose operations they are, where the executor keeps
+        that (a Job's labels)."""
 
     def run(
         self,
@@ -133,13 +161,23 @@ class Executor(ABC):
         deadline: float,
         *,
         namespace: str = "default",
+        resource: str = "",
     ) -> Outcome:
         """Run the one operation ``request``."""
-        return self.run_batch([request], environment, deadline, namespace=namespace)[0]
+        return self.run_batch(
+            [request], environment, deadline, namespace=namespace, resource=resource
+        )[0]
+
+    def adopt(self, started: Started, deadline: float, *, namespace: str) -> Outcome | None:
+        """Follow ``started``, an operation a previous controller started and did not see
+        end, to its outcome, if it still runs or its result is still there (Kubernetes: its
+        Job); None when there is nothing to follow. A local runner process is its
+        controller's child: there is nothing to adopt after a restart."""
+        return None
 
 
 def outcomes_from_output(
-    stdout: bytes, requests: Sequence[OperationInput], exit_code: int | None
+    stdout: bytes, requests: Sequence[Asked], exit_code: int | None
 ) -> list[Outcome]:
     """The outcome of each of ``requests`` that the runner's output (its stdout, or a pod
     log) states: the last valid frame answering that operation, or ``lost`` without one."""
@@ -230,6 +268,7 @@ class LocalExecutor(Executor):
         deadline: float,
         *,
         namespace: str = "default",
+        resource: str = "",
     ) -> list[Outcome]:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         child_env = {k: os.environ[k] for k in _BASE_ENVIRONMENT if k in os.environ}

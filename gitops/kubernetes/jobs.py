@@ -38,11 +38,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitops.execution.executor import (
+    Asked,
     CredentialUnavailable,
     EnvValue,
     Executor,
     Outcome,
     SecretEnv,
+    Started,
     input_document,
     outcomes_from_output,
 )
@@ -51,11 +53,14 @@ from gitops.resources.database import UrlReference
 from runner.protocol.messages import OperationInput
 from runner.protocol.messages import UrlReference as RunnerUrl
 
-__all__ = ["JobSettings", "KubernetesExecutor"]
+__all__ = ["OPERATION_ID_LABEL", "RESOURCE_LABEL", "JobSettings", "KubernetesExecutor"]
 
 _MAX_LOG = 16 * 1024 * 1024
 _MAX_CONFIGMAP = 1000 * 1024  # the API server stores at most about 1 MiB per object
 _ENV_NAMES = {"url": "SESHAT_DATABASE_URL", "dev_url": "SESHAT_DEV_URL"}
+RESOURCE_LABEL = "seshat.dev/resource-uid"
+OPERATION_ID_LABEL = "seshat.dev/operation-id"
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 # A pod in one of these states never started its container.
 _CANNOT_START = {
     "CreateContainerConfigError",
@@ -114,6 +119,7 @@ class KubernetesExecutor(Executor):
     """Runs each operation as a Job; see the module's documentation."""
 
     local_files = False
+    adopts = True
 
     def __init__(self, api: KubeApi, settings: JobSettings) -> None:
         self.api = api
@@ -143,9 +149,12 @@ class KubernetesExecutor(Executor):
         environment: Mapping[str, EnvValue],
         deadline: float,
         namespace: str,
+        resource: str = "",
     ) -> tuple[Json, Json]:
         """The ConfigMap and the Job for ``requests`` (both named after the first
-        operation): one Job runs them all, in order, with one credential."""
+        operation): one Job runs them all, in order, with one credential. The Job is
+        labelled with the resource's uid and, for one operation, its id: what a restarted
+        controller finds it by (:meth:`adopt`)."""
         s = self.settings
         name = _name(requests[0])
         base = f"{s.mount_root.rstrip('/')}/{name}"
@@ -173,6 +182,10 @@ class KubernetesExecutor(Executor):
             "app.kubernetes.io/managed-by": "seshat",
             "seshat.dev/operation": "-".join(r.operation for r in requests)[:63].strip("-"),
         }
+        if _LABEL_VALUE.match(resource):
+            labels[RESOURCE_LABEL] = resource
+        if len(requests) == 1 and _LABEL_VALUE.match(requests[0].id):
+            labels[OPERATION_ID_LABEL] = requests[0].id
         annotations = {"seshat.dev/operation-id": ",".join(r.id for r in requests)}
         metadata = {
             "name": name,
@@ -297,8 +310,9 @@ class KubernetesExecutor(Executor):
         deadline: float,
         *,
         namespace: str = "default",
+        resource: str = "",
     ) -> list[Outcome]:
-        answered = self._run_job(requests, environment, deadline, namespace)
+        answered = self._run_job(requests, environment, deadline, namespace, resource)
         # A Job that never ran, or whose log is gone, has the same outcome for each.
         return answered if isinstance(answered, list) else [answered] * len(requests)
 
@@ -308,8 +322,9 @@ class KubernetesExecutor(Executor):
         environment: Mapping[str, EnvValue],
         deadline: float,
         namespace: str,
+        resource: str,
     ) -> Outcome | list[Outcome]:
-        configmap, job = self.manifests(requests, environment, deadline, namespace)
+        configmap, job = self.manifests(requests, environment, deadline, namespace, resource)
         size = sum(len(v) for v in configmap["binaryData"].values())
         if size > _MAX_CONFIGMAP:
             return Outcome(
@@ -342,12 +357,39 @@ class KubernetesExecutor(Executor):
                 self.api.merge_patch(f"{configmaps}/{name}", _owned_by(created))
             return self._follow(requests, namespace, name, deadline)
         finally:
-            for path in (f"{jobs}/{name}", f"{configmaps}/{name}"):
-                with contextlib.suppress(KubeError):
-                    self.api.delete(path)
+            self._remove(namespace, name)
+
+    def _remove(self, namespace: str, name: str) -> None:
+        """Delete a Job and its input ConfigMap (gone already is fine)."""
+        for path in (
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+            f"/api/v1/namespaces/{namespace}/configmaps/{name}",
+        ):
+            with contextlib.suppress(KubeError):
+                self.api.delete(path)
+
+    def adopt(self, started: Started, deadline: float, *, namespace: str) -> Outcome | None:
+        """The Job labelled with ``started``'s id, followed to its end and read as if this
+        controller had started it, then deleted; None when there is no such Job (it ended
+        and was collected, or it was never created)."""
+        try:
+            found = self.api.get(
+                f"/apis/batch/v1/namespaces/{namespace}/jobs",
+                params={"labelSelector": f"{OPERATION_ID_LABEL}={started.id}"},
+            ).get("items", [])
+        except KubeError:
+            return None
+        if not found:
+            return None
+        name = found[0]["metadata"]["name"]
+        try:
+            outcome = self._follow([started], namespace, name, deadline)
+        finally:
+            self._remove(namespace, name)
+        return outcome[0] if isinstance(outcome, list) else outcome
 
     def _follow(
-        self, requests: Sequence[OperationInput], namespace: str, name: str, deadline: float
+        self, requests: Sequence[Asked], namespace: str, name: str, deadline: float
     ) -> Outcome | list[Outcome]:
         ends = time.monotonic() + deadline + self.settings.grace
         # Short operations answer in about a second: look again soon at first, then every
@@ -389,7 +431,7 @@ class KubernetesExecutor(Executor):
         return pods[0] if pods else None
 
     def _read(
-        self, requests: Sequence[OperationInput], namespace: str, pod: Json | None, finished: str
+        self, requests: Sequence[Asked], namespace: str, pod: Json | None, finished: str
     ) -> Outcome | list[Outcome]:
         if pod is None:
             return Outcome("lost", None, f"the Job ended ({finished}) and its pod is gone", None)

@@ -25,15 +25,16 @@ from gitops.approvals.verify import (
     statement_identity,
     verify_statement,
 )
-from gitops.execution.executor import CredentialUnavailable, Executor, Outcome
+from gitops.execution.executor import CredentialUnavailable, Executor, Outcome, Started
 from gitops.execution.leases import Lease, Leases
 from gitops.execution.metered import metered
 from gitops.reconcile.conditions import summary_conditions
+from gitops.reconcile.identities import coordination_digest
 from gitops.reconcile.state import StateFile
 from gitops.reconcile.workers import Books
 from gitops.repo.loader import LoadedResource, Repository
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
-from gitops.resources.database import DatabaseSpec
+from gitops.resources.database import DatabaseSpec, OperationTimeouts
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
 from gitops.resources.schema import DatabaseSchema
@@ -55,6 +56,7 @@ from runner.artifacts.errors import ArtifactError
 from runner.artifacts.format import ARTIFACT_TYPES
 from runner.artifacts.policy import VerificationPolicySpec, policy_digest, trust_paths
 from runner.artifacts.reference import parse_reference
+from runner.deadline import STOP_MARGIN
 from runner.digests import sha256_digest
 from runner.errors import ConfigurationError, SeshatError
 from runner.files import NotReadable, read_inside
@@ -110,7 +112,6 @@ class PassContext:
     work_dir: Path
     holder: str
     registry: RegistrySettings = field(default_factory=RegistrySettings)
-    deadline: float = 600.0
     now: Callable[[], datetime] = field(default=utc_now)
     log: Callable[[str], None] = lambda _: None
     leases: Leases | None = None  # None: the state file's
@@ -155,6 +156,7 @@ class ResourcePass(Generic[StatusT]):
     """One pass of one resource; subclasses implement :meth:`lifecycle`."""
 
     artifact_kind: ClassVar[str]  # "schema" | "migrations"
+    apply_operation: ClassVar[str]  # "apply" | "migrate": the runner operation of an Apply
     phases: ClassVar[type[SchemaPhase] | type[MigrationPhase]]
     refusals: ClassVar[dict[str, Reason]]  # runner refusal reason -> Blocked reason
 
@@ -162,6 +164,7 @@ class ResourcePass(Generic[StatusT]):
         resource = loaded.resource
         assert isinstance(resource, (DatabaseSchema, DatabaseMigration))
         self.spec: DatabaseSpec = resource.spec
+        self.timeouts: OperationTimeouts = resource.spec.policy.timeouts
         self.ctx = ctx
         self.previous: StatusT | None = previous
         meta = resource.metadata
@@ -189,6 +192,14 @@ class ResourcePass(Generic[StatusT]):
 
     def op_id(self, operation: str) -> str:
         return f"{operation}-{secrets.token_hex(8)}"
+
+    def deadline(self, operation: str) -> int:
+        """How long ``operation`` may run (``spec.policy.timeouts``): ``apply`` and
+        ``migrate`` their own, every read-only operation ``plan``'s."""
+        timeouts = self.timeouts
+        if operation == "apply":
+            return timeouts.apply
+        return timeouts.migrate if operation == "migrate" else timeouts.plan
 
     def run_operation(self, operation: str, op_id: str | None = None, **fields: object) -> Outcome:
         """One operation on the resource's database (an Apply runs alone, with its id)."""
@@ -220,15 +231,20 @@ class ResourcePass(Generic[StatusT]):
                     "registry": self.ctx.registry,
                     **fields,
                     "settings": self.settings(),
+                    "deadline_seconds": self.deadline(operation),
                 }
             )
             for operation, fields in operations
         ]
         self.ctx.log(f"{self.key}: {', '.join(name for name, _ in operations)}")
-        deadline = self.ctx.deadline * len(requests)
+        # The runner stops each operation at its own deadline; the executor waits that long
+        # for all of them, plus a margin for the runner's answer (runner/deadline.py).
+        deadline = sum(r.deadline_seconds or 0 for r in requests) + STOP_MARGIN
         with self.ctx.books.released(), metered(requests) as meter:
             return meter.all(
-                executor.run_batch(requests, env, deadline, namespace=self.ref.namespace)
+                executor.run_batch(
+                    requests, env, deadline, namespace=self.ref.namespace, resource=self.ref.uid
+                )
             )
 
     def run_registry_operation(self, operation: str, **fields: object) -> Outcome:
@@ -240,12 +256,16 @@ class ResourcePass(Generic[StatusT]):
                 "id": self.op_id(operation),
                 "registry": self.ctx.registry,
                 **fields,
+                "deadline_seconds": self.deadline(operation),
             }
         )
         self.ctx.log(f"{self.key}: {operation}")
+        deadline = self.deadline(operation) + STOP_MARGIN
         with self.ctx.books.released(), metered([request]) as meter:
             return meter.one(
-                self.ctx.executor.run(request, {}, self.ctx.deadline, namespace=self.ref.namespace)
+                self.ctx.executor.run(
+                    request, {}, deadline, namespace=self.ref.namespace, resource=self.ref.uid
+                )
             )
 
     def result(self, outcome: Outcome, what: str, kind: type[PayloadT]) -> PayloadT:
@@ -349,6 +369,65 @@ class ResourcePass(Generic[StatusT]):
         """Put the dispatched run in ``lastApplied`` (outcome Unknown) before the marker."""
         raise NotImplementedError
 
+    # -- a restart: runs a previous controller started -----------------------------------
+
+    def adopt_runs(self) -> list[str]:
+        """Follow the runs of this resource that a previous controller dispatched and never
+        saw end (a ``dispatched`` record with no ``finished`` one) while their Job still
+        runs, each to its end, and record each outcome once (``lastApplied`` and a
+        ``finished`` record in this pass's commit); what was adopted, for the verdict.
+
+        This pass is the one following them, so nothing else starts for the resource
+        meanwhile. The realm lease is held while a run is followed (taken first: the
+        previous holding died with its controller) and released only after its outcome is
+        recorded: the staged release that a suspension during a live operation follows
+        (docs/operations.md, "What a restart does"). A run whose Job is gone has an outcome
+        nobody can read any more: it is recorded Unknown, so it is looked for only once.
+        """
+        executor = self.ctx.executor
+        runs = self.ledger.unfinished(self.record_key) if executor.adopts else []
+        adopted: list[str] = []
+        for dispatched in runs:
+            op_id = dispatched.operation_id
+            coordination = coordination_digest(self.ref.namespace, self.spec.target)
+            lease = self.ctx.lease_store.acquire(coordination, self.ctx.holder)
+            if lease is None:
+                raise Stop(
+                    FAILED,
+                    Reason.DISPATCH_FAILED,
+                    f"run {op_id} may still be running and another controller holds this "
+                    "database's lease; it is followed once the lease is free",
+                )
+            try:
+                self.consumed = (
+                    f"approval {dispatched.approval}" if dispatched.approval else "apply: Always"
+                )
+                deadline = self.deadline(self.apply_operation) + STOP_MARGIN
+                self.ctx.log(f"{self.key}: following run {op_id}, started before a restart")
+                with self.ctx.books.released():
+                    outcome = executor.adopt(
+                        Started(self.apply_operation, op_id), deadline, namespace=self.ref.namespace
+                    )
+                if outcome is None:
+                    outcome = Outcome(
+                        "lost", None, "its Job is gone; whoever started it stopped first", None
+                    )
+                elif not self.ctx.lease_store.holds(lease):
+                    outcome = Outcome(
+                        "lost", None, "the realm lease changed hands while it was followed", None
+                    )
+                ended = self.adopted(dispatched, outcome)
+                self.ctx.state.mark_finished(op_id)
+                self.ctx.state.release_claim(self.ref.uid, "apply")
+                adopted.append(f"run {op_id}, started before a restart, ended {ended}")
+            finally:
+                self.ctx.lease_store.release(lease)
+        return adopted
+
+    def adopted(self, dispatched: Dispatched, outcome: Outcome) -> RunOutcome:
+        """Record how the adopted run ``dispatched`` ended (``outcome``); that end."""
+        raise NotImplementedError
+
     def dispatch(
         self,
         current: str,
@@ -407,7 +486,8 @@ class ResourcePass(Generic[StatusT]):
         pass's status commit."""
         try:
             try:
-                verdict = self._not_started(census) or self.lifecycle()
+                adopted = self.adopt_runs()
+                verdict = self._not_started(census, adopted) or self.lifecycle()
             except Stop as stop:
                 verdict = stop.verdict
             self.commit(verdict.phase, verdict.reason, verdict.message)
@@ -416,10 +496,19 @@ class ResourcePass(Generic[StatusT]):
                 self.ctx.lease_store.release(self.lease)
         return self.status
 
-    def _not_started(self, census: tuple[Reason, str] | None) -> Verdict | None:
-        """Why the lifecycle does not run at all this pass, if it does not."""
+    def _not_started(
+        self, census: tuple[Reason, str] | None, adopted: Sequence[str] = ()
+    ) -> Verdict | None:
+        """Why the lifecycle does not run at all this pass, if it does not (``adopted``: the
+        runs this pass followed to their end first)."""
         if self.spec.suspend:
-            return Verdict(SharedPhase.SUSPENDED, Reason.SUSPENDED, "spec.suspend is set")
+            followed = (
+                f"; {'; '.join(adopted)}: followed to its end, then the lease was released"
+                if adopted
+                else ""
+            )
+            message = f"spec.suspend is set{followed}"[:1024]
+            return Verdict(SharedPhase.SUSPENDED, Reason.SUSPENDED, message)
         if census is not None:
             return Verdict(BLOCKED, census[0], census[1])
         self._refuse_tampering()

@@ -25,6 +25,7 @@ import json
 import secrets
 from typing import ClassVar
 
+from gitops.execution.executor import Outcome
 from gitops.reconcile.identities import (
     MigrationPlanBinding,
     coordination_digest,
@@ -49,7 +50,7 @@ from gitops.resources.status import (
     Reason,
     RunRecord,
 )
-from gitops.writeback.ledger import Settled
+from gitops.writeback.ledger import Dispatched, Settled
 from gitops.writeback.status_files import plan_paths
 from runner.digests import canonical_json, digest
 from runner.protocol.frame import PROTOCOL_VERSION
@@ -74,7 +75,10 @@ VERDICT_REASONS = {
 
 
 def migration_policy_digest(resource: DatabaseMigration) -> str:
-    return digest("migration-policy", resource.spec.policy.model_dump(mode="json", by_alias=True))
+    """The fingerprint of the policy fields that decide a run (``timeouts`` do not: changing
+    one keeps the plan id and its approvals)."""
+    policy = resource.spec.policy.model_dump(mode="json", by_alias=True, exclude={"timeouts"})
+    return digest("migration-policy", policy)
 
 
 def migration_binding(
@@ -118,8 +122,12 @@ def _summary(history: HistoryReport) -> HistorySummary:
 
 class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     artifact_kind = "migrations"
+    apply_operation = "migrate"
     phases = MigrationPhase
-    refusals: ClassVar[dict[str, Reason]] = {v.value: r for v, r in VERDICT_REASONS.items()}
+    refusals: ClassVar[dict[str, Reason]] = {
+        **{v.value: r for v, r in VERDICT_REASONS.items()},
+        "transaction_mode_unsupported": Reason.CONFIGURATION_ERROR,
+    }
 
     def __init__(
         self, loaded: LoadedResource, ctx: PassContext, previous: DatabaseMigrationStatus | None
@@ -128,6 +136,7 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         self.resource: DatabaseMigration = loaded.resource
         super().__init__(loaded, ctx, previous)
         self.binding: MigrationPlanBinding | None = None  # the plan being applied
+        self.ended: dict[str, RunOutcome] = {}  # runs adopted this pass: how each ended
 
     def initial_status(self) -> DatabaseMigrationStatus:
         status = DatabaseMigrationStatus()
@@ -164,7 +173,11 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         uncertain (whatever the status file says, which anyone can edit), and the status
         file's own ``unresolvedRun`` unless a record settled it."""
         runs: list[RunRecord] = []
-        recorded = self.ledger.unresolved(self.record_key)
+        recorded = [  # a run adopted this pass ended as it was recorded
+            (dispatched, self.ended.get(dispatched.operation_id, outcome))
+            for dispatched, outcome in self.ledger.unresolved(self.record_key)
+            if self.ended.get(dispatched.operation_id, outcome) in ("Partial", "Unknown")
+        ]
         shown = self.status.unresolved_run
         for dispatched, outcome in recorded:
             if shown is not None and shown.operation_id == dispatched.operation_id:
@@ -181,6 +194,7 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 )
             )
         known = {r.operation_id for r, _ in recorded} | self.ledger.settled(self.record_key)
+        known |= set(self.ended)
         if shown is not None and shown.operation_id not in known | {r.operation_id for r in runs}:
             runs.append(shown)  # recorded before safety records existed
         return runs
@@ -188,7 +202,9 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     def settings(self) -> PlanSettings:
         policy = self.resource.spec.policy
         return PlanSettings(
-            lock_timeout_ms=policy.lock_timeout * 1000, out_of_order=policy.out_of_order
+            lock_timeout_ms=policy.lock_timeout * 1000,
+            out_of_order=policy.out_of_order,
+            transaction_mode=policy.transaction_mode.value,
         )
 
     # -- the lifecycle -------------------------------------------------------------------
@@ -412,6 +428,36 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             identity=binding.target_identity,
             final=False,
         )
+
+    def adopted(self, dispatched: Dispatched, outcome: Outcome) -> RunOutcome:
+        """An adopted run's end, read as :meth:`_apply` reads its own: Partial or Unknown
+        leave it unresolved; any other end is confirmed by the history reading the
+        lifecycle makes next."""
+        answer = outcome.result.result if outcome.result is not None else None
+        error = outcome.result.error if outcome.result is not None else None
+        applied: list[str] = []
+        ended: RunOutcome
+        if isinstance(answer, MigrateResult):
+            ended, applied = answer.migrate.outcome, list(answer.migrate.applied)
+            detail = json.dumps(answer.migrate.model_dump(mode="json", by_alias=True))
+        elif outcome.kind == "refused" or (error is not None and error.code.ran_nothing):
+            ended, detail = "Failed", outcome.detail
+        else:
+            ended, detail = "Unknown", outcome.detail
+        op_id = dispatched.operation_id
+        identity = dispatched.target_identity or ""
+        self.record_run(
+            op_id, dispatched.plan_id, ended, detail, applied=applied, identity=identity
+        )
+        self.ended[op_id] = ended
+        shown = self.status.unresolved_run
+        if ended in ("Partial", "Unknown"):
+            self.status = self.status.model_copy(
+                update={"unresolved_run": self.status.last_applied}
+            )
+        elif shown is not None and shown.operation_id == op_id:
+            self.status = self.status.model_copy(update={"unresolved_run": None})
+        return ended
 
     def _unresolved(
         self,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from gitops.execution.executor import Outcome
 from gitops.reconcile.identities import PlanBinding, coordination_digest, plan_id
 from gitops.reconcile.lifecycle import (
     BLOCKED,
@@ -36,12 +37,19 @@ from gitops.resources.status import (
     Reason,
     SchemaPhase,
 )
+from gitops.writeback.ledger import Dispatched
 from gitops.writeback.status_files import binding_path, plan_paths
 from runner.digests import canonical_json, digest, digest_hex, sha256_digest
 from runner.engines.plan import PlanDocument, plan_bytes, plan_sql
 from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import ArtifactSource, PlanSettings
-from runner.protocol.results import ApplyResult, DriftReport, DriftResult, PlanResult
+from runner.protocol.results import (
+    ApplyResult,
+    DriftReport,
+    DriftResult,
+    PlanResult,
+    RunOutcome,
+)
 
 __all__ = ["SchemaPass", "plan_binding", "schema_policy_digest"]
 
@@ -52,7 +60,9 @@ did before they existed (no resource re-plans for an upgrade alone)."""
 
 
 def schema_policy_digest(resource: DatabaseSchema) -> str:
-    policy = resource.spec.policy.model_dump(mode="json", by_alias=True)
+    """The fingerprint of what decides a plan; ``timeouts`` decide only when an operation is
+    abandoned, so changing one keeps the plan id and its approvals."""
+    policy = resource.spec.policy.model_dump(mode="json", by_alias=True, exclude={"timeouts"})
     for name, unset in _PRIVILEGE_POLICY.items():
         if policy.get(name) == unset:
             policy.pop(name, None)
@@ -92,6 +102,7 @@ def plan_binding(
 
 class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
     artifact_kind = "schema"
+    apply_operation = "apply"
     phases = SchemaPhase
     refusals: ClassVar[dict[str, Reason]] = {
         "protected_table": Reason.PROTECTED_TABLE,
@@ -101,6 +112,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "catalog_not_visible": Reason.CONFIGURATION_ERROR,
         "unknown_role": Reason.CONFIGURATION_ERROR,
         "unsupported_option": Reason.CONFIGURATION_ERROR,
+        "transaction_mode_unsupported": Reason.CONFIGURATION_ERROR,
     }
 
     def __init__(
@@ -127,6 +139,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             managed_roles=list(policy.managed_roles) or None,  # unset: left out of the input
             manage_ownership=policy.manage_ownership or None,
             lock_timeout_ms=policy.lock_timeout * 1000,
+            transaction_mode=policy.transaction_mode.value,
         )
 
     # -- the lifecycle -------------------------------------------------------------------
@@ -302,6 +315,28 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
 
     def record_dispatch(self, op_id: str, current: str) -> None:
         self.record_run(op_id, current, "Unknown", "dispatched", final=False)
+
+    def adopted(self, dispatched: Dispatched, outcome: Outcome) -> RunOutcome:
+        """An adopted Apply's end, read as :meth:`_apply` reads its own; the lifecycle then
+        observes and plans afresh, as after any Apply (only an empty plan is InSync)."""
+        answer = outcome.result.result if outcome.result is not None else None
+        ended: RunOutcome
+        if outcome.kind == "lost":
+            ended, detail = "Unknown", outcome.detail
+        elif isinstance(answer, ApplyResult) and answer.apply.failed is None:
+            ended, detail = "Applied", ""
+        else:
+            ended = "Failed"
+            detail = (
+                answer.apply.model_dump_json(by_alias=True)
+                if isinstance(answer, ApplyResult)
+                else outcome.detail
+            )
+        identity = dispatched.target_identity or ""
+        self.record_run(
+            dispatched.operation_id, dispatched.plan_id, ended, detail, identity=identity
+        )
+        return ended
 
     def _in_sync(self, message: str) -> Verdict:
         self.status = self.status.model_copy(update={"plan": None})

@@ -200,5 +200,7 @@ SchemaLockTimeout = Annotated[int, bounded(1, 600), AS_DURATION, DURATION_SCHEMA
 """How long a schema apply waits for a table lock: 1s to 10m."""
 MigrationLockTimeout = Annotated[int, bounded(1, 3600), AS_DURATION, DURATION_SCHEMA]
 """How long a migration waits for a lock: 1s to 1h."""
+OperationTimeout = Annotated[int, bounded(30, 7 * 86400), AS_DURATION, DURATION_SCHEMA]
+"""How long one runner operation may take: 30s to 7d."""
 MaxAge = Annotated[int, bounded(60, 366 * 86400), AS_DURATION, DURATION_SCHEMA]
 """How old an approval may be: 1m to 366d."""

@@ -19,6 +19,7 @@ from gitops.resources.base import (
     Declaration,
     Interval,
     Model,
+    OperationTimeout,
     RetryInterval,
     exactly_one,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "ArtifactVerification",
     "DatabaseDeclaration",
     "DatabaseSpec",
+    "OperationTimeouts",
     "SecretKeyRef",
     "Target",
     "UrlReference",
@@ -52,6 +54,22 @@ class ApplyPolicy(StrEnum):
     ON_APPROVAL = "OnApproval"
     ALWAYS = "Always"
     NEVER = "Never"
+
+
+class OperationTimeouts(Model):
+    """How long each kind of runner operation may take before the runner stops it.
+
+    ``plan`` bounds every read-only operation (Resolve, Verify, Observe, Plan, History);
+    ``apply`` a schema Apply and ``migrate`` a migration run. The runner enforces the
+    deadline itself; the local executor's process timeout and a Job's
+    ``activeDeadlineSeconds`` follow it plus a small stop margin. Timeouts decide when an
+    operation is abandoned, never what a plan does, so they are left out of the policy
+    digest (and the plan id): changing one never invalidates an approval.
+    """
+
+    plan: OperationTimeout = 600
+    apply: OperationTimeout = 6 * 3600
+    migrate: OperationTimeout = 6 * 3600
 
 
 class SecretKeyRef(Model):

@@ -8,16 +8,25 @@ from typing import Literal
 from pydantic import Field
 
 from gitops.resources.base import MigrationLockTimeout, Model
-from gitops.resources.database import ApplyPolicy, DatabaseDeclaration, DatabaseSpec
+from gitops.resources.database import (
+    ApplyPolicy,
+    DatabaseDeclaration,
+    DatabaseSpec,
+    OperationTimeouts,
+)
 from gitops.resources.status import DatabaseMigrationStatus
 
 __all__ = ["DatabaseMigration", "DatabaseMigrationSpec", "MigrationPolicy"]
 
 
 class MigrationTransactionMode(StrEnum):
-    """``file``: each file in its own transaction unless it opts out; ``none``: never."""
+    """``file``: each file in its own transaction unless it opts out; ``all``: every pending
+    file in one transaction, all or nothing (refused where DDL commits implicitly,
+    MySQL/MariaDB, and for a file that opts out of transactions); ``none``: never, each
+    statement on its own with its progress recorded."""
 
     FILE = "file"
+    ALL = "all"
     NONE = "none"
 
 
@@ -28,6 +37,8 @@ class MigrationPolicy(Model):
     transaction_mode: MigrationTransactionMode = MigrationTransactionMode.FILE
     out_of_order: bool = False
     lock_timeout: MigrationLockTimeout = 300
+    timeouts: OperationTimeouts = Field(default_factory=OperationTimeouts)
+    """How long each operation may take (not part of the policy digest)."""
 
 
 class DatabaseMigrationSpec(DatabaseSpec):

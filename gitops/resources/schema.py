@@ -12,6 +12,7 @@ from gitops.resources.database import (
     ApplyPolicy,
     DatabaseDeclaration,
     DatabaseSpec,
+    OperationTimeouts,
     UrlReference,
 )
 from gitops.resources.status import DatabaseSchemaStatus
@@ -28,8 +29,10 @@ class SchemaTransactionMode(StrEnum):
 
     ``auto`` runs the plan in one transaction where the engine's DDL is transactional and runs
     statements that cannot be in a transaction (``CREATE INDEX CONCURRENTLY``) outside it;
-    ``all`` refuses a plan that cannot run as one transaction; ``none`` runs each statement on
-    its own.
+    ``all`` refuses a plan that cannot run as one transaction (and an engine whose DDL
+    commits implicitly, MySQL/MariaDB: ``transaction_mode_unsupported``); ``none`` runs each
+    statement on its own (SQLite refuses it: a table rebuild is only safe as one
+    transaction).
     """
 
     AUTO = "auto"
@@ -63,6 +66,8 @@ class SchemaPolicy(Model):
     ``PUBLIC`` too); no role's by default. PostgreSQL."""
     manage_ownership: bool = False
     """Plan ``ALTER ... OWNER TO`` for owners the schema declares. PostgreSQL."""
+    timeouts: OperationTimeouts = Field(default_factory=OperationTimeouts)
+    """How long each operation may take (not part of the policy digest)."""
 
 
 class DevDatabase(Model):

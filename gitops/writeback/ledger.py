@@ -166,6 +166,13 @@ class Ledger:
         """The operation ids of ``resource`` a ``settled`` record settles."""
         return {r.operation_id for r in self._of(resource) if isinstance(r, Settled)}
 
+    def unfinished(self, resource: str) -> list[Dispatched]:
+        """Runs of ``resource`` dispatched with no ``finished`` or ``settled`` record: the
+        controller that started them stopped before it read their end (oldest first)."""
+        records = self._of(resource)
+        ended = {r.operation_id for r in records if isinstance(r, (Finished, Settled))}
+        return [r for r in records if isinstance(r, Dispatched) and r.operation_id not in ended]
+
     def unresolved(self, resource: str) -> list[tuple[Dispatched, str]]:
         """Runs of ``resource`` whose outcome is uncertain (no ``finished`` record, or one
         that says Partial or Unknown) and that no ``settled`` record settles, with the

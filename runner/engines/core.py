@@ -90,6 +90,9 @@ class Engine(Generic[FactsT, SandboxT]):
     transactional_ddl: ClassVar[bool] = True
     """Whether a run of statements can be one transaction (PostgreSQL, SQLite) or each
     statement commits on its own (MySQL)."""
+    transaction_modes: ClassVar[frozenset[str]] = frozenset({"auto", "all", "none"})
+    """The ``transactionMode`` values an Apply can honour: ``all`` needs transactional DDL,
+    ``none`` statements that may each commit on their own (SQLite's rebuilds may not)."""
     journals: ClassVar[bool] = False
     """Whether :meth:`apply` keeps a per-statement journal (``journal=``)."""
     manages_privileges: ClassVar[bool] = False
@@ -191,8 +194,36 @@ class Engine(Generic[FactsT, SandboxT]):
 
         return diff(live, desired)
 
-    def apply(self, document: PlanDocument, *, lock_timeout_ms: int = 30_000) -> ApplyReport:
+    def apply(
+        self,
+        document: PlanDocument,
+        *,
+        lock_timeout_ms: int = 30_000,
+        transaction_mode: str = "auto",
+    ) -> ApplyReport:
         raise NotImplementedError
+
+    def check_transaction_mode(self, mode: str, document: PlanDocument | None = None) -> None:
+        """Refuse (``transaction_mode_unsupported``) a mode this engine cannot honour, or
+        ``all`` for a plan holding a statement that cannot run in a transaction."""
+        if mode not in self.transaction_modes:
+            why = (
+                "its DDL commits implicitly, so a plan cannot run as one transaction"
+                if mode == "all"
+                else "a plan runs as one transaction (a table rebuild is only safe so)"
+            )
+            raise PlanRefused(
+                "transaction_mode_unsupported",
+                f"transactionMode {mode} is not possible on {self.dialect}: {why}",
+            )
+        if mode == "all" and document is not None:
+            alone = [i + 1 for i, s in enumerate(document.statements) if not s.transactional]
+            if alone:
+                raise PlanRefused(
+                    "transaction_mode_unsupported",
+                    "transactionMode all: statement(s) "
+                    f"{', '.join(map(str, alone[:10]))} cannot run inside a transaction",
+                )
 
     def live_model(self) -> Database:
         """The live model, for a normalization that needs it (PostgreSQL: a schema only the

@@ -2,12 +2,22 @@
 
 The history is read again under the lock; if its verdict blocks, or the pending sequence is
 not the one expected (versions and checksums, in order), nothing is changed. Then each file
-runs: transactional ones with their history row in one transaction, ``no-transaction`` ones
-statement by statement. Outcomes:
+runs as the transaction mode says (docs/operations.md, "Transaction mode"):
+
+* ``file`` (the default): transactional files with their history row in one transaction,
+  ``no-transaction`` ones statement by statement;
+* ``all``: every pending file and its row in one transaction: a failure anywhere rolls back
+  every file of the run. Refused (``transaction_mode_unsupported``) before anything runs
+  where DDL commits implicitly (MySQL/MariaDB) or when a pending file opts out of
+  transactions;
+* ``none``: every file statement by statement, its progress recorded.
+
+Outcomes:
 
 * ``UpToDate``: nothing was pending;
 * ``Applied``: every pending file applied;
-* ``Failed``: a file failed and nothing of it was committed (earlier files stay applied);
+* ``Failed``: a file failed and nothing of it was committed (earlier files stay applied,
+  except in ``all`` mode, where nothing of the run was committed);
 * ``Partial``: a file run statement by statement (``no-transaction``, or any file on
   MySQL/MariaDB, whose DDL commits implicitly) failed after some of its statements ran.
 
@@ -27,7 +37,13 @@ from runner.migrations.history import HistoryRow, Verdict, judge
 from runner.migrations.stores import HistoryStore, StatementFailed, now_text
 from runner.models import wire_fields
 
-__all__ = ["MigrationRefused", "MigrationReport", "apply_pending", "statements_of"]
+__all__ = [
+    "MigrationRefused",
+    "MigrationReport",
+    "apply_pending",
+    "check_mode",
+    "statements_of",
+]
 
 
 class MigrationRefused(SeshatError):
@@ -70,6 +86,25 @@ def statements_of(dialect: str, migration: MigrationFile) -> list[str]:
     return [sql for _, sql in split_script(migration.text)]
 
 
+def check_mode(store: HistoryStore, mode: str, pending: Sequence[MigrationFile]) -> None:
+    """Refuse a transaction mode the database or the pending files cannot honour."""
+    if mode != "all":
+        return
+    if not store.transactional_ddl:
+        raise MigrationRefused(
+            "transaction_mode_unsupported",
+            f"transactionMode all needs transactional DDL; {store.dialect} commits every DDL "
+            "statement on its own, so a run cannot be all or nothing (use file or none)",
+        )
+    opted_out = [f.name for f in pending if not f.transactional]
+    if opted_out:
+        raise MigrationRefused(
+            "transaction_mode_unsupported",
+            f"transactionMode all runs every file in one transaction, and "
+            f"{', '.join(opted_out)} opts out of transactions (-- seshat:no-transaction)",
+        )
+
+
 def apply_pending(
     store: HistoryStore,
     files: list[MigrationFile],
@@ -77,6 +112,7 @@ def apply_pending(
     operation_id: str,
     expected: Sequence[tuple[str, str]] | None = None,
     allow_out_of_order: bool = False,
+    mode: str = "file",
 ) -> tuple[Verdict, MigrationReport]:
     with store.lock():
         verdict = judge(files, store.rows(), allow_out_of_order=allow_out_of_order)
@@ -89,35 +125,57 @@ def apply_pending(
                 f"pending is now {[v for v, _ in pending]}, the approved sequence was "
                 f"{[v for v, _ in expected]}; nothing was changed",
             )
+        check_mode(store, mode, verdict.pending_files)
+        if mode != "all":
+            return verdict, _run_files(store, verdict, operation_id, mode)
         report = MigrationReport("UpToDate")
-        for migration in verdict.pending_files:
-            statements = statements_of(store.dialect, migration)
-            atomic = migration.transactional and store.transactional_ddl
-            row = HistoryRow(
-                migration.version,
-                migration.description,
-                migration.checksum,
-                CHECKSUM_ALGORITHM,
-                "applied" if atomic else "running",
-                len(statements) if atomic else 0,
-                len(statements),
-                now_text(),
-                0,
-                runner_version(),
-                operation_id,
-            )
-            try:
-                if atomic:
-                    store.run_transactional(statements, row)
-                else:
-                    store.run_stepwise(statements, row)
-            except StatementFailed as failure:
-                report.outcome = "Partial" if not atomic and failure.index > 0 else "Failed"
-                report.failed = migration.version
-                report.statement = failure.index + 1
-                report.statements_applied = 0 if atomic else failure.index
-                report.error = failure.error
-                return verdict, report
-            report.applied.append(migration.version)
-            report.outcome = "Applied"
+        try:
+            with store.all_or_nothing():
+                report = _run_files(store, verdict, operation_id, mode)
+                if report.failed is not None:
+                    raise _RollBack
+        except _RollBack:
+            report.applied = []  # the whole run was rolled back
         return verdict, report
+
+
+class _RollBack(Exception):
+    """Ends an ``all`` run's transaction with a rollback (a file of it failed)."""
+
+
+def _run_files(
+    store: HistoryStore, verdict: Verdict, operation_id: str, mode: str
+) -> MigrationReport:
+    """Run the pending files in order; the report says how far they got."""
+    report = MigrationReport("UpToDate")
+    for migration in verdict.pending_files:
+        statements = statements_of(store.dialect, migration)
+        atomic = migration.transactional and store.transactional_ddl and mode != "none"
+        row = HistoryRow(
+            migration.version,
+            migration.description,
+            migration.checksum,
+            CHECKSUM_ALGORITHM,
+            "applied" if atomic else "running",
+            len(statements) if atomic else 0,
+            len(statements),
+            now_text(),
+            0,
+            runner_version(),
+            operation_id,
+        )
+        try:
+            if atomic:
+                store.run_transactional(statements, row)
+            else:
+                store.run_stepwise(statements, row)
+        except StatementFailed as failure:
+            report.outcome = "Partial" if not atomic and failure.index > 0 else "Failed"
+            report.failed = migration.version
+            report.statement = failure.index + 1
+            report.statements_applied = 0 if atomic else failure.index
+            report.error = failure.error
+            return report
+        report.applied.append(migration.version)
+        report.outcome = "Applied"
+    return report

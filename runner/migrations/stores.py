@@ -65,6 +65,7 @@ class HistoryStore(Protocol):
     def lock(self) -> contextlib.AbstractContextManager[None]: ...
     def run_transactional(self, statements: list[str], row: HistoryRow) -> None: ...
     def run_stepwise(self, statements: list[str], row: HistoryRow) -> None: ...
+    def all_or_nothing(self) -> contextlib.AbstractContextManager[None]: ...
     def record(self, rows: list[HistoryRow]) -> None: ...
     def mark(self, version: str, state: str | None) -> bool: ...
     def close(self) -> None: ...
@@ -96,6 +97,12 @@ class _Store:
         for index, sql in enumerate(statements):
             self._run(index, sql)
         self._insert(replace(row, execution_ms=_ms_since(started)))
+
+    def all_or_nothing(self) -> contextlib.AbstractContextManager[None]:
+        """One transaction around a whole run (``transactionMode: all``): each file's own
+        transaction nests in it, and an exception rolls back every file. Only dialects with
+        transactional DDL have one (the caller checks ``transactional_ddl`` first)."""
+        raise CanNotRunError("this database cannot run migrations all or nothing")
 
     def run_stepwise(self, statements: list[str], row: HistoryRow) -> None:
         """The row first (``running``), then each statement with the count of those done;
@@ -230,6 +237,16 @@ class SqliteStore(_Store):
             raise StatementFailed(index, str(error)) from None
 
     def run_transactional(self, statements: list[str], row: HistoryRow) -> None:
+        if self.conn.in_transaction:  # inside all_or_nothing: a savepoint of it
+            self.conn.execute("SAVEPOINT seshat_file")
+            try:
+                self._run_then_record(statements, row)
+                self.conn.execute("RELEASE seshat_file")
+            except BaseException:
+                self.conn.execute("ROLLBACK TO seshat_file")
+                self.conn.execute("RELEASE seshat_file")
+                raise
+            return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             self._run_then_record(statements, row)
@@ -237,6 +254,16 @@ class SqliteStore(_Store):
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+
+    @contextlib.contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
 
 
 class PostgresStore(_Store):
@@ -277,8 +304,13 @@ class PostgresStore(_Store):
             raise StatementFailed(index, _pg_error(error)) from None
 
     def run_transactional(self, statements: list[str], row: HistoryRow) -> None:
-        with self.conn.transaction():
+        with self.conn.transaction():  # inside all_or_nothing: a savepoint of it
             self._run_then_record(statements, row)
+
+    @contextlib.contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
 
 
 def _pg_error(error: Exception) -> str:

@@ -113,6 +113,11 @@ class PlanSettings(_Frozen):
     manage_ownership: bool | None = None
     lock_timeout_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
     out_of_order: bool = False  # migrations: accept pending versions below an applied one
+    transaction_mode: Literal["auto", "file", "all", "none"] | None = None
+    """How an Apply is wrapped in transactions (docs/operations.md, "Transaction mode"):
+    schemas ``auto`` | ``all`` | ``none``, migrations ``file`` | ``all`` | ``none``; unset,
+    the engine's default (``auto``, ``file``). A mode the engine cannot honour is refused
+    (``transaction_mode_unsupported``) before anything runs."""
 
 
 class OperationInput(_Frozen):
@@ -137,6 +142,9 @@ class OperationInput(_Frozen):
     migrations: str | None = None  # history, migrate: a migration folder, instead of one
     expect_pending: list[Pending] | None = None  # migrate: the approved (version, checksum)s
     settings: PlanSettings = Field(default_factory=PlanSettings)
+    deadline_seconds: Annotated[int, Field(ge=1, le=7 * 86400)] | None = None
+    """How long the operation may take: the runner stops it itself past this (error
+    ``deadline_exceeded``); unset, no deadline of its own."""
 
     @model_validator(mode="after")
     def _needs(self) -> Self:

@@ -69,6 +69,7 @@ class ErrorCode(StrEnum):
     UNSUPPORTED_ENGINE = "unsupported_engine"
     OPERATION_FAILED = "operation_failed"
     INTERRUPTED = "interrupted"
+    DEADLINE_EXCEEDED = "deadline_exceeded"  # the operation outlived its deadline_seconds
     INTERNAL = "internal"
     NOT_RUN = "not_run"  # in a batch, after an operation that failed: never started
 
@@ -87,7 +88,14 @@ class ErrorCode(StrEnum):
         return self in _BLOCKING
 
 
-_MAY_HAVE_RUN = frozenset({ErrorCode.OPERATION_FAILED, ErrorCode.INTERRUPTED, ErrorCode.INTERNAL})
+_MAY_HAVE_RUN = frozenset(
+    {
+        ErrorCode.OPERATION_FAILED,
+        ErrorCode.INTERRUPTED,
+        ErrorCode.DEADLINE_EXCEEDED,
+        ErrorCode.INTERNAL,
+    }
+)
 _BLOCKING = frozenset(
     {
         ErrorCode.INVALID_URL,

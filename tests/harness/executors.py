@@ -32,8 +32,11 @@ class HookedExecutor(LocalExecutor):
         deadline: float,
         *,
         namespace: str = "default",
+        resource: str = "",
     ) -> list[Outcome]:
         self.before(requests, environment)
-        outcomes = super().run_batch(requests, environment, deadline, namespace=namespace)
+        outcomes = super().run_batch(
+            requests, environment, deadline, namespace=namespace, resource=resource
+        )
         self.after(requests, environment)
         return outcomes

@@ -542,7 +542,8 @@ class FakeKubernetes:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,  # one log, as the kubelet keeps it
-            env={**env, "PATH": self.path},
+            # The image's programs are this checkout's (PYTHONPATH, when the tests set it).
+            env={**env, "PATH": self.path, **_python_path()},
             cwd=cwd,
             start_new_session=True,
         )
@@ -649,6 +650,11 @@ class FakeKubernetes:
                         return f"couldn't find key {item['key']} in Secret {namespace}/{name}"
                     (target / item["path"]).write_text(secret[item["key"]])
         return None
+
+
+def _python_path() -> dict[str, str]:
+    found = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": found} if found else {}
 
 
 def _grants(path: Path) -> dict[tuple[str, str, str | None], set[str]]:

@@ -95,6 +95,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     dialect = "mysql"
     transactional_ddl = False
+    transaction_modes = frozenset({"auto", "none"})  # each DDL statement commits on its own
     naming = Naming(default_schema=SCHEMA, schemas=False)
     spelling = Spelling(
         quote=ident,
@@ -312,6 +313,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         *,
         lock_timeout_ms: int = 30_000,
         journal: Path | None = None,
+        transaction_mode: str = "auto",
     ) -> ApplyReport:
         """Run ``document`` statement by statement under ``GET_LOCK``, journaling each one.
 

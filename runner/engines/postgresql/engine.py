@@ -348,8 +348,16 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     # -- applying --------------------------------------------------------------------------
 
-    def apply(self, document: PlanDocument, *, lock_timeout_ms: int = 30_000) -> ApplyReport:
-        """Run ``document`` against the live database under the advisory lock."""
+    def apply(
+        self,
+        document: PlanDocument,
+        *,
+        lock_timeout_ms: int = 30_000,
+        transaction_mode: str = "auto",
+    ) -> ApplyReport:
+        """Run ``document`` against the live database under the advisory lock: consecutive
+        transactional statements in one transaction (``auto``, ``all``: a plan that can be
+        one is), or each statement on its own (``none``)."""
         report = ApplyReport(plan_digest(document))
         scope = document.scope
         self.manage(document_privileges(document))
@@ -368,7 +376,9 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             if fingerprint(live) != document.observed:
                 raise PlanRefused("stale_plan", "the live schema changed since the plan was made")
             try:
-                _execute(conn, [(s.sql, s.transactional) for s in document.statements], report)
+                together = transaction_mode != "none"
+                statements = [(s.sql, s.transactional and together) for s in document.statements]
+                _execute(conn, statements, report)
             except _StatementFailed as failure:
                 report.failed = failure.index
                 report.error = failure.error

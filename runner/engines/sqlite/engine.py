@@ -117,6 +117,7 @@ class SqliteEngine(Engine[None, None]):
 
     dialect = "sqlite"
     transactional_ddl = True
+    transaction_modes = frozenset({"auto", "all"})
     naming = Naming(default_schema="main", schemas=False)
     spelling = Spelling(
         quote=lambda name: normalize(ident(name)),  # as the model spells it: bare if plain
@@ -267,8 +268,15 @@ class SqliteEngine(Engine[None, None]):
 
     # -- applying ------------------------------------------------------------------------
 
-    def apply(self, document: PlanDocument, *, lock_timeout_ms: int = 30_000) -> ApplyReport:
-        """Run ``document`` in one transaction under the database's write lock."""
+    def apply(
+        self,
+        document: PlanDocument,
+        *,
+        lock_timeout_ms: int = 30_000,
+        transaction_mode: str = "auto",
+    ) -> ApplyReport:
+        """Run ``document`` in one transaction under the database's write lock (``auto`` and
+        ``all`` alike; ``none`` is refused before, :attr:`transaction_modes`)."""
         report = ApplyReport(plan_digest(document))
         with self._connect("rw", timeout=lock_timeout_ms / 1000) as conn:
             _session(conn)

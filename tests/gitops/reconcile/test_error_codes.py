@@ -5,7 +5,13 @@ from __future__ import annotations
 from gitops.reconcile.lifecycle import BLOCKED_BY_CODE
 from gitops.reconcile.migration import VERDICT_REASONS, MigrationPass
 from gitops.reconcile.schema import SchemaPass
-from gitops.resources.status import SETTLED_PHASES, MigrationPhase, SchemaPhase, SharedPhase
+from gitops.resources.status import (
+    SETTLED_PHASES,
+    MigrationPhase,
+    Reason,
+    SchemaPhase,
+    SharedPhase,
+)
 from runner.protocol.results import ErrorCode, HistoryVerdict
 
 
@@ -22,7 +28,11 @@ def test_codes_that_may_have_changed_the_database_never_block() -> None:
 
 
 def test_refusal_tables_name_the_runners_reasons() -> None:
-    assert MigrationPass.refusals == {verdict.value: r for verdict, r in VERDICT_REASONS.items()}
+    assert MigrationPass.refusals == {
+        **{verdict.value: r for verdict, r in VERDICT_REASONS.items()},
+        "transaction_mode_unsupported": Reason.CONFIGURATION_ERROR,
+    }
+    assert SchemaPass.refusals["transaction_mode_unsupported"] is Reason.CONFIGURATION_ERROR
     assert set(VERDICT_REASONS) == {verdict for verdict in HistoryVerdict if verdict.blocking}
     assert {"destructive_disallowed", "protected_table", "sandbox_refused"} <= set(
         SchemaPass.refusals

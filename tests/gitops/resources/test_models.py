@@ -44,11 +44,38 @@ def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
         "transactionMode": "auto",
         "managedRoles": [],
         "manageOwnership": False,
+        "timeouts": {"plan": "10m", "apply": "6h", "migrate": "6h"},
     }
     assert resource.metadata.namespace == "shop"
     migration = DatabaseMigration.model_validate(schema())
     assert migration.spec.policy.lock_timeout == 300
     assert migration.spec.policy.out_of_order is False
+    assert migration.spec.policy.timeouts.migrate == 6 * 3600
+
+
+def test_timeouts_are_bounded_and_stay_out_of_the_policy_digest() -> None:
+    from gitops.reconcile.migration import migration_policy_digest
+    from gitops.reconcile.schema import schema_policy_digest
+
+    longer = {"policy": {"timeouts": {"apply": "12h", "plan": "30m"}}}
+    resource = DatabaseSchema.model_validate(schema(**longer))
+    assert (resource.spec.policy.timeouts.apply, resource.spec.policy.timeouts.plan) == (
+        43200,
+        1800,
+    )
+    # Changing how long an operation may take keeps the plan id, so approvals stand...
+    plain = DatabaseSchema.model_validate(schema())
+    assert schema_policy_digest(resource) == schema_policy_digest(plain)
+    migration = DatabaseMigration.model_validate(schema(**longer))
+    assert migration_policy_digest(migration) == migration_policy_digest(
+        DatabaseMigration.model_validate(schema())
+    )
+    # ...while the transaction mode decides how the plan runs, and changes it.
+    atomic = DatabaseMigration.model_validate(schema(policy={"transactionMode": "all"}))
+    assert migration_policy_digest(atomic) != migration_policy_digest(migration)
+    assert errors(DatabaseSchema, schema(policy={"timeouts": {"apply": "5s"}})) == [
+        "spec.policy.timeouts.apply: must be between 30s and 7d"
+    ]
 
 
 @pytest.mark.parametrize(
