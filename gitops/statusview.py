@@ -24,7 +24,7 @@ from gitops.repo.yamlfile import FileError, read_documents
 from gitops.writeback.bare import BareClone
 from gitops.writeback.status_files import binding_path, plan_paths, status_path
 from runner.digests import Digest, digest, sha256_digest
-from runner.engines.plan import PlanDocument, plan_bytes, plan_sql, read_plan
+from runner.engines.plan import PlanDocument, plan_bytes, plan_digest, plan_sql, read_plan
 from runner.errors import SeshatError
 from runner.options import format_option
 
@@ -210,7 +210,7 @@ def plan_show(target: str, source: str, status_branch: str) -> None:
         f"{shown.summary.destructive}; hazards: {hazards}"
     )
     click.echo(f"approve with seshat approve {target} --plan {plan_id} --key KEY\n")
-    click.echo(plan_sql(shown), nl=False)
+    click.echo(plan_sql(shown, plan_id), nl=False)
 
 
 def _refuse(message: str) -> NoReturn:
@@ -252,7 +252,9 @@ def _checked_schema_plan(
         bound.get("privilegeChanges"),
     ) != (summary.destructive, summary.statements, sorted(summary.privilege_changes)):
         _refuse(f"the plan document does not match what plan {plan_id} binds")
-    if sql is not None and sql.decode("utf-8", errors="replace") != plan_sql(document):
+    # Plans recorded before the header named the plan id carry the content digest there.
+    written = (plan_sql(document, plan_id), plan_sql(document, plan_digest(document)))
+    if sql is not None and sql.decode("utf-8", errors="replace") not in written:
         _refuse("the plan's SQL file does not match its document")
     return document
 

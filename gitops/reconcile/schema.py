@@ -135,7 +135,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         current = plan_id(binding)
         json_path, sql_path = plan_paths(self.ref.namespace, self.ref.name, current)
         self.files[json_path] = data
-        self.files[sql_path] = plan_sql(document).encode("utf-8")
+        self.files[sql_path] = plan_sql(document, current).encode("utf-8")
         binding_file = binding_path(self.ref.namespace, self.ref.name, current)
         self.files[binding_file] = canonical_json(binding.document()) + b"\n"
         self.status = self.status.model_copy(
