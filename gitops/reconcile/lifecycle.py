@@ -407,6 +407,8 @@ class ResourcePass(Generic[StatusT]):
                 verdict = self._not_started(census) or self.lifecycle()
             except Stop as stop:
                 verdict = stop.verdict
+            if verdict.phase == IN_SYNC:  # no plan waits for an approval: none is rejected
+                self.status = self.status.model_copy(update={"rejected_approvals": None})
             self.commit(verdict.phase, verdict.reason, verdict.message)
         finally:
             if self.lease is not None:
