@@ -4,9 +4,11 @@ in ``seshat_approvals``, and one plan id is shown everywhere (status, plan.sql's
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
+import pytest
 from harness.reconcile_world import World, schema_yaml, tables
 from harness.sshkeys import SSHKeyFactory
 
@@ -109,3 +111,57 @@ def test_one_plan_id_in_the_status_the_sql_header_and_plan_show(world: World) ->
     # The id the header names is the id an approval must name: approving it applies.
     world.approve("orders", plan)
     assert world.reconcile() == {"shop/orders": "InSync/InSync"}
+
+
+GITHUB_CONFIG = """\
+apiVersion: seshat.dev/v1alpha1
+kind: Config
+spec:
+  reviews: {forge: github, repository: acme/shop, tokenFromEnv: GH_TOKEN,
+            apiUrl: "https://api.github.test"}
+"""
+
+
+def test_the_review_pull_request_gets_one_comment_per_rejected_approval(
+    world: World, ssh_key_factory: SSHKeyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitHub's REST API is played by ``responses``; the review branch is real."""
+    import responses
+    from responses import matchers
+
+    monkeypatch.setenv("GH_TOKEN", "ghp_" + "t0ken" * 8)
+    layout = world.artifact("rv", "CREATE TABLE orders (id INTEGER PRIMARY KEY);\n")
+    world.database("orders")
+    world.remote.write_file("seshat.yaml", GITHUB_CONFIG)
+    world.remote.write_file("databases/orders/schema.yaml", schema_yaml("orders", layout))
+    world.remote.commit_all("declare orders")
+    api = "https://api.github.test/repos/acme/shop"
+    head = {"head": "acme:seshat/review/shop/orders", "state": "open"}
+    pr = {"number": 7, "html_url": "https://github.test/acme/shop/pull/7", "state": "open"}
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as api_mock:
+        api_mock.get(f"{api}/pulls", json=[], match=[matchers.query_param_matcher(head)])
+        api_mock.post(f"{api}/pulls", json=pr, status=201)
+        world.reconcile()  # no approval yet: nothing rejected, no comment listed or posted
+    plan = _status(world, "orders")["plan"]["id"]
+    world.approve("orders", plan, key=ssh_key_factory("mallory@example.com").private_key)
+    file = f"approvals/shop/orders/{digest_hex(plan)}.yaml"
+
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as api_mock:
+        api_mock.get(f"{api}/pulls", json=[pr], match=[matchers.query_param_matcher(head)])
+        updated = api_mock.patch(f"{api}/pulls/7", json=pr)
+        api_mock.get(f"{api}/issues/7/comments", json=[{"body": "LGTM"}])
+        posted = api_mock.post(f"{api}/issues/7/comments", json={}, status=201)
+        assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+        comment = json.loads(posted.calls[0].request.body or b"{}")["body"]
+        assert len(posted.calls) == 1
+        assert f"`{file}`" in comment and "`untrusted_signer`" in comment
+        assert comment.startswith("<!-- seshat:rejected-approval sha256:")
+        body = json.loads(updated.calls[0].request.body or b"{}")["body"]
+        assert "Approvals not accepted" in body and "untrusted_signer" in body
+
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as api_mock:
+        api_mock.get(f"{api}/pulls", json=[pr], match=[matchers.query_param_matcher(head)])
+        api_mock.patch(f"{api}/pulls/7", json=pr)
+        api_mock.get(f"{api}/issues/7/comments", json=[{"body": "LGTM"}, {"body": comment}])
+        world.reconcile()  # the same rejection again: already said, nothing posted
+        assert [c.request.method for c in api_mock.calls] == ["GET", "PATCH", "GET"]
