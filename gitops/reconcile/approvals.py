@@ -102,11 +102,14 @@ def judge_approvals(
             data = read_statement(repository.root, path)
             ssh_bytes = read_signature_file(repository.root, path.with_name(path.name + ".sig"))
             keyless = read_signature_file(repository.root, sigstore_path(path))
-            text = keyless.decode("utf-8") if keyless else ""
-            bundles = load_bundles(text, shown) if keyless else []
-        except (SeshatError, UnicodeDecodeError) as error:
+        except SeshatError as error:
             reject(shown, RejectionReason.MALFORMED, str(error))
             continue
+        try:  # unreadable bundles count for nothing; the SSH signatures still may
+            bundles = load_bundles(keyless.decode("utf-8"), shown) if keyless else []
+        except (SeshatError, UnicodeDecodeError) as error:
+            log(f"{key}: approval {shown}: unreadable bundles: {error}")
+            bundles = []
         identity = statement_identity(approval)
         # Before statement identities, consumption was keyed by the file and signature
         # bytes; what was consumed under that key stays consumed.
