@@ -110,6 +110,9 @@ class PassContext:
     deadline: float = 600.0
     now: Callable[[], datetime] = field(default=utc_now)
     log: Callable[[str], None] = lambda _: None
+    progress: Callable[[str, str, str], None] = lambda *_: None
+    """Told (kind, "ns/name", phase) as a resource's pass enters a step (Resolving,
+    Planning, Applying...): Kubernetes mode shows it on the custom resource; never Git."""
     leases: Leases | None = None  # None: the state file's
     books: Books = field(default_factory=Books)
     """What the pass's workers share is used by one at a time, except while a runner works."""
@@ -181,6 +184,10 @@ class ResourcePass(Generic[StatusT]):
 
     def settings(self) -> PlanSettings:
         raise NotImplementedError
+
+    def step(self, phase: str) -> None:
+        """The pass enters ``phase``: progress for the cluster's readers, not a verdict."""
+        self.ctx.progress(self.ref.kind, self.key, str(phase))
 
     # -- operations ----------------------------------------------------------------------
 
@@ -389,6 +396,7 @@ class ResourcePass(Generic[StatusT]):
                 f"the dispatch marker could not be pushed, so nothing ran: {error}",
             ) from None
         self._advance()
+        self.step(marker[0])
         if approval is not None:
             state.consume(approval, uid, op_id)
         state.mark_dispatched(op_id, uid, current)
@@ -437,6 +445,7 @@ class ResourcePass(Generic[StatusT]):
         the verification policy's digest. The runner resolves and verifies: the control
         plane never contacts a registry."""
         spec = self.spec
+        self.step(self.phases.RESOLVING)
         wanted = ARTIFACT_TYPES[self.artifact_kind]
         declared = spec.artifact.ref
         found = self.ctx.repository.find(
@@ -453,6 +462,7 @@ class ResourcePass(Generic[StatusT]):
         with self.ctx.books.one_at_a_time(("verify", key)):
             verified = self.ctx.verified.get(key)
             if verified is None:
+                self.step(self.phases.VERIFYING)
                 verified = self._verify(source, policy)
                 self.ctx.verified[key] = verified
         self.status = self.status.model_copy(

@@ -189,6 +189,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         """Observe, then two independent plans (only byte-identical ones are accepted): one
         runner invocation with the database credential. The drift goes to the status."""
         fields = {"artifact": desired}
+        self.step(SchemaPhase.VERIFYING_CONVERGENCE if when else SchemaPhase.PLANNING)
         outcomes = self.run_batch([("drift", fields), ("plan", fields), ("plan", fields)])
         drift = self.result(outcomes[0], f"Observe{when}", DriftResult).drift
         self.status = self.status.model_copy(update={"drift": _drift(drift)})
