@@ -27,7 +27,7 @@ from gitops.writeback.recorded import (
 )
 from gitops.writeback.status_files import binding_path, plan_paths, status_path
 from runner.digests import Digest, sha256_digest
-from runner.engines.plan import PlanDocument, plan_sql
+from runner.engines.plan import PlanDocument, comment_text, plan_sql
 from runner.errors import CanNotRunError
 from runner.options import format_option
 
@@ -144,6 +144,14 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
             applied,
         )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+    for document in documents:  # no approval file is skipped silently
+        resource = document["resource"]
+        for rejected in (document.get("status") or {}).get("rejectedApprovals") or []:
+            said = (
+                f"{resource['namespace']}/{resource['name']}: approval {rejected.get('file')} "
+                f"not accepted: {rejected.get('reason')}: {rejected.get('detail', '')}"
+            )
+            click.echo(comment_text(said))  # repository text: no control characters
 
 
 @click.group(name="plan")

@@ -53,6 +53,8 @@ def test_an_approval_by_an_untrusted_signer_is_listed_and_counted(
     detail = _status(world, "orders")["rejectedApprovals"][0]["detail"]
     assert "allowed signers do not list" in detail
     assert _count("untrusted_signer") == before + 1
+    shown = world.seshat("status", "shop/orders", "--repo", world.remote.remote_url)
+    assert f"shop/orders: approval {file} not accepted: untrusted_signer" in shown.stdout
     # A pass that decides the same keeps the same bytes: no new status commit.
     commits = len(world.status_log())
     world.reconcile()
