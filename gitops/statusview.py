@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from gitops.reconcile.identities import MIGRATION_PLAN_CONTRACT, SCHEMA_PLAN_CONTRACT
 from gitops.repo.yamlfile import FileError, read_documents
 from gitops.writeback.bare import BareClone
+from gitops.writeback.recorded import (
+    NotShown,
+    checked_migration_plan,
+    checked_schema_plan,
+    status_tree,
+)
 from gitops.writeback.status_files import binding_path, plan_paths, status_path
-from runner.digests import Digest, digest, sha256_digest
-from runner.engines.plan import PlanDocument, plan_bytes, plan_sql, read_plan
-from runner.errors import SeshatError
+from runner.digests import Digest, sha256_digest
+from runner.engines.plan import PlanDocument, comment_text, plan_sql
+from runner.errors import CanNotRunError
 from runner.options import format_option
 
 __all__ = ["plan_group", "status"]
@@ -33,25 +36,13 @@ __all__ = ["plan_group", "status"]
 
 @contextmanager
 def _status_tree(source: str, branch: str) -> Iterator[tuple[BareClone, str]]:
-    """The status branch's tip in a throwaway bare clone: files are read as Git blobs, so a
-    symlink or a folder pushed in place of a file is never followed."""
-    with tempfile.TemporaryDirectory(prefix="seshat-status-") as folder:
-        clone = BareClone(Path(folder) / "status.git", source)
-        try:
-            try:
-                clone.fetch(branch)
-            except SeshatError as error:
-                click.echo(f"seshat: {error}", err=True)
-                sys.exit(2)
-            tip = clone.tip(branch)
-            if tip is None:
-                click.echo(
-                    f"seshat: {source} has no branch {branch} yet (no pass has run?)", err=True
-                )
-                sys.exit(2)
-            yield clone, tip
-        finally:
-            clone.close()
+    """The status branch's tip (:func:`gitops.writeback.recorded.status_tree`), or exit 2."""
+    try:
+        with status_tree(source, branch) as found:
+            yield found
+    except CanNotRunError as error:
+        click.echo(f"seshat: {error}", err=True)
+        sys.exit(2)
 
 
 def _document(data: bytes) -> dict[str, Any] | None:
@@ -153,6 +144,14 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
             applied,
         )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+    for document in documents:  # no approval file is skipped silently
+        resource = document["resource"]
+        for rejected in (document.get("status") or {}).get("rejectedApprovals") or []:
+            said = (
+                f"{resource['namespace']}/{resource['name']}: approval {rejected.get('file')} "
+                f"not accepted: {rejected.get('reason')}: {rejected.get('detail', '')}"
+            )
+            click.echo(comment_text(said))  # repository text: no control characters
 
 
 @click.group(name="plan")
@@ -210,7 +209,7 @@ def plan_show(target: str, source: str, status_branch: str) -> None:
         f"{shown.summary.destructive}; hazards: {hazards}"
     )
     click.echo(f"approve with seshat approve {target} --plan {plan_id} --key KEY\n")
-    click.echo(plan_sql(shown), nl=False)
+    click.echo(plan_sql(shown, plan_id), nl=False)
 
 
 def _refuse(message: str) -> NoReturn:
@@ -218,50 +217,23 @@ def _refuse(message: str) -> NoReturn:
     sys.exit(1)
 
 
-def _json(raw: bytes, what: str) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        _refuse(f"{what} is not JSON")
-
-
 def _checked_schema_plan(
     plan_id: Digest, raw: bytes, binding: bytes | None, sql: bytes | None
 ) -> PlanDocument:
-    """The plan document, if its binding hashes to ``plan_id`` and names its bytes and its
-    summary; else a refusal (exit 1)."""
-    if binding is None:
-        _refuse(
-            f"plan {plan_id} has no binding on the status branch, so its document cannot be "
-            "checked against its id (plans written before Seshat recorded bindings: the next "
-            "pass records it)"
-        )
-    bound = _json(binding, "the plan's binding")
-    if not isinstance(bound, dict) or digest(SCHEMA_PLAN_CONTRACT, bound) != plan_id:
-        _refuse(f"the plan's binding does not hash to {plan_id}")
-    if bound.get("planDigest") != sha256_digest(raw):
-        _refuse(f"the plan document is not the one plan {plan_id} binds")
+    """The plan document checked against ``plan_id`` (:func:`checked_schema_plan`), or a
+    refusal (exit 1)."""
     try:
-        document = read_plan(raw)
-    except (ValueError, SeshatError):
-        _refuse("the plan document cannot be read")
-    summary = document.summary
-    if plan_bytes(document) != raw or (
-        bound.get("destructive"),
-        bound.get("statements"),
-        bound.get("privilegeChanges"),
-    ) != (summary.destructive, summary.statements, sorted(summary.privilege_changes)):
-        _refuse(f"the plan document does not match what plan {plan_id} binds")
-    if sql is not None and sql.decode("utf-8", errors="replace") != plan_sql(document):
-        _refuse("the plan's SQL file does not match its document")
-    return document
+        return checked_schema_plan(plan_id, raw, binding, sql)
+    except NotShown as error:
+        _refuse(str(error))
 
 
 def _show_migration_plan(target: str, plan_id: str, raw: bytes) -> None:
     """A migration plan: the files it applies, in order; its id recomputed from its bytes."""
-    document = _json(raw, "the plan document")
-    if not isinstance(document, dict) or digest(MIGRATION_PLAN_CONTRACT, document) != plan_id:
-        _refuse(f"the plan document does not hash to {plan_id}")
+    try:
+        document = checked_migration_plan(Digest(plan_id), raw)
+    except NotShown as error:
+        _refuse(str(error))
     click.echo(f"plan id      {plan_id} (verified)")
     click.echo(f"history      {document['historyFingerprint']}")
     click.echo(f"artifact     {document['artifactDigest']}")

@@ -32,6 +32,7 @@ class Wiring:
     executor: Executor | None = None  # None: the pass's local executor
     leases: Leases | None = None  # None: the state file's leases
     publish: Callable[[PassReport], None] | None = None
+    progress: Callable[[str, str, str], None] | None = None  # (kind, "ns/name", phase)
     clock: Callable[[], datetime] = field(default=utc_now)
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     workers: int | None = None  # None: the CPU count
@@ -59,6 +60,7 @@ class Wiring:
             registry=self.registry,
             workers=self.workers,
             report_idle=report_idle,
+            progress=self.progress,
         )
         if self.publish is not None:
             self.publish(report)
@@ -82,7 +84,7 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
     from gitops.kubernetes.api import load_api
     from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
     from gitops.kubernetes.leases import KubernetesLeases
-    from gitops.kubernetes.status import publish_statuses
+    from gitops.kubernetes.status import publish_phase, publish_statuses
 
     api = load_api(options["kubeconfig"])
     settings = JobSettings(
@@ -91,16 +93,20 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
         cache_claim=options["runner_cache_claim"],
         registry_secret=options["registry_secret"],
     )
-    publish = None
+    publish = progress = None
     if options["publish_status"]:
 
         def publish(report: PassReport) -> None:
-            publish_statuses(api, report.statuses, report.repository, say)
+            publish_statuses(api, report.statuses, report.repository, say, events=True)
+
+        def progress(kind: str, key: str, phase: str) -> None:
+            publish_phase(api, kind, key, phase, say)
 
     return Wiring(
         KubernetesExecutor(api, settings),
         KubernetesLeases(api, options["lease_namespace"], options["lease_duration"]),
         publish,
+        progress,
         registry=registry,
         workers=options["workers"],
     )

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import click
+import git
 
 from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE, APPROVAL_NAMESPACE
 from gitops.approvals.verify import load_bundles, sigstore_path, verify_statement
@@ -32,6 +33,7 @@ from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.resources.base import parse_duration
 from gitops.resources.policies import ApprovalPolicy
+from gitops.writeback.recorded import current_plan, status_tree
 from runner.errors import SeshatError
 from runner.options import format_option
 
@@ -96,7 +98,23 @@ def _resource_ref(repository: Repository, target: str, kind: str | None) -> Reso
 
 @click.command()
 @click.argument("target", metavar="NAMESPACE/NAME")
-@click.option("--plan", "plan_id", required=True, help="The plan id to approve (sha256:...).")
+@click.option(
+    "--plan",
+    "plan_id",
+    help="The plan id to approve (sha256:...). Without it: the current plan the resource's "
+    "status records, shown first and confirmed on a terminal.",
+)
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Without --plan: approve the current plan without asking (for scripts).",
+)
+@click.option(
+    "--status-from",
+    "status_source",
+    help="Without --plan: the repository (path or URL) whose status branch to read "
+    "[default: the work tree's origin remote, else the work tree].",
+)
 @_repo_option
 @_kind_option
 @click.option(
@@ -121,7 +139,9 @@ def _resource_ref(repository: Repository, target: str, kind: str | None) -> Reso
 )
 def approve(
     target: str,
-    plan_id: str,
+    plan_id: str | None,
+    yes: bool,
+    status_source: str | None,
     repo: Path,
     kind: str | None,
     key: Path | None,
@@ -138,11 +158,18 @@ def approve(
 
     With --sigstore-bundle instead of --key, a Sigstore bundle made elsewhere over the
     existing approval file's bytes is added to <file>.sigstore.json (a JSON list of bundles).
+
+    Without --plan, the plan approved is the current plan the resource's status records on
+    the status branch (the id seshat plan show, the status, the review and plan.sql's header
+    show): its summary is printed and, on a terminal, confirmed; --yes skips the question.
+    Without a terminal and without --yes nothing is written (exit 2).
     """
     if (key is None) == (bundle is None):
         _fail("give exactly one of --key or --sigstore-bundle")
     repository = _repository(repo)
     resource = _resource_ref(repository, target, kind)
+    if plan_id is None:
+        plan_id = _confirmed_current_plan(repository, resource, status_source, yes)
     if bundle is not None:
         _add_bundle(approval_path(repository.root, resource, plan_id), bundle, repository.root)
         return
@@ -162,6 +189,59 @@ def approve(
         _fail(str(error))
         return
     _echo_signed(signed, repository.root)
+
+
+def _confirmed_current_plan(
+    repository: Repository, resource: ResourceRef, source: str | None, yes: bool
+) -> str:
+    """The id of the plan the resource's status records, after showing its summary and
+    (unless ``yes``) asking on the terminal."""
+    target = f"{resource.namespace}/{resource.name}"
+    branch = repository.config.spec.status_branch
+    where = source or _origin(repository.root)
+    try:
+        with status_tree(where, branch) as (clone, tip):
+            plan = current_plan(clone, tip, resource.namespace, resource.name)
+    except SeshatError as error:
+        _fail(f"{error}; nothing is approved (give --plan to approve a plan by its id)")
+        raise
+    if plan is None:
+        _fail(f"the status of {target} on {branch} names no current plan: nothing to approve")
+        raise AssertionError
+    if plan.kind != resource.kind:
+        _fail(f"the status of {target} is a {plan.kind}'s; the repository has a {resource.kind}")
+    click.echo(f"{target}: plan {plan.id} ({plan.phase or 'no phase'}; from {branch})")
+    if plan.kind == "DatabaseMigration":
+        click.echo(f"applies     {plan.statements} file(s): {', '.join(plan.files) or '-'}")
+    else:
+        hazards = ", ".join(f"{k}={v}" for k, v in sorted(plan.hazards.items())) or "none"
+        click.echo(
+            f"statements  {plan.statements}; destructive: {plan.destructive}; hazards: {hazards}"
+        )
+        if plan.privilege_changes:
+            click.echo(f"privileges  {', '.join(plan.privilege_changes)}")
+    click.echo(f"(the whole plan: seshat plan show {target})")
+    if yes:
+        return plan.id
+    if not sys.stdin.isatty():
+        _fail(
+            "stdin is not a terminal, so the plan cannot be confirmed: give --yes to approve "
+            f"it without the question, or --plan {plan.id}"
+        )
+    if not click.confirm(f"Approve plan {plan.id}?", default=False):
+        click.echo("seshat: not approved; nothing was written", err=True)
+        sys.exit(EXIT_REFUSED)
+    return plan.id
+
+
+def _origin(root: Path) -> str:
+    """Where the status branch is read from by default: the work tree's ``origin`` remote
+    (what Seshat pushes to), else the work tree itself."""
+    try:
+        with git.Repo(root) as repo:
+            return str(repo.remotes.origin.url) if "origin" in repo.remotes else str(root)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        return str(root)
 
 
 def _echo_signed(signed: Signed, root: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gitops.resources.database import Target
+from gitops.writeback.recorded import MIGRATION_PLAN_CONTRACT, SCHEMA_PLAN_CONTRACT
 from runner.digests import digest
 
 __all__ = [
@@ -70,8 +71,8 @@ class PlanBinding:
         }
 
 
-SCHEMA_PLAN_CONTRACT = "schema-plan-id"
-MIGRATION_PLAN_CONTRACT = "migration-plan-id"
+# The contract names live with the status branch's reader, which checks recorded plans
+# against their ids (gitops.writeback.recorded); the ids are computed here.
 
 
 def plan_id(binding: PlanBinding) -> str:

@@ -17,23 +17,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar, Generic, TypeVar
 
-from gitops.approvals.files import read_signature_file, read_signatures, read_statement
-from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE, APPROVAL_NAMESPACE
+from gitops.approvals.files import read_signatures, read_statement
+from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE
 from gitops.approvals.verify import (
-    load_bundles,
-    sigstore_path,
-    statement_identity,
     verify_statement,
 )
 from gitops.execution.executor import CredentialUnavailable, Executor, Outcome, Started
 from gitops.execution.leases import Lease, Leases
 from gitops.execution.metered import metered
+from gitops.reconcile.approvals import judge_approvals
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.identities import coordination_digest
 from gitops.reconcile.state import StateFile
 from gitops.reconcile.workers import Books
 from gitops.repo.loader import LoadedResource, Repository
-from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
+from gitops.resources.approvals import ResourceRef, RunAcknowledgment
 from gitops.resources.database import DatabaseSpec, OperationTimeouts
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
@@ -57,8 +55,7 @@ from runner.artifacts.format import ARTIFACT_TYPES
 from runner.artifacts.policy import VerificationPolicySpec, policy_digest, trust_paths
 from runner.artifacts.reference import parse_reference
 from runner.deadline import STOP_MARGIN
-from runner.digests import sha256_digest
-from runner.errors import ConfigurationError, SeshatError
+from runner.errors import ConfigurationError
 from runner.files import NotReadable, read_inside
 from runner.protocol.messages import (
     ArtifactSource,
@@ -114,6 +111,9 @@ class PassContext:
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     now: Callable[[], datetime] = field(default=utc_now)
     log: Callable[[str], None] = lambda _: None
+    progress: Callable[[str, str, str], None] = lambda *_: None
+    """Told (kind, "ns/name", phase) as a resource's pass enters a step (Resolving,
+    Planning, Applying...): Kubernetes mode shows it on the custom resource; never Git."""
     leases: Leases | None = None  # None: the state file's
     books: Books = field(default_factory=Books)
     """What the pass's workers share is used by one at a time, except while a runner works."""
@@ -187,6 +187,10 @@ class ResourcePass(Generic[StatusT]):
 
     def settings(self) -> PlanSettings:
         raise NotImplementedError
+
+    def step(self, phase: str) -> None:
+        """The pass enters ``phase``: progress for the cluster's readers, not a verdict."""
+        self.ctx.progress(self.ref.kind, self.key, str(phase))
 
     # -- operations ----------------------------------------------------------------------
 
@@ -471,6 +475,7 @@ class ResourcePass(Generic[StatusT]):
                 f"the dispatch marker could not be pushed, so nothing ran: {error}",
             ) from None
         self._advance()
+        self.step(marker[0])
         if approval is not None:
             state.consume(approval, uid, op_id)
         state.mark_dispatched(op_id, uid, current)
@@ -490,6 +495,8 @@ class ResourcePass(Generic[StatusT]):
                 verdict = self._not_started(census, adopted) or self.lifecycle()
             except Stop as stop:
                 verdict = stop.verdict
+            if verdict.phase == IN_SYNC:  # no plan waits for an approval: none is rejected
+                self.status = self.status.model_copy(update={"rejected_approvals": None})
             self.commit(verdict.phase, verdict.reason, verdict.message)
         finally:
             if self.lease is not None:
@@ -527,6 +534,7 @@ class ResourcePass(Generic[StatusT]):
         the verification policy's digest. The runner resolves and verifies: the control
         plane never contacts a registry."""
         spec = self.spec
+        self.step(self.phases.RESOLVING)
         wanted = ARTIFACT_TYPES[self.artifact_kind]
         declared = spec.artifact.ref
         found = self.ctx.repository.find(
@@ -543,6 +551,7 @@ class ResourcePass(Generic[StatusT]):
         with self.ctx.books.one_at_a_time(("verify", key)):
             verified = self.ctx.verified.get(key)
             if verified is None:
+                self.step(self.phases.VERIFYING)
                 verified = self._verify(source, policy)
                 self.ctx.verified[key] = verified
         self.status = self.status.model_copy(
@@ -634,62 +643,28 @@ class ResourcePass(Generic[StatusT]):
         privilege: bool,
         spent_before: Callable[[str], bool],
     ) -> str | None:
-        """The digest of an accepted, unconsumed approval of ``current``, if there is one.
+        """The digest of an accepted, unconsumed approval of ``current``, if there is one;
+        every approval file of the resource that is not one goes to ``rejectedApprovals``
+        (:mod:`gitops.reconcile.approvals`).
 
         ``spent_before(identity)`` says whether the previous status proves it consumed.
         """
-        repository = self.ctx.repository
-        policies = [
-            r.resource for r in repository.resources if isinstance(r.resource, ApprovalPolicy)
-        ]
-        for loaded in repository.resources:
-            approval = loaded.resource
-            if not isinstance(approval, Approval) or approval.spec.plan.id != current:
-                continue
-            named = approval.spec.resource
-            if (named.namespace, named.name) != (self.ref.namespace, self.ref.name):
-                continue
-            path = repository.root / loaded.path
-            try:
-                root = repository.root
-                data = read_statement(root, path)
-                ssh_bytes = read_signature_file(root, path.with_name(path.name + ".sig"))
-                keyless = read_signature_file(root, sigstore_path(path))
-            except ConfigurationError as error:
-                self.ctx.log(f"{self.key}: approval {loaded.path} not read: {error}")
-                continue
-            ssh = ssh_bytes.decode("ascii", errors="replace")
-            try:
-                bundles = load_bundles(keyless.decode("utf-8"), str(loaded.path)) if keyless else []
-            except (SeshatError, UnicodeDecodeError) as error:
-                self.ctx.log(f"{self.key}: approval {loaded.path}: unreadable bundles: {error}")
-                bundles = []
-            verdict = verify_statement(
-                approval,
-                data,
-                ssh,
-                policies,
-                repository.root,
-                namespace=APPROVAL_NAMESPACE,
-                expected=self.ref,
-                current_plan=current,
-                destructive=destructive,
-                privilege=privilege,
-                bundles=bundles,
-                now=self.ctx.now(),
-            )
-            identity = statement_identity(approval)
-            # Before statement identities, consumption was keyed by the file and signature
-            # bytes; what was consumed under that key stays consumed.
-            legacy = sha256_digest(data + b"\0" + ssh_bytes + b"\0" + keyless)
-            spent = any(
-                self.ctx.state.is_consumed(key) or spent_before(key) for key in (identity, legacy)
-            ) or self.ledger.consumed(identity)
-            if verdict.accepted and not spent:
-                return identity
-            why = "consumed by an earlier Apply" if verdict.accepted else verdict.reason
-            self.ctx.log(f"{self.key}: approval {loaded.path} not accepted: {why}")
-        return None
+        judged = judge_approvals(
+            self.ctx.repository,
+            self.ref,
+            current,
+            destructive=destructive,
+            privilege=privilege,
+            spent=lambda key: (
+                self.ctx.state.is_consumed(key) or spent_before(key) or self.ledger.consumed(key)
+            ),
+            now=self.ctx.now(),
+            log=self.ctx.log,
+        )
+        self.status = self.status.model_copy(
+            update={"rejected_approvals": list(judged.rejected) or None}
+        )
+        return judged.accepted
 
     # -- acknowledgments and tampering ---------------------------------------------------
 

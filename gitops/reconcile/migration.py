@@ -272,6 +272,7 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
 
     def _read(self, artifact: ArtifactSource, what: str) -> tuple[HistoryReport, str]:
         """A history reading and the identity of the target the runner reached."""
+        self.step(MigrationPhase.READING if what == "History" else MigrationPhase.VERIFYING_HISTORY)
         outcome = self.run_operation("history", artifact=artifact)
         history = self.result(outcome, what, HistoryResult).history
         assert outcome.result is not None

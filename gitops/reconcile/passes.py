@@ -158,6 +158,7 @@ def run_pass(
     clock: Callable[[], datetime] = utc_now,
     workers: int | None = None,
     report_idle: bool = False,
+    progress: Callable[[str, str, str], None] | None = None,
 ) -> PassReport:
     """One pass over ``source`` (a path or URL of a Git repository).
 
@@ -166,7 +167,9 @@ def run_pass(
     commits since the last pass touched it (:mod:`gitops.reconcile.touched`); otherwise
     every resource is. Resources of different realms run side by side on ``workers``
     threads (default: the CPU count). With ``report_idle``, the report also carries the
-    last recorded status of each resource not reconciled.
+    last recorded status of each resource not reconciled. ``progress`` is told (kind,
+    "ns/name", phase) as each resource's pass enters a step (Kubernetes mode publishes it on
+    the custom resource; the status branch records only verdicts).
     """
     work.mkdir(parents=True, exist_ok=True)
     checkout, revision = _checkout(source, work, branch)
@@ -200,6 +203,8 @@ def run_pass(
             leases=leases,
             now=clock,
         )
+        if progress is not None:
+            ctx.progress = progress
         for problem in repository.problems:
             report.problems.append(str(problem))
         _blocked_by_problems(ctx, report)

@@ -172,7 +172,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         current = plan_id(binding)
         json_path, sql_path = plan_paths(self.ref.namespace, self.ref.name, current)
         self.files[json_path] = data
-        self.files[sql_path] = plan_sql(document).encode("utf-8")
+        self.files[sql_path] = plan_sql(document, current).encode("utf-8")
         binding_file = binding_path(self.ref.namespace, self.ref.name, current)
         self.files[binding_file] = canonical_json(binding.document()) + b"\n"
         self.status = self.status.model_copy(
@@ -226,6 +226,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         """Observe, then two independent plans (only byte-identical ones are accepted): one
         runner invocation with the database credential. The drift goes to the status."""
         fields = {"artifact": desired}
+        self.step(SchemaPhase.VERIFYING_CONVERGENCE if when else SchemaPhase.PLANNING)
         outcomes = self.run_batch([("drift", fields), ("plan", fields), ("plan", fields)])
         drift = self.result(outcomes[0], f"Observe{when}", DriftResult).drift
         self.status = self.status.model_copy(update={"drift": _drift(drift)})

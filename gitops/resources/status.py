@@ -28,6 +28,8 @@ __all__ = [
     "MigrationPhase",
     "PlanSummary",
     "Reason",
+    "RejectedApproval",
+    "RejectionReason",
     "RunRecord",
     "SchemaPhase",
     "SharedPhase",
@@ -201,6 +203,33 @@ class PlanSummary(Model):
     path: str = ""
 
 
+class RejectionReason(StrEnum):
+    """Why an approval file naming a resource authorizes nothing (stable words: scripts and
+    the ``seshat_approvals`` metric match on them, so one is added, never renamed)."""
+
+    STALE_PLAN = "stale_plan"  # it names a plan other than the current one
+    WRONG_RESOURCE = "wrong_resource"  # another lifetime (uid) or kind of the resource
+    EXPIRED = "expired"  # past expiresAt, or older than the rule's maxAge
+    DATED_IN_FUTURE = "dated_in_future"  # approvedAt later than the clock allows
+    BAD_SIGNATURE = "bad_signature"  # no signature verifies over the file's bytes
+    UNTRUSTED_SIGNER = "untrusted_signer"  # valid signatures by nobody the policy allows
+    QUORUM_NOT_MET = "quorum_not_met"  # fewer distinct allowed signers than required
+    CONSUMED = "consumed"  # accepted once and spent on an Apply; a new approval is needed
+    MALFORMED = "malformed"  # the file (or its signatures) cannot be read as an Approval
+
+
+MAX_REJECTED = 32
+"""The most rejected approvals a status lists (by file name); a status stays small."""
+
+
+class RejectedApproval(Model):
+    """One approval file naming the resource that the pass did not accept, and why."""
+
+    file: Annotated[str, Field(max_length=1024)]
+    reason: RejectionReason
+    detail: Annotated[str, Field(max_length=1024)] = ""
+
+
 class RunRecord(Model):
     """One Apply as it ended (``lastApplied``) or as it was left uncertain (``unresolvedRun``)."""
 
@@ -242,6 +271,11 @@ class _Status(Model):
     source: SourceStatus | None = None
     plan: PlanSummary | None = None
     last_applied: RunRecord | None = None
+    # Approval files naming the resource that this pass did not accept (sorted by file);
+    # None when there are none, so a status without them keeps the bytes it always had.
+    rejected_approvals: Annotated[list[RejectedApproval], Field(max_length=MAX_REJECTED)] | None = (
+        None
+    )
 
 
 class DatabaseSchemaStatus(_Status):

@@ -88,6 +88,25 @@ class GitHub:
             )
         return PullRequest(int(item["number"]), str(item["html_url"]), str(item["state"]))
 
+    def comment_bodies(self, number: int, pages: int = 10) -> list[str]:
+        """The bodies of the comments on pull request ``number`` (at most ``pages`` pages of
+        100, oldest first)."""
+        bodies: list[str] = []
+        for page in range(1, pages + 1):
+            found = self._call(
+                "GET",
+                f"/issues/{number}/comments",
+                params={"per_page": "100", "page": str(page)},
+            )
+            items = found if isinstance(found, list) else []
+            bodies += [str(item.get("body") or "") for item in items if isinstance(item, dict)]
+            if len(items) < 100:
+                break
+        return bodies
+
+    def comment(self, number: int, body: str) -> None:
+        self._call("POST", f"/issues/{number}/comments", json={"body": body})
+
     def close(self, branch: str, comment: str) -> PullRequest | None:
         current = self.find_open(branch)
         if current is None:

@@ -22,6 +22,7 @@ from gitops.resources.status import (
     ConditionType,
     DatabaseMigrationStatus,
     DatabaseSchemaStatus,
+    RejectedApproval,
     SharedPhase,
 )
 from gitops.reviews.github import GitHub, PullRequest
@@ -29,10 +30,11 @@ from gitops.reviews.markdown import MAX_BODY, code, fence
 from gitops.writeback.bare import BareClone, Identity
 from gitops.writeback.commits import Trailers, message
 from gitops.writeback.status_files import plan_paths
+from runner.digests import digest
 from runner.errors import CanNotRunError
 from runner.protocol.results import HistoryVerdict
 
-__all__ = ["ReviewOutcome", "Reviews", "review_body", "review_branch"]
+__all__ = ["ReviewOutcome", "Reviews", "rejection_comment", "review_body", "review_branch"]
 
 _REVIEWED = (SharedPhase.AWAITING_APPROVAL, SharedPhase.BLOCKED, SharedPhase.FAILED)
 Status = DatabaseSchemaStatus | DatabaseMigrationStatus
@@ -77,6 +79,9 @@ def review_body(
                 "sh",
             ),
         ]
+    if status.rejected_approvals:
+        lines += ["", "**Approvals not accepted** (the status's `rejectedApprovals`):"]
+        lines += [f"- {code(r.file)}: {code(r.reason.value)}" for r in status.rejected_approvals]
     tail: list[str] = []
     if status.plan is not None and status.phase.value == SharedPhase.AWAITING_APPROVAL:
         tail = [
@@ -198,4 +203,42 @@ class Reviews:
         if self.forge is not None:
             title = f"Seshat: {key} {status.phase.value}"
             pull = self.forge.open_or_update(branch, self.config.branch, title, body)
+            self._comment_rejections(pull, key, status)
         return ReviewOutcome(branch, commit, pull)
+
+    def _comment_rejections(self, pull: PullRequest, key: str, status: Status) -> None:
+        """One comment per approval newly rejected for the current plan: a comment carries
+        a hidden marker naming (plan, file, reason), so a later pass that rejects the same
+        file for the same reason finds it and says nothing again."""
+        assert self.forge is not None
+        rejected = status.rejected_approvals or []
+        if not rejected:
+            return
+        posted = "\n".join(self.forge.comment_bodies(pull.number))
+        plan = status.plan.id if status.plan is not None else None
+        for entry in rejected:
+            marker, text = rejection_comment(key, plan, entry)
+            if marker not in posted:
+                self.forge.comment(pull.number, text)
+
+
+def rejection_comment(key: str, plan: str | None, entry: RejectedApproval) -> tuple[str, str]:
+    """The hidden marker and the text of the comment saying that an approval file of ``key``
+    was rejected for ``plan`` (the approval file's detail stays inside a fence: it may quote
+    a signer's name or a comment from the repository)."""
+    identity = digest(
+        "review-rejected-approval",
+        {"plan": plan, "file": entry.file, "reason": entry.reason.value},
+    )
+    marker = f"<!-- seshat:rejected-approval {identity} -->"
+    lines = [
+        marker,
+        f"**Approval not accepted** for {code(key)}: {code(entry.file)} is "
+        f"{code(entry.reason.value)}"
+        + (f" (the current plan is {code(plan)})" if plan else "")
+        + ".",
+    ]
+    if entry.detail:
+        lines += ["", fence(entry.detail, "text")]
+    lines += ["", 'See docs/operations.md, "Approvals, visibly", for what each reason means.']
+    return marker, "\n".join(lines) + "\n"

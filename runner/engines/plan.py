@@ -28,6 +28,7 @@ __all__ = [
     "CLIENT_DELIMITED",
     "FORMAT_VERSION",
     "MAX_PLAN_BYTES",
+    "UNRECORDED",
     "HazardEntry",
     "PlanDocument",
     "PlanPrivileges",
@@ -36,6 +37,7 @@ __all__ = [
     "comment_text",
     "plan_bytes",
     "plan_digest",
+    "plan_header",
     "plan_sql",
     "read_plan",
 ]
@@ -174,10 +176,26 @@ def _terminated(sql: str, dialect: str) -> list[str]:
     return [f"DELIMITER {delimiter}", f"{sql}{delimiter}", "DELIMITER ;"]
 
 
-def plan_sql(document: PlanDocument) -> str:
-    """``plan.sql``: a commented SQL rendering of the document and nothing else."""
+UNRECORDED: Final = "(not recorded)"
+"""What the header names in place of a plan id when nobody recorded the plan (the runner's
+own ``schema plan`` command): the id binds what only the control plane knows (the resource's
+uid, the policies, the artifact's verification), so the runner never prints an id of its own."""
+
+
+def plan_header(document: PlanDocument, plan_id: str | None) -> str:
+    """The first line of ``plan.sql``: the plan id ``seshat approve --plan`` takes, the same
+    id the status, ``seshat plan show`` and the review show; or, for a plan nobody recorded,
+    :data:`UNRECORDED` and the content digest (which is not an id anything accepts)."""
+    if plan_id is not None:
+        return f"-- Seshat plan {plan_id}"
+    return f"-- Seshat plan {UNRECORDED}; content {plan_digest(document)}"
+
+
+def plan_sql(document: PlanDocument, plan_id: str | None = None) -> str:
+    """``plan.sql``: a commented SQL rendering of the document and nothing else; its header
+    names ``plan_id`` (:func:`plan_header`)."""
     lines = [
-        f"-- Seshat plan {plan_digest(document)}",
+        plan_header(document, plan_id),
         f"-- {comment_text(str(document.dialect))} {document.server_major}; "
         f"{document.summary.statements} statements"
         + ("; DESTRUCTIVE" if document.summary.destructive else ""),

@@ -104,7 +104,7 @@ def test_plans_read_or_refused(raw: bytes) -> None:
     again = read_plan(data)
     assert again == document and plan_bytes(again) == data
     text = plan_sql(document)
-    assert text.startswith(f"-- Seshat plan {digest}\n")
+    assert text.startswith(f"-- Seshat plan (not recorded); content {digest}\n")
     assert isinstance(document, PlanDocument)
 
 

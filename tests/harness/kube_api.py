@@ -57,6 +57,7 @@ _GROUPS = {
     "core": "",
     "batch": "batch",
     "coordination": "coordination.k8s.io",
+    "events": "events.k8s.io",
     "seshat": "seshat.dev",
 }
 
@@ -71,6 +72,10 @@ _ROUTES = [
         re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/(leases)(?:/([^/]+))?()$"),
     ),
     (
+        "events",
+        re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/(events)(?:/([^/]+))?()$"),
+    ),
+    (
         "seshat",
         re.compile(
             r"^/apis/seshat\.dev/v1alpha1/namespaces/([^/]+)/"
@@ -83,6 +88,7 @@ _KINDS = {
     "pods": ("v1", "Pod"),
     "jobs": ("batch/v1", "Job"),
     "leases": ("coordination.k8s.io/v1", "Lease"),
+    "events": ("events.k8s.io/v1", "Event"),
 }
 
 
@@ -123,6 +129,9 @@ class FakeKubernetes:
         self.unauthorized = 0
         self.jobs_created: list[Json] = []  # each Job as it was posted
         self.configmaps_created: list[Json] = []
+        # Each status merge patch of a custom resource, as (resource, namespace, name, the
+        # phase it set or None): what a test reads to see intermediate phases published.
+        self.status_patches: list[tuple[str, str, str, str | None]] = []
         self.processes: dict[str, subprocess.Popen[bytes]] = {}  # pod name -> its process
         # When set, the kubelet runs this instead of the container's command (a test that
         # needs a runner that hangs, say).
@@ -463,6 +472,8 @@ class FakeKubernetes:
         updated = dict(current)
         updated["status"] = _merge(current.get("status"), body.get("status"))
         self._validate(resource, updated)
+        phase = (body.get("status") or {}).get("phase")
+        self.status_patches.append((resource, namespace, name, phase))
         updated["metadata"] = {**current["metadata"], "resourceVersion": str(next(self._versions))}
         self.objects[key] = updated
         return 200, updated
