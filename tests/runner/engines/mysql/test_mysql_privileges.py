@@ -8,6 +8,7 @@ the real ones.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import secrets
@@ -20,6 +21,8 @@ from harness.mariadb import MariaDBDatabase
 from harness.runner_cli import RunnerCLI, write
 
 from runner.engines.mysql.grants import account, account_sql, grant_statement
+from runner.engines.mysql.sandbox import dev_sandbox, server_facts
+from runner.url import parse_url
 
 BASE = """
 CREATE TABLE customers (
@@ -259,6 +262,33 @@ def test_routine_grants_converge(
         f"GRANT EXECUTE ON PROCEDURE `{db.name}`.`touch` TO `{accounts.reader}`@`%`"
     ]
     assert planned(runner, db, desired, "--managed-role", accounts.reader)["statements"] == []
+
+
+def test_an_explicit_sandbox_grants_to_locked_stand_ins_and_drops_them(
+    mariadb_database: MariaDBDatabase, accounts: Accounts
+) -> None:
+    db = mariadb_database
+    dev = parse_url(db.server.url(db.name))  # the root credential: it may create users
+    with db.connect() as conn:
+        target = server_facts(conn, db.name)
+    elsewhere = dataclasses.replace(target, identity="another server")
+    real = f"{accounts.reader}@%"
+    with dev_sandbox(dev, elsewhere) as sandbox:
+        stand = sandbox.stand_ins([real])
+        user, _, host = stand[real].rpartition("@")
+        assert user != accounts.reader and host == "localhost"
+        with db.server.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT JSON_VALUE(Priv, '$.account_locked') FROM mysql.global_priv"
+                " WHERE User = %s AND Host = %s",
+                (user, host),
+            )
+            assert cur.fetchall() == (("1",),)  # ACCOUNT LOCK: it cannot log in
+        assert sandbox.stand_ins([real]) == stand  # made once
+    with db.server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM mysql.user WHERE User = %s", (user,))
+        assert cur.fetchall() == ((0,),)
+    assert grants(db, accounts.reader) == []
 
 
 # -- naming accounts and reading GRANT statements (no server) ---------------------------------
