@@ -245,23 +245,33 @@ def test_a_grant_to_the_runners_own_account_is_refused(
     assert "runner's own" in json.loads(as_managed.stdout)["refusal"]["message"]
 
 
-def test_routine_grants_converge(
+def test_routine_grants_and_all_privileges_converge(
     runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
 ) -> None:
     db = mariadb_database
     routine = "CREATE PROCEDURE touch() BEGIN SELECT 1; END;\n"
     desired = write(
         tmp_path / "schema.sql",
-        BASE + routine + f"GRANT EXECUTE ON PROCEDURE touch TO {accounts.reader};\n",
+        BASE
+        + routine
+        + f"GRANT EXECUTE ON PROCEDURE touch TO {accounts.reader};\n"
+        + f"GRANT ALL PRIVILEGES ON orders TO {accounts.writer};\n"
+        + f"GRANT ALL ON `{db.name}`.* TO {accounts.writer};\n",
     )
-    document = plan_and_apply(runner, db, desired, tmp_path, "--managed-role", accounts.reader)
+    managed = ("--managed-role", accounts.reader, "--managed-role", accounts.writer)
+    document = plan_and_apply(runner, db, desired, tmp_path, *managed)
     assert f"GRANT EXECUTE ON PROCEDURE `touch` TO '{accounts.reader}'@'%'" in [
         s["sql"] for s in document["statements"]
     ]
     assert grants(db, accounts.reader) == [
         f"GRANT EXECUTE ON PROCEDURE `{db.name}`.`touch` TO `{accounts.reader}`@`%`"
     ]
-    assert planned(runner, db, desired, "--managed-role", accounts.reader)["statements"] == []
+    # ALL is what the server makes of it at each level, and reads back the same.
+    assert grants(db, accounts.writer) == [
+        f"GRANT ALL PRIVILEGES ON `{db.name}`.* TO `{accounts.writer}`@`%`",
+        f"GRANT ALL PRIVILEGES ON `{db.name}`.`orders` TO `{accounts.writer}`@`%`",
+    ]
+    assert planned(runner, db, desired, *managed)["statements"] == []
 
 
 def test_an_explicit_sandbox_grants_to_locked_stand_ins_and_drops_them(
