@@ -126,7 +126,7 @@ _TOKEN = re.compile(
     r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`|@|,|\(|\)|;|[^\s'\"`@,();]+",
     re.S,
 )
-_STARTS = re.compile(r"^\s*(GRANT|REVOKE)\b", re.I)
+_STARTS = re.compile(r"^\s*(?:(?:--[^\n]*\n|#[^\n]*\n|/\*.*?\*/)\s*)*(GRANT|REVOKE)\b", re.I | re.S)
 _KINDS = {"TABLE", "FUNCTION", "PROCEDURE", "PACKAGE"}
 _TAIL = {"IDENTIFIED", "REQUIRE", "WITH", "PASSWORD", "ACCOUNT", "AS"}
 
@@ -163,9 +163,10 @@ class GrantStatement:
 def grant_statement(sql: str) -> GrantStatement | None:
     """The grantees of ``sql`` if it is a GRANT or REVOKE, else None. A GRANT of roles or
     PROXY (no ``ON``) has an empty level."""
-    if not _STARTS.match(sql):
+    starts = _STARTS.match(sql)
+    if starts is None:
         return None
-    tokens = list(_TOKEN.finditer(sql))
+    tokens = list(_TOKEN.finditer(sql, starts.start(1)))  # after any leading comment
     depth = 0
     on = -1
     to = -1

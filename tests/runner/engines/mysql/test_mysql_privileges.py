@@ -217,6 +217,20 @@ def test_a_grant_to_an_account_the_server_lacks_is_refused(
     assert f"'{ghost}'@'%'" in refusal["message"]
 
 
+def test_a_credential_that_cannot_read_the_grant_tables_is_refused(
+    runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
+) -> None:
+    db = mariadb_database
+    run(db, BASE)
+    run(db, f"REVOKE SELECT ON mysql.tables_priv FROM {accounts.app}")
+    desired = write(tmp_path / "schema.sql", BASE)
+    refused = plan(runner, db, desired, "--managed-role", accounts.reader)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    refusal = json.loads(refused.stdout)["refusal"]
+    assert refusal["code"] == "catalog_not_visible"
+    assert "mysql.tables_priv" in refusal["message"]
+
+
 def test_manage_ownership_is_refused_on_mariadb(
     runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
 ) -> None:
@@ -330,6 +344,10 @@ def test_grant_statements_are_read_and_rewritten_to_other_accounts() -> None:
     revoke = grant_statement("revoke all privileges on *.* from CURRENT_USER()")
     assert revoke is not None and revoke.grantees == ("CURRENT_USER",)
     assert revoke.qualifier() == "*"
+    commented = grant_statement("-- readers\n/* all */ GRANT SELECT ON t TO app")
+    assert commented is not None and commented.with_grantees({"app@%": "x@y"}) == (
+        "-- readers\n/* all */ GRANT SELECT ON t TO 'x'@'y'"
+    )
     role = grant_statement("GRANT reporting TO app")
     assert role is not None and role.level == ""
     assert grant_statement("CREATE TABLE grants (id int)") is None
