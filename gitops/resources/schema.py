@@ -63,9 +63,10 @@ class SchemaPolicy(Model):
         list[Annotated[str, Field(min_length=1, max_length=63)]], Field(max_length=256)
     ] = Field(default_factory=list)
     """Roles whose privileges the schema manages (GRANT what is declared, REVOKE the rest;
-    ``PUBLIC`` too); no role's by default. PostgreSQL."""
+    ``PUBLIC`` too); no role's by default. PostgreSQL; on MariaDB, accounts (``user@host``,
+    ``app`` meaning ``app@%``)."""
     manage_ownership: bool = False
-    """Plan ``ALTER ... OWNER TO`` for owners the schema declares. PostgreSQL."""
+    """Plan ``ALTER ... OWNER TO`` for owners the schema declares. PostgreSQL only."""
     timeouts: OperationTimeouts = Field(default_factory=OperationTimeouts)
     """How long each operation may take (not part of the policy digest)."""
 

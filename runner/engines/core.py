@@ -97,7 +97,7 @@ class Engine(Generic[FactsT, SandboxT]):
     """Whether :meth:`apply` keeps a per-statement journal (``journal=``)."""
     manages_privileges: ClassVar[bool] = False
     """Whether the dialect reads grants and owners when a :class:`PrivilegeScope` asks
-    (PostgreSQL); others refuse a scope that is not empty."""
+    (PostgreSQL; MariaDB grants only); others refuse a scope that is not empty."""
     naming: ClassVar[Naming | None] = None
     """How written names become keys, for rename hints (None: hints are not read)."""
     spelling: ClassVar[Spelling | None] = None

@@ -9,7 +9,9 @@ lacks is granted (``WITH GRANT OPTION`` where desired), what only the live one h
 revoked, and a grant option held in excess is revoked on its own (``REVOKE GRANT OPTION
 FOR``), keeping the privilege. An object the plan creates (or drops and creates again) has
 none of its live grants, so all of its desired ones are granted after its creation; one the
-plan drops takes its grants with it, so nothing is revoked from it.
+plan drops takes its grants with it, so nothing is revoked from it. A ``database:`` key (a
+MariaDB grant on the whole database, ``ON *``) names the database the plan runs in, which no
+plan drops.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def _grants(
         old, new = live.get(key), desired.get(key)
         if old is not None and (old.on in fresh or object_of(old.on) in fresh):
             old = None  # created by the plan: its live grants went with the old one
-        if new is None and (old is None or gone(old.on)):
+        if new is None and (old is None or (not old.on.startswith("database:") and gone(old.on))):
             continue  # dropped: its grants go with it
         changes += _delta(key, old, new)
     return changes

@@ -19,9 +19,11 @@ from typing import Any, Final
 
 import pymysql
 
+from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying, probed_hazards
 from runner.engines.desired import DesiredSchemaError
-from runner.engines.model import Database, Definition
+from runner.engines.model import Database, Definition, PrivilegeScope
+from runner.engines.mysql.acl import GRANT_TABLES, GrantsNotVisible, with_grants
 from runner.engines.mysql.connection import connection, database_name, error_text, rows
 from runner.engines.mysql.definers import (
     attach,
@@ -30,6 +32,7 @@ from runner.engines.mysql.definers import (
     split_account,
 )
 from runner.engines.mysql.diff import diff
+from runner.engines.mysql.grants import AccountError, account, account_sql, grant_statement
 from runner.engines.mysql.introspect import SCHEMA, RoutineNotVisible, introspect
 from runner.engines.mysql.journal import Journal, interrupted
 from runner.engines.mysql.quoting import ident, literal
@@ -47,13 +50,16 @@ from runner.engines.planner import (
     Planned,
     PlanOptions,
     PlanRefused,
+    converged,
+    document_privileges,
     fingerprint,
     plan_changes,
 )
+from runner.engines.privileges import PRIVILEGE_OPS, role_uses
 from runner.engines.renamed import Renamed, Spelling
 from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
-from runner.engines.scope import Scope, apply_scope
+from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.errors import CanNotRunError
 from runner.sql.split_mysql import split_mysql
 
@@ -96,6 +102,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
     dialect = "mysql"
     transactional_ddl = False
     transaction_modes = frozenset({"auto", "none"})  # each DDL statement commits on its own
+    manages_privileges = True  # grants of managed accounts; no ownership (see manage)
     naming = Naming(default_schema=SCHEMA, schemas=False)
     spelling = Spelling(
         quote=ident,
@@ -110,11 +117,99 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     def prepare(self) -> None:
         self.database = database_name(self.url)
+        self.stand_ins: dict[str, str] = {}  # a sandbox stand-in's user -> the managed user
+
+    def _stand_ins(self, sandbox: Sandbox) -> dict[str, str]:
+        """The sandbox's stand-in for each managed account (:meth:`Sandbox.stand_ins`)."""
+        made = sandbox.stand_ins(self.privileges.roles)
+        for real, stand_in in made.items():
+            user = stand_in.rpartition("@")[0]
+            self.stand_ins[user] = real.rpartition("@")[0]
+            if user not in self.scratch_names:
+                self.scratch_names.append(user)
+        return made
+
+    def _grant_in_sandbox(self, sandbox: Sandbox, file: str, line: int, sql: str) -> str | None:
+        """A desired GRANT or REVOKE as the sandbox runs it: to the stand-ins of the managed
+        accounts it names, the others left out (None: it names none, and is left alone).
+        Refused: the runner's own account, a role or PROXY grant, another database's or a
+        global level (a plan manages one database)."""
+        statement = grant_statement(sql)
+        assert statement is not None
+        where = f"{file}:{line}"
+        own = {"CURRENT_USER", sandbox.facts.account}
+        for grantee in statement.grantees:
+            if grantee in own:
+                shown = "CURRENT_USER" if grantee == "CURRENT_USER" else account_sql(grantee)
+                raise DesiredSchemaError(
+                    f"{where}: the desired schema grants to or revokes from {shown}, the "
+                    "runner's own account; a plan must not change what the account that "
+                    "applies it may do"
+                )
+        managed = [g for g in statement.grantees if g in self.privileges.roles]
+        if not managed:
+            return None
+        if not statement.level:
+            raise DesiredSchemaError(
+                f"{where}: role and PROXY grants are not managed; grant privileges on objects"
+            )
+        qualifier = statement.qualifier()
+        if qualifier is not None and qualifier != self.database:
+            raise DesiredSchemaError(
+                f"{where}: a grant on {'every database' if qualifier == '*' else qualifier} "
+                f"is outside the database a plan manages ({self.database})"
+            )
+        stand = self._stand_ins(sandbox)
+        return statement.with_grantees({g: stand[g] for g in managed})
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _read(self, conn: Any, database: str, scope: Scope) -> Database:
-        return apply_scope(_introspect(conn, database), scope)
+    def manage(self, scope: PrivilegeScope) -> None:
+        """Managed roles are accounts (:func:`~.grants.account`: ``app`` is ``app@%``);
+        ``--manage-ownership`` is refused: MariaDB objects have no owner."""
+        if scope.ownership:
+            raise PlanRefused(
+                "unsupported_option",
+                "--manage-ownership (policy.manageOwnership) has no meaning on MariaDB: its "
+                "objects have no owner (a routine's or view's DEFINER is part of its definition)",
+            )
+        try:
+            accounts = [account(role) for role in scope.roles]
+        except AccountError as error:
+            raise PlanRefused("unsupported_option", str(error)) from None
+        super().manage(PrivilegeScope.of(accounts))
+
+    def _dry_run(
+        self,
+        lazy: Any,
+        live: Database,
+        desired: Database,
+        planned: Planned,
+        options: PlanOptions,
+    ) -> tuple[list[PlanStatement], str]:
+        """With privileges managed, the dry run rebuilds the whole live schema: a scope of it
+        would leave out the database's own grants (``ON *``)."""
+        if not self.privileges.active:
+            return super()._dry_run(lazy, live, desired, planned, options)
+        statements, result = self.dry_run(lazy.get(), live, planned.statements)
+        return statements, converged(apply_scope(result, options.scope), desired, diff)
+
+    def _read(
+        self, conn: Any, database: str, scope: Scope, accounts: dict[str, str] | None = None
+    ) -> Database:
+        """The model of ``database`` in ``scope``, with the grants of the managed accounts
+        (``accounts``: the server's account -> the managed one; by default themselves)."""
+        model = _introspect(conn, database)
+        if self.privileges.active:
+            names = {a: a for a in self.privileges.roles} if accounts is None else accounts
+            try:
+                model = with_grants(conn, database, model, names)
+            except GrantsNotVisible as error:
+                raise PlanRefused(
+                    "catalog_not_visible",
+                    f"managing privileges needs SELECT on {', '.join(GRANT_TABLES)}: {error}",
+                ) from None
+        return apply_scope(model, scope)
 
     @contextlib.contextmanager
     def _server_errors(self) -> Iterator[None]:
@@ -128,7 +223,14 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         """The server's facts, once the credential is known to see every object."""
         with self._server_errors(), connection(self.url) as conn:
             _refuse_invisible(conn, self.database)
-            return server_facts(conn, self.database)
+            facts = server_facts(conn, self.database)
+        if facts.account in self.privileges.roles:
+            raise PlanRefused(
+                "unsupported_option",
+                f"the managed account {facts.account} is the runner's own: a plan must not "
+                "grant to or revoke from the account that applies it",
+            )
+        return facts
 
     def observe(self, scope: Scope) -> Database:
         """The live schema, read only: in read-only transactions, twice, until two readings
@@ -156,7 +258,10 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         }
 
     def _scrub(self, text: str) -> str:
-        """``text`` with sandbox schema names replaced by the target's name."""
+        """``text`` with sandbox schema names replaced by the target's name, and stand-in
+        accounts by the accounts they stand for."""
+        for stand_in, user in self.stand_ins.items():
+            text = text.replace(stand_in, user)
         for name in self.scratch_names:
             text = text.replace(name, self.database)
         return text
@@ -184,8 +289,15 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                                 f"{file}:{piece.line}: USE names another database"
                             )
                         continue
-                    named.append(piece.sql)
-                    sql = rewrite_definers(qualifier.sub(ident(name), piece.sql))
+                    sql = piece.sql
+                    if grant_statement(sql) is not None:
+                        granted = self._grant_in_sandbox(sandbox, file, piece.line, sql)
+                        if granted is None:
+                            continue  # grants nothing to a managed account: left alone
+                        sql = granted
+                    else:
+                        named.append(sql)
+                    sql = rewrite_definers(qualifier.sub(ident(name), sql))
                     pieces.append(LoadPiece(file, piece.line, sql))
 
             def run(piece: LoadPiece) -> str | None:
@@ -201,8 +313,9 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         finally:
             conn.close()
         # Read back in a new session: nothing the desired SQL set on its own carries over.
+        stood = {v: k for k, v in sandbox.accounts.items()}
         with self._server_errors(), connection(sandbox.server, name, env_password=False) as reader:
-            desired = self._read(reader, name, scope)
+            desired = self._read(reader, name, scope, stood)
         desired = attach(desired, named_definers(named, sandbox.facts.account))
         return desired
 
@@ -216,12 +329,46 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         renamed: Renamed | None = None,
     ) -> Planned:
         render = renderer(desired, renamed.view if renamed else live)
-        planned = plan_changes(live, desired, options, render, differ=diff, renamed=renamed)
+        if self.privileges.active:
+            self._accounts_exist(desired)
+        try:
+            planned = plan_changes(live, desired, options, render, differ=diff, renamed=renamed)
+        except UnsupportedChange as error:
+            raise PlanRefused("unsupported_change", str(error)) from None
         self._refuse_unknown_definers(planned)
         return Planned(planned.changes, tuple(_merged(planned.statements)))
 
     def split(self, text: str) -> list[tuple[int, str]]:
         return [(piece.line, piece.sql) for piece in split_mysql(text)]
+
+    def _accounts_exist(self, desired: Database) -> None:
+        """Refuse (``unknown_role``) a desired grant to an account the target lacks:
+        Seshat does not create accounts (the sandbox grants to stand-ins, so only the target
+        knows)."""
+        named = role_uses(desired)
+        if not named:
+            return
+        with self._server_errors(), connection(self.url) as conn:
+            for name, key in named.items():
+                user, host = split_account(name)
+                try:
+                    found = rows(
+                        conn,
+                        "SELECT COUNT(*) FROM mysql.user WHERE User = %s AND Host = %s",
+                        (user, host),
+                    )
+                except pymysql.MySQLError:
+                    raise PlanRefused(
+                        "unknown_role",
+                        f"the desired schema grants to {account_sql(name)}, and this credential "
+                        "cannot read mysql.user to check that the account exists",
+                    ) from None
+                if not found or not int(found[0][0]):
+                    raise PlanRefused(
+                        "unknown_role",
+                        f"account {account_sql(name)} does not exist on the target server "
+                        f"(named by {key}); Seshat does not create accounts: create it first",
+                    )
 
     def _refuse_unknown_definers(self, planned: Planned) -> None:
         """``unknown_definer`` when the plan creates an object whose named definer is no
@@ -261,15 +408,30 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             conn, name = sandbox.fresh()
             self.scratch_names.append(name)
             try:
-                probed, result = self._probe_run(conn, name, baseline, statements)
+                probed, result = self._probe_run(conn, name, baseline, statements, sandbox)
             finally:
                 conn.close()
         account = sandbox.facts.account
         return probed, expected_definers(result, baseline, statements, account)
 
     def _probe_run(
-        self, conn: Any, name: str, baseline: Database, statements: Sequence[PlanStatement]
+        self,
+        conn: Any,
+        name: str,
+        baseline: Database,
+        statements: Sequence[PlanStatement],
+        sandbox: Sandbox,
     ) -> tuple[list[PlanStatement], Database]:
+        stand = self._stand_ins(sandbox) if self.privileges.active else {}
+
+        def here(statement: PlanStatement) -> str:
+            """The statement as the sandbox runs it: definers its own, grants to stand-ins."""
+            sql = rewrite_definers(statement.sql)
+            if statement.op in PRIVILEGE_OPS:
+                for real, stand_in in stand.items():
+                    sql = sql.replace(account_sql(real), account_sql(stand_in))
+            return sql
+
         empty = _introspect(conn, name)
         copy = plan_changes(
             empty,
@@ -281,7 +443,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         _execute(conn, "SET SESSION foreign_key_checks = 0")
         try:
             for statement in copy.statements:
-                _execute(conn, rewrite_definers(statement.sql))
+                _execute(conn, here(statement))
         except pymysql.MySQLError as error:
             raise PlanRefused(
                 "dry_run_failed",
@@ -294,7 +456,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         probed: list[PlanStatement] = []
         for index, statement in enumerate(statements):
             try:
-                algorithm = _probe(conn, rewrite_definers(statement.sql))
+                algorithm = _probe(conn, here(statement))
             except pymysql.MySQLError as error:
                 raise PlanRefused(
                     "dry_run_failed",
@@ -303,7 +465,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                     ),
                 ) from None
             probed.append(probed_hazards(statement, algorithm))
-        return probed, _introspect(conn, name)
+        return probed, self._read(conn, name, EVERYTHING, {v: k for k, v in stand.items()})
 
     # -- applying --------------------------------------------------------------------------
 
@@ -321,6 +483,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         report says which statements finished and which one's outcome is unknown.
         """
         report = ApplyReport(plan_digest(document))
+        self.manage(document_privileges(document))
         if journal is not None and (previous := interrupted(journal, report.plan_id)):
             report.ran = previous.finished
             report.unknown = previous.unknown

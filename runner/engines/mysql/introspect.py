@@ -12,7 +12,7 @@ collations, defaults, ON UPDATE, AUTO_INCREMENT, generated columns, column comme
 column-level checks (``Column.extra``), primary keys, unique, ordinary, FULLTEXT and SPATIAL
 indexes with prefix lengths and direction, foreign keys, table checks, views, triggers,
 events, stored procedures and functions, partitioning, and the definer of every object that
-runs as one (see :mod:`.definers`). Left out: privileges.
+runs as one (see :mod:`.definers`). Grants of managed accounts are added by :mod:`.acl`.
 """
 
 from __future__ import annotations

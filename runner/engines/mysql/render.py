@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from runner.engines.changes import Change, Phase, Statement, UnsupportedChange, renderer_for
 from runner.engines.model import Column, Constraint, Database, Definition, Index, Table
+from runner.engines.mysql.grants import GRANT_RENDERERS
 from runner.engines.mysql.quoting import ident, literal
 
 __all__ = [
@@ -342,6 +343,13 @@ class _Renderer:
         return [Statement(f"ALTER TABLE {_table(new.table)} {rename}", transactional=False)]
 
 
+def _privilege(
+    render: Callable[[Change], list[Statement]],
+) -> Callable[[_Renderer, Change], list[Statement]]:
+    """A privilege op's entry: it needs neither model (see :mod:`.grants`)."""
+    return lambda _self, change: render(change)
+
+
 RENDERERS: dict[str, Callable[[_Renderer, Change], list[Statement]]] = {
     "rename_table": _Renderer.rename_table,
     "rename_column": _Renderer.rename_column,
@@ -366,6 +374,7 @@ RENDERERS: dict[str, Callable[[_Renderer, Change], list[Statement]]] = {
     "create_definition": _Renderer.create_definition,
     "replace_definition": _Renderer.replace_definition,
     "drop_definition": _Renderer.drop_definition,
+    **{op: _privilege(render) for op, render in GRANT_RENDERERS.items()},
 }
 """The change-op -> render-method table (one entry per op the MySQL differ emits)."""
 

@@ -10,7 +10,8 @@ run on the target server. They run in one of:
   run as an unprivileged system user (:mod:`runner.engines.servers`), the target's
   ``sql_mode`` and each scratch schema with the target database's character set and
   collation. Statements run as ``seshat_sandbox``, a user whose grants cover only the
-  scratch schemas (no ``FILE``, no ``SUPER``, no other schema); ``DEFINER`` clauses are
+  scratch schemas (no ``FILE``, no ``SUPER``, no other schema; it may read the private
+  server's grant tables and grant on its scratch schemas); ``DEFINER`` clauses are
   rewritten to that user inside the sandbox (the model's definers come from the desired
   SQL's text and the live schema, never from the sandbox; see :mod:`.definers`);
 * **an explicit sandbox** (``--dev-url``, ``spec.dev.url``; MySQL targets need one):
@@ -18,6 +19,11 @@ run on the target server. They run in one of:
   none, the host name, data directory and port) or its database is not empty.
 
 With neither, the plan is refused ``sandbox_unavailable``.
+
+Grants to managed accounts (``--managed-role``) run in the sandbox to *stand-in* accounts,
+made there locked (:meth:`Sandbox.stand_ins`) and read back as the accounts they stand for:
+the sandbox server never grants anything to an account that exists for real. An explicit
+sandbox's credential must be able to create users and read the grant tables for that.
 """
 
 from __future__ import annotations
@@ -29,13 +35,14 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import pymysql
 
+from runner.engines.mysql.acl import GRANT_TABLES
 from runner.engines.mysql.connection import connection, rows
 from runner.engines.mysql.quoting import ident
 from runner.engines.servers import Owner, SandboxRefusal, SandboxUnavailable, private_data, run_as
@@ -130,7 +137,31 @@ class Sandbox:
         self.admin = admin  # None: an explicit sandbox's own credential does all
         self.facts = facts
         self.names: list[str] = []  # schemas made (redacted by the caller)
+        self.accounts: dict[str, str] = {}  # managed account -> its stand-in (user@host)
         self._lent = False
+
+    def stand_ins(self, accounts: Iterable[str]) -> dict[str, str]:
+        """A stand-in account on the sandbox server for each managed account (``user@host``),
+        made on first use: locked (it cannot log in) and holding nothing but what desired
+        SQL or a dry run grants it on a scratch schema. The real accounts are never named
+        on the sandbox server, so nothing is granted to anyone who could use it; an explicit
+        sandbox drops its stand-ins when it closes."""
+        missing = sorted(set(accounts) - self.accounts.keys())
+        if missing:
+            url = self.admin if self.admin is not None else self.server
+            with connection(url, env_password=False) as conn, conn.cursor() as cur:
+                for name in missing:
+                    user = f"seshat_{secrets.token_hex(6)}"
+                    cur.execute(f"CREATE USER '{user}'@'localhost' ACCOUNT LOCK")
+                    self.accounts[name] = f"{user}@localhost"
+        return {a: self.accounts[a] for a in sorted(set(accounts))}
+
+    def drop_stand_ins(self, conn: Any) -> None:
+        with conn.cursor() as cur:
+            for stand_in in sorted(self.accounts.values()):
+                user, _, host = stand_in.rpartition("@")
+                cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
+        self.accounts.clear()
 
     def fresh(self) -> tuple[Any, str]:
         """A session on a new, empty schema (with the target's character set and
@@ -142,7 +173,12 @@ class Sandbox:
         if self.admin is not None:
             with connection(self.admin, "mysql", env_password=False) as conn, conn.cursor() as cur:
                 cur.execute(create)
-                cur.execute(f"GRANT ALL PRIVILEGES ON {ident(name)}.* TO '{ROLE}'@'localhost'")
+                cur.execute(
+                    f"GRANT ALL PRIVILEGES ON {ident(name)}.* TO '{ROLE}'@'localhost'"
+                    " WITH GRANT OPTION"  # to stand-in accounts (see stand_ins)
+                )
+                for table in GRANT_TABLES:  # its own server's: what stand-ins were granted
+                    cur.execute(f"GRANT SELECT ON {table} TO '{ROLE}'@'localhost'")
             self.names.append(name)
         else:
             try:
@@ -403,5 +439,6 @@ def dev_sandbox(dev_url: DatabaseURL, target: ServerFacts) -> Iterator[Sandbox]:
             with conn.cursor() as cur:
                 for name in sandbox.names:
                     cur.execute(f"DROP DATABASE IF EXISTS {ident(name)}")
+            sandbox.drop_stand_ins(conn)
             if sandbox._lent:
                 empty(conn, database)

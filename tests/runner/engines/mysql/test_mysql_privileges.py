@@ -1,0 +1,354 @@
+"""Grants of managed accounts on MariaDB (``--managed-role``) through ``seshat-runner``.
+
+Each test gets a fresh database, an app credential that may grant on it and read the grant
+tables, and accounts of its own: two managed ones and an unmanaged one whose grants must
+never change. Desired grants run in the private sandbox to stand-in accounts; the plan names
+the real ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.mariadb import MariaDBDatabase
+from harness.runner_cli import RunnerCLI, write
+
+from runner.engines.mysql.grants import account, account_sql, grant_statement
+from runner.engines.mysql.sandbox import dev_sandbox, server_facts
+from runner.url import parse_url
+
+BASE = """
+CREATE TABLE customers (
+  id bigint NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  email varchar(200) NOT NULL
+);
+CREATE TABLE orders (
+  id int NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  customer_id bigint,
+  total decimal(10,2) DEFAULT 0
+);
+"""
+SANDBOX = re.compile(r"seshat_[0-9a-f]{12}")
+"""A scratch schema's or a stand-in account's name: never printed."""
+
+
+class Accounts:
+    """The test's accounts (user names; every one at host ``%``)."""
+
+    def __init__(self, db: MariaDBDatabase) -> None:
+        tag = secrets.token_hex(3)
+        self.reader = f"reader_{tag}"
+        self.writer = f"writer_{tag}"
+        self.other = f"other_{tag}"
+        self.app = f"'{db.server.app_user}'@'{db.server.host}'"
+
+
+@pytest.fixture
+def accounts(mariadb_database: MariaDBDatabase) -> Iterator[Accounts]:
+    db = mariadb_database
+    made = Accounts(db)
+    with db.server.connect() as conn, conn.cursor() as cur:
+        for user in (made.reader, made.writer, made.other):
+            cur.execute(f"CREATE USER '{user}'@'%'")
+        cur.execute(f"GRANT ALL PRIVILEGES ON `{db.name}`.* TO {made.app} WITH GRANT OPTION")
+        for table in ("db", "tables_priv", "columns_priv", "procs_priv", "user"):
+            cur.execute(f"GRANT SELECT ON mysql.{table} TO {made.app}")
+    yield made
+    with db.server.connect() as conn, conn.cursor() as cur:
+        for user in (made.reader, made.writer, made.other):
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+
+
+@pytest.fixture
+def runner(mariadb_database: MariaDBDatabase) -> Iterator[RunnerCLI]:
+    cli = RunnerCLI(secrets=[mariadb_database.server.app_password])
+    yield cli
+    assert cli.leaks() == [], "the password appeared in the runner's output"
+    assert not any(SANDBOX.search(out) for out in cli.outputs), "a sandbox name was printed"
+
+
+def run(db: MariaDBDatabase, sql: str) -> None:
+    with db.connect() as conn, conn.cursor() as cur:
+        for statement in [s for s in sql.split(";") if s.strip()]:
+            cur.execute(statement)
+
+
+def grants(db: MariaDBDatabase, user: str) -> list[str]:
+    """``SHOW GRANTS`` of ``user@%`` that are about the test's database."""
+    with db.server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"SHOW GRANTS FOR '{user}'@'%'")
+        return sorted(str(r[0]) for r in cur.fetchall() if f"`{db.name}`" in str(r[0]))
+
+
+def plan(runner: RunnerCLI, db: MariaDBDatabase, desired: Path, *extra: str) -> Any:
+    args = ["schema", "plan", "--url-env", "TARGET_URL", "--desired", str(desired), *extra]
+    return runner(*args, env={"TARGET_URL": db.url_with_password})
+
+
+def planned(runner: RunnerCLI, db: MariaDBDatabase, desired: Path, *extra: str) -> Any:
+    result = plan(runner, db, desired, *extra)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout)
+
+
+def plan_and_apply(
+    runner: RunnerCLI, db: MariaDBDatabase, desired: Path, tmp_path: Path, *extra: str
+) -> Any:
+    out = tmp_path / "plan.json"
+    result = plan(runner, db, desired, "--output", str(out), *extra)
+    assert result.returncode == 0, result.stdout + result.stderr
+    document = json.loads(out.read_text())
+    applied_ = runner(
+        "schema", "apply", "--url-env", "TARGET_URL", "--plan", str(out),
+        env={"TARGET_URL": db.url_with_password},
+    )  # fmt: skip
+    assert applied_.returncode == 0, applied_.stdout + applied_.stderr
+    assert json.loads(applied_.stdout)["converged"] is True
+    return document
+
+
+def hazards(document: Any) -> set[tuple[str, str]]:
+    return {(h["kind"], h["code"]) for s in document["statements"] for h in s["hazards"]}
+
+
+def test_grants_converge_and_a_second_plan_is_empty(
+    runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
+) -> None:
+    db = mariadb_database
+    run(db, BASE)
+    run(db, f"GRANT SELECT ON `{db.name}`.orders TO '{accounts.other}'@'%'")
+    other_before = grants(db, accounts.other)
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE
+        + f"GRANT SELECT, INSERT ON orders TO {accounts.reader}, '{accounts.other}'@'%';\n"
+        + f"GRANT SELECT (email), UPDATE (email) ON `{db.name}`.customers TO {accounts.reader};\n"
+        + f"GRANT SELECT ON `{db.name}`.* TO '{accounts.writer}'@'%' WITH GRANT OPTION;\n"
+        + f"GRANT DELETE ON customers TO '{accounts.other}'@'%';\n",
+    )
+    managed = ("--managed-role", accounts.reader, "--managed-role", f"{accounts.writer}@%")
+    document = plan_and_apply(runner, db, desired, tmp_path, *managed)
+    reader, writer = f"'{accounts.reader}'@'%'", f"'{accounts.writer}'@'%'"
+    assert [s["sql"] for s in document["statements"]] == [
+        f"GRANT SELECT (`email`), UPDATE (`email`) ON `customers` TO {reader}",
+        f"GRANT SELECT ON * TO {writer} WITH GRANT OPTION",
+        f"GRANT INSERT, SELECT ON `orders` TO {reader}",
+    ]
+    assert hazards(document) == {("privilege", "GRANT")}
+    assert document["summary"]["privilege_changes"] == ["GRANT"]
+    assert document["privileges"] == {
+        "managed_roles": [accounts.reader, f"{accounts.writer}@%"],
+        "manage_ownership": False,
+    }
+    assert grants(db, accounts.reader) == [
+        f"GRANT SELECT (`email`), UPDATE (`email`) ON `{db.name}`.`customers` TO "
+        f"`{accounts.reader}`@`%`",
+        f"GRANT SELECT, INSERT ON `{db.name}`.`orders` TO `{accounts.reader}`@`%`",
+    ]
+    assert grants(db, accounts.writer) == [
+        f"GRANT SELECT ON `{db.name}`.* TO `{accounts.writer}`@`%` WITH GRANT OPTION"
+    ]
+    assert grants(db, accounts.other) == other_before  # unmanaged: left alone
+    again = planned(runner, db, desired, *managed)
+    assert again["statements"] == []
+
+
+def test_a_grant_removed_from_the_desired_schema_is_revoked(
+    runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
+) -> None:
+    db = mariadb_database
+    run(db, BASE)
+    run(db, f"GRANT SELECT, DELETE ON `{db.name}`.orders TO '{accounts.reader}'@'%'")
+    run(db, f"GRANT INSERT ON `{db.name}`.* TO '{accounts.reader}'@'%'")
+    run(db, f"GRANT SELECT ON `{db.name}`.orders TO '{accounts.other}'@'%'")
+    desired = write(
+        tmp_path / "schema.sql", BASE + f"GRANT SELECT ON orders TO '{accounts.reader}'@'%';\n"
+    )
+    document = plan_and_apply(
+        runner, db, desired, tmp_path, "--managed-role", accounts.reader, "--allow-destructive"
+    )
+    reader = f"'{accounts.reader}'@'%'"
+    assert sorted(s["sql"] for s in document["statements"]) == [
+        f"REVOKE DELETE ON `orders` FROM {reader}",
+        f"REVOKE INSERT ON * FROM {reader}",
+    ]
+    assert ("privilege", "REVOKE") in hazards(document)
+    assert grants(db, accounts.reader) == [
+        f"GRANT SELECT ON `{db.name}`.`orders` TO `{accounts.reader}`@`%`"
+    ]
+    assert grants(db, accounts.other) == [
+        f"GRANT SELECT ON `{db.name}`.`orders` TO `{accounts.other}`@`%`"
+    ]
+    assert planned(runner, db, desired, "--managed-role", accounts.reader)["statements"] == []
+
+
+def test_without_managed_roles_grants_are_neither_read_nor_planned(
+    runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
+) -> None:
+    db = mariadb_database
+    run(db, BASE)
+    run(db, f"GRANT DELETE ON `{db.name}`.orders TO '{accounts.reader}'@'%'")
+    desired = write(
+        tmp_path / "schema.sql", BASE + f"GRANT SELECT ON orders TO '{accounts.reader}'@'%';\n"
+    )
+    document = planned(runner, db, desired)
+    assert document["statements"] == []
+    assert "privileges" not in document
+
+
+def test_a_grant_to_an_account_the_server_lacks_is_refused(
+    runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
+) -> None:
+    db = mariadb_database
+    run(db, BASE)
+    ghost = f"ghost_{secrets.token_hex(3)}"
+    desired = write(tmp_path / "schema.sql", BASE + f"GRANT SELECT ON orders TO {ghost};\n")
+    refused = plan(runner, db, desired, "--managed-role", ghost)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    refusal = json.loads(refused.stdout)["refusal"]
+    assert refusal["code"] == "unknown_role"
+    assert f"'{ghost}'@'%'" in refusal["message"]
+
+
+def test_a_credential_that_cannot_read_the_grant_tables_is_refused(
+    runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
+) -> None:
+    db = mariadb_database
+    run(db, BASE)
+    run(db, f"REVOKE SELECT ON mysql.tables_priv FROM {accounts.app}")
+    desired = write(tmp_path / "schema.sql", BASE)
+    refused = plan(runner, db, desired, "--managed-role", accounts.reader)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    refusal = json.loads(refused.stdout)["refusal"]
+    assert refusal["code"] == "catalog_not_visible"
+    assert "mysql.tables_priv" in refusal["message"]
+
+
+def test_manage_ownership_is_refused_on_mariadb(
+    runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
+) -> None:
+    db = mariadb_database
+    desired = write(tmp_path / "schema.sql", BASE)
+    refused = plan(runner, db, desired, "--manage-ownership")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    refusal = json.loads(refused.stdout)["refusal"]
+    assert refusal["code"] == "unsupported_option"
+    assert "no owner" in refusal["message"]
+
+
+def test_a_grant_to_the_runners_own_account_is_refused(
+    runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
+) -> None:
+    db = mariadb_database
+    run(db, BASE)
+    desired = write(tmp_path / "schema.sql", BASE + f"GRANT SELECT ON orders TO {accounts.app};\n")
+    refused = plan(runner, db, desired, "--managed-role", accounts.reader)
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    assert "runner's own account" in refused.stdout + refused.stderr
+    as_managed = plan(
+        runner, db, write(tmp_path / "base.sql", BASE), "--managed-role", accounts.app
+    )
+    assert as_managed.returncode == 1, as_managed.stdout + as_managed.stderr
+    assert "runner's own" in json.loads(as_managed.stdout)["refusal"]["message"]
+
+
+def test_routine_grants_and_all_privileges_converge(
+    runner: RunnerCLI, mariadb_database: MariaDBDatabase, accounts: Accounts, tmp_path: Path
+) -> None:
+    db = mariadb_database
+    routine = "CREATE PROCEDURE touch() BEGIN SELECT 1; END;\n"
+    desired = write(
+        tmp_path / "schema.sql",
+        BASE
+        + routine
+        + f"GRANT EXECUTE ON PROCEDURE touch TO {accounts.reader};\n"
+        + f"GRANT ALL PRIVILEGES ON orders TO {accounts.writer};\n"
+        + f"GRANT ALL ON `{db.name}`.* TO {accounts.writer};\n",
+    )
+    managed = ("--managed-role", accounts.reader, "--managed-role", accounts.writer)
+    document = plan_and_apply(runner, db, desired, tmp_path, *managed)
+    assert f"GRANT EXECUTE ON PROCEDURE `touch` TO '{accounts.reader}'@'%'" in [
+        s["sql"] for s in document["statements"]
+    ]
+    assert grants(db, accounts.reader) == [
+        f"GRANT EXECUTE ON PROCEDURE `{db.name}`.`touch` TO `{accounts.reader}`@`%`"
+    ]
+    # ALL is what the server makes of it at each level, and reads back the same.
+    assert grants(db, accounts.writer) == [
+        f"GRANT ALL PRIVILEGES ON `{db.name}`.* TO `{accounts.writer}`@`%`",
+        f"GRANT ALL PRIVILEGES ON `{db.name}`.`orders` TO `{accounts.writer}`@`%`",
+    ]
+    assert planned(runner, db, desired, *managed)["statements"] == []
+
+
+def test_an_explicit_sandbox_grants_to_locked_stand_ins_and_drops_them(
+    mariadb_database: MariaDBDatabase, accounts: Accounts
+) -> None:
+    db = mariadb_database
+    dev = parse_url(db.server.url(db.name))  # the root credential: it may create users
+    with db.connect() as conn:
+        target = server_facts(conn, db.name)
+    elsewhere = dataclasses.replace(target, identity="another server")
+    real = f"{accounts.reader}@%"
+    with dev_sandbox(dev, elsewhere) as sandbox:
+        stand = sandbox.stand_ins([real])
+        user, _, host = stand[real].rpartition("@")
+        assert user != accounts.reader and host == "localhost"
+        with db.server.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT JSON_VALUE(Priv, '$.account_locked') FROM mysql.global_priv"
+                " WHERE User = %s AND Host = %s",
+                (user, host),
+            )
+            assert cur.fetchall() == (("1",),)  # ACCOUNT LOCK: it cannot log in
+        assert sandbox.stand_ins([real]) == stand  # made once
+    with db.server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM mysql.user WHERE User = %s", (user,))
+        assert cur.fetchall() == ((0,),)
+    assert grants(db, accounts.reader) == []
+
+
+# -- naming accounts and reading GRANT statements (no server) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        ("app", "app@%"),
+        ("app@localhost", "app@localhost"),
+        ("'app'@'10.0.%'", "app@10.0.%"),
+        ("`odd@name`@`%`", "odd@name@%"),
+    ],
+)
+def test_a_managed_role_names_an_account(role: str, expected: str) -> None:
+    assert account(role) == expected
+
+
+def test_grant_statements_are_read_and_rewritten_to_other_accounts() -> None:
+    found = grant_statement(
+        "GRANT SELECT (a, b), INSERT ON TABLE `shop`.t TO app, 'ops'@'localhost' WITH GRANT OPTION"
+    )
+    assert found is not None
+    assert found.grantees == ("app@%", "ops@localhost")
+    assert found.qualifier() == "shop"
+    assert found.with_grantees({"ops@localhost": "x@localhost"}) == (
+        "GRANT SELECT (a, b), INSERT ON TABLE `shop`.t TO 'x'@'localhost' WITH GRANT OPTION"
+    )
+    revoke = grant_statement("revoke all privileges on *.* from CURRENT_USER()")
+    assert revoke is not None and revoke.grantees == ("CURRENT_USER",)
+    assert revoke.qualifier() == "*"
+    commented = grant_statement("-- readers\n/* all */ GRANT SELECT ON t TO app")
+    assert commented is not None and commented.with_grantees({"app@%": "x@y"}) == (
+        "-- readers\n/* all */ GRANT SELECT ON t TO 'x'@'y'"
+    )
+    role = grant_statement("GRANT reporting TO app")
+    assert role is not None and role.level == ""
+    assert grant_statement("CREATE TABLE grants (id int)") is None
+    assert account_sql("o'k@%") == "'o''k'@'%'"
