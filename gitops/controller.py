@@ -125,7 +125,8 @@ def _mode_options(command: F) -> F:
 )
 @click.option(
     "--work",
-    type=click.Path(file_okay=False, path_type=Path),
+    # Absolute: the runner runs in a folder of its own and is handed plan files under it.
+    type=click.Path(file_okay=False, path_type=Path, resolve_path=True),
     help="Working directory: clones, the state file, plan files for the runner "
     "(default ~/.local/state/seshat).",
 )
@@ -180,7 +181,8 @@ def reconcile(
 @click.option("--branch", default="main", show_default=True)
 @click.option(
     "--work",
-    type=click.Path(file_okay=False, path_type=Path),
+    # Absolute: the runner runs in a folder of its own and is handed plan files under it.
+    type=click.Path(file_okay=False, path_type=Path, resolve_path=True),
     help="Working directory (default ~/.local/state/seshat).",
 )
 @click.option(

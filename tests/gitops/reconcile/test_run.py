@@ -39,7 +39,7 @@ def test_seshat_run_reconciles_and_stops_on_sigterm(world: World) -> None:
             "--repo",
             world.remote.remote_url,
             "--work",
-            str(world.work),
+            world.work.name,  # relative, as people type it: the Apply still finds its plan
             "--tick",
             "1",
         ],
@@ -47,6 +47,7 @@ def test_seshat_run_reconciles_and_stops_on_sigterm(world: World) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=os.environ.copy(),
+        cwd=world.work.parent,
     )
     try:
         deadline = time.monotonic() + 120
