@@ -23,6 +23,7 @@ from gitops.writeback.recorded import (
     NotShown,
     checked_migration_plan,
     checked_schema_plan,
+    status_source,
     status_tree,
 )
 from gitops.writeback.status_files import binding_path, plan_paths, status_path
@@ -38,7 +39,7 @@ __all__ = ["plan_group", "status"]
 def _status_tree(source: str, branch: str) -> Iterator[tuple[BareClone, str]]:
     """The status branch's tip (:func:`gitops.writeback.recorded.status_tree`), or exit 2."""
     try:
-        with status_tree(source, branch) as found:
+        with status_tree(status_source(source, branch), branch) as found:
             yield found
     except CanNotRunError as error:
         click.echo(f"seshat: {error}", err=True)
@@ -107,7 +108,8 @@ def _ready(status: dict[str, Any]) -> str:
     "source",
     default=".",
     show_default=True,
-    help="The repository (path or URL) whose status branch to read.",
+    help="The repository (path or URL) whose status branch to read; a work tree without "
+    "a local status branch is read through its origin remote.",
 )
 @click.option("--status-branch", default="seshat/status", show_default=True)
 @format_option("table", "json")

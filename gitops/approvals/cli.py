@@ -14,7 +14,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import click
-import git
 
 from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE, APPROVAL_NAMESPACE
 from gitops.approvals.verify import load_bundles, sigstore_path, verify_statement
@@ -33,7 +32,7 @@ from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.resources.base import parse_duration
 from gitops.resources.policies import ApprovalPolicy
-from gitops.writeback.recorded import current_plan, status_tree
+from gitops.writeback.recorded import current_plan, status_source, status_tree
 from runner.errors import SeshatError
 from runner.options import format_option
 
@@ -113,7 +112,7 @@ def _resource_ref(repository: Repository, target: str, kind: str | None) -> Reso
     "--status-from",
     "status_source",
     help="Without --plan: the repository (path or URL) whose status branch to read "
-    "[default: the work tree's origin remote, else the work tree].",
+    "[default: the work tree, or its origin remote when it has no local status branch].",
 )
 @_repo_option
 @_kind_option
@@ -198,7 +197,7 @@ def _confirmed_current_plan(
     (unless ``yes``) asking on the terminal."""
     target = f"{resource.namespace}/{resource.name}"
     branch = repository.config.spec.status_branch
-    where = source or _origin(repository.root)
+    where = source or status_source(str(repository.root), branch)
     try:
         with status_tree(where, branch) as (clone, tip):
             plan = current_plan(clone, tip, resource.namespace, resource.name)
@@ -232,16 +231,6 @@ def _confirmed_current_plan(
         click.echo("seshat: not approved; nothing was written", err=True)
         sys.exit(EXIT_REFUSED)
     return plan.id
-
-
-def _origin(root: Path) -> str:
-    """Where the status branch is read from by default: the work tree's ``origin`` remote
-    (what Seshat pushes to), else the work tree itself."""
-    try:
-        with git.Repo(root) as repo:
-            return str(repo.remotes.origin.url) if "origin" in repo.remotes else str(root)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
-        return str(root)
 
 
 def _echo_signed(signed: Signed, root: Path) -> None:

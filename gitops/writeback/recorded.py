@@ -11,6 +11,7 @@ its summary.
 from __future__ import annotations
 
 import json
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,6 +45,26 @@ MIGRATION_PLAN_CONTRACT = "migration-plan-id"
 
 class NotShown(SeshatError):
     """What the status branch holds cannot be shown as the plan its id names."""
+
+
+def status_source(source: str, branch: str) -> str:
+    """Where to read the status branch of ``source``: ``source`` itself when it is a URL or
+    holds the branch, else the ``origin`` remote of a work tree that lacks it (a clone made
+    to edit declarations has only ``origin/<branch>``, which may be stale; Seshat pushes to
+    origin)."""
+    folder = Path(source)
+    if not folder.is_dir():
+        return source
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["git", "-C", str(folder), *args], capture_output=True, text=True, check=False
+        )
+
+    if git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode == 0:
+        return source
+    origin = git("remote", "get-url", "origin")
+    return origin.stdout.strip() if origin.returncode == 0 and origin.stdout.strip() else source
 
 
 @contextmanager
