@@ -156,7 +156,7 @@ class SchemaPreviewPass(SchemaPass):
             destructive=summary.destructive,
             privilege_changes=tuple(summary.privilege_changes),
             hazards=tuple(sorted(summary.hazards.items())),
-            sql=plan_sql(document),
+            sql=plan_sql(document, current),  # the id shown above, not a second one
             approvals=_required(self, destructive=summary.destructive, privilege=privilege),
             automatic=automatic,
         )

@@ -42,6 +42,7 @@ def test_a_declaration_edit_shows_the_fields_and_the_plan_a_merge_reaches(world:
     plan = orders["plan"]
     assert plan["approvals"] == 1 and plan["carriesOver"] is True
     assert "CREATE TABLE orders" in plan["sql"]
+    assert plan["sql"].startswith(f"-- Seshat plan {plan['id']}\n")  # one id, as plan.sql
 
     # Merged as is: the reconciler records exactly the plan the preview showed.
     world.remote.work.git.checkout("--quiet", "main")
