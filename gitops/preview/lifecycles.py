@@ -21,7 +21,7 @@ from typing import Any
 from gitops.approvals.verify import matching_rule, required_approvals
 from gitops.reconcile.identities import coordination_digest, migration_plan_id, plan_id
 from gitops.reconcile.lifecycle import BLOCKED, PassContext, ResourcePass, Stop, Verdict
-from gitops.reconcile.migration import VERDICT_REASONS, MigrationPass, migration_binding
+from gitops.reconcile.migration import MigrationPass, migration_binding
 from gitops.reconcile.schema import SchemaPass, plan_binding
 from gitops.repo.loader import LoadedResource
 from gitops.resources.database import ApplyPolicy, Target
@@ -35,7 +35,6 @@ from gitops.resources.status import (
     SchemaPhase,
 )
 from runner.engines.plan import plan_sql
-from runner.protocol.results import HistoryVerdict
 
 __all__ = [
     "MigrationPreviewPass",
@@ -195,18 +194,9 @@ class MigrationPreviewPass(MigrationPass):
         spec = self.resource.spec
         artifact, artifact_digest, verification = self.resolve_and_verify()
         history, identity = self._read(artifact, "History")
-        unsettled = self._settle(history, identity)  # an unresolved run still blocks
-        if unsettled is not None:
-            return unsettled
-        if history.verdict in VERDICT_REASONS:
-            involved = ", ".join(history.versions)
-            return Verdict(
-                BLOCKED,
-                VERDICT_REASONS[history.verdict],
-                f"{history.verdict} ({involved}): {history.detail}; see docs/migrations.md",
-            )
-        if history.verdict is HistoryVerdict.NOTHING_PENDING:
-            return self._in_sync(history)
+        settled = self.history_verdict(history, identity)  # an unresolved run still blocks
+        if settled is not None:
+            return settled
         resource = self.resource.model_copy(
             update={"spec": spec.model_copy(update={"target": self.base_target})}
         )

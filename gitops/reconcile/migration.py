@@ -209,10 +209,9 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
 
     # -- the lifecycle -------------------------------------------------------------------
 
-    def lifecycle(self) -> Verdict:
-        spec = self.resource.spec
-        artifact, artifact_digest, verification = self.resolve_and_verify()
-        history, identity = self._read(artifact, "History")
+    def history_verdict(self, history: HistoryReport, identity: str) -> Verdict | None:
+        """The verdict the history alone decides (an unresolved run, a refused history, or
+        nothing pending), or None when there are files to plan."""
         unsettled = self._settle(history, identity)
         if unsettled is not None:
             return unsettled
@@ -225,6 +224,15 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             )
         if history.verdict is HistoryVerdict.NOTHING_PENDING:
             return self._in_sync(history)
+        return None
+
+    def lifecycle(self) -> Verdict:
+        spec = self.resource.spec
+        artifact, artifact_digest, verification = self.resolve_and_verify()
+        history, identity = self._read(artifact, "History")
+        settled = self.history_verdict(history, identity)
+        if settled is not None:
+            return settled
         # Planning: the pending files, exactly, bound to everything that decided them.
         binding = migration_binding(
             self.resource,
