@@ -8,6 +8,7 @@ the real ones.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 from harness.mariadb import MariaDBDatabase
 from harness.runner_cli import RunnerCLI, write
@@ -64,6 +66,10 @@ def accounts(mariadb_database: MariaDBDatabase) -> Iterator[Accounts]:
     with db.server.connect() as conn, conn.cursor() as cur:
         for user in (made.reader, made.writer, made.other):
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        # The app account is the whole session's: it must leave with only its database grant.
+        for table in ("db", "tables_priv", "columns_priv", "procs_priv", "user"):
+            with contextlib.suppress(pymysql.err.OperationalError):  # a test revoked it
+                cur.execute(f"REVOKE SELECT ON mysql.{table} FROM {made.app}")
 
 
 @pytest.fixture
