@@ -83,7 +83,9 @@ def verdict_event(
         "reason": phase,
         "type": "Warning" if phase in _WARNING else "Normal",
         "regarding": regarding,
-        "note": note[:MAX_NOTE],
+        # The limit counts bytes: a message quoting non-ASCII repository text is cut on a
+        # character boundary below it, not refused by the API server.
+        "note": note.encode()[:MAX_NOTE].decode("utf-8", "ignore"),
     }
 
 

@@ -146,3 +146,32 @@ def test_a_blocked_verdict_is_a_warning_event(
     (event,) = kube.list("events", "shop")
     assert (event["reason"], event["type"]) == ("Blocked", "Warning")
     assert event["note"].startswith("Blocked (ApplyDisabled): apply: Never")
+
+
+def test_an_event_note_stays_within_the_api_servers_byte_limit() -> None:
+    """The API server limits a note to 1 KiB of bytes: a message of non-ASCII repository
+    text is cut on a character boundary below it, not sent whole and refused."""
+    from datetime import UTC, datetime
+
+    from gitops.kubernetes.events import MAX_NOTE, verdict_event
+    from gitops.resources.status import DatabaseSchemaStatus
+
+    status = DatabaseSchemaStatus.model_validate(
+        {
+            "phase": "Blocked",
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "ApplyDisabled",
+                    "message": "€" * 500,  # 1500 bytes
+                    "lastTransitionTime": "2026-12-05T00:00:00Z",
+                }
+            ],
+        }
+    )
+    found = {"metadata": {"name": "orders", "namespace": "shop"}}
+    event = verdict_event("DatabaseSchema", found, status, datetime.now(UTC), "seshat-0")
+    note = event["note"]
+    assert note.startswith("Blocked (ApplyDisabled): €€")
+    assert MAX_NOTE - 2 <= len(note.encode()) <= MAX_NOTE
