@@ -114,9 +114,11 @@ class Engine(Generic[FactsT, SandboxT]):
         dev_url: DatabaseURL | None = None,
         *,
         cache: PlanCache | None = None,
+        isolation: str = "jail",
     ) -> None:
         self.url = url
         self.dev_url = dev_url
+        self.isolation = isolation  # a private sandbox server's: "jail", or "none" (accepted)
         self.cache = cache if cache is not None else PlanCache(Path("."), enabled=False)
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
         self.used_live = False  # the last normalization needed the live model

@@ -1,8 +1,9 @@
 """Splitting a PostgreSQL script into statements, with the line each one starts on.
 
 Semicolons inside string literals (``'...'``, ``E'...'``), quoted identifiers, dollar-quoted
-bodies (``$$ ... $$``, ``$fn$ ... $fn$``) and comments (``--`` and nested ``/* */``) do not
-end a statement.
+bodies (``$$ ... $$``, ``$fn$ ... $fn$``), comments (``--`` and nested ``/* */``) and the
+``BEGIN ATOMIC ... END`` body of a ``CREATE FUNCTION`` or ``PROCEDURE`` do not end a
+statement.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 __all__ = ["Piece", "emit_piece", "skip_quoted", "split_postgresql", "strip_block_comments"]
 
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+_WORD = re.compile(r"[^\W\d][\w$]*")
+_ROUTINE = re.compile(r"^CREATE (?:OR REPLACE )?(?:FUNCTION|PROCEDURE)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +29,8 @@ def split_postgresql(script: str) -> list[Piece]:
     pieces: list[Piece] = []
     lines = [0, 1]
     i, n, start = 0, len(script), 0
+    words: list[str] = []  # the statement's first words, upper case
+    depth = 0  # inside a BEGIN ATOMIC body
     while i < n:
         ch = script[i]
         if ch == "-" and script.startswith("--", i):
@@ -56,14 +61,37 @@ def split_postgresql(script: str) -> list[Piece]:
             tag = match.group(0)
             end = script.find(tag, match.end())
             i = n if end < 0 else end + len(tag)
-        elif ch == ";":
+        elif ch == ";" and depth == 0:
             emit_piece(script, start, i, pieces, lines, _strip_comments)
             i += 1
-            start = i
+            start, words, depth = i, [], 0
+        elif (ch.isalpha() or ch == "_") and not (
+            i > 0 and (script[i - 1].isalnum() or script[i - 1] in "_$")
+        ):
+            match = _WORD.match(script, i)
+            assert match is not None
+            word = match.group(0).upper()
+            if len(words) < 4:
+                words.append(word)
+            depth = _body_depth(words, word, depth)
+            i = match.end()
         else:
             i += 1
     emit_piece(script, start, n, pieces, lines, _strip_comments)
     return pieces
+
+
+def _body_depth(words: list[str], word: str, depth: int) -> int:
+    """How deep ``word`` leaves a routine's ``BEGIN ATOMIC ... END`` body, whose ``;`` do
+    not end the statement (counted as psql counts them: ``BEGIN`` in ``CREATE FUNCTION`` or
+    ``PROCEDURE`` opens, ``CASE`` inside one opens too, ``END`` closes)."""
+    if word == "BEGIN" and _ROUTINE.match(" ".join(words)):
+        return depth + 1
+    if word == "CASE" and depth > 0:
+        return depth + 1
+    if word == "END" and depth > 0:
+        return depth - 1
+    return depth
 
 
 def skip_quoted(script: str, i: int, *, backslash: bool) -> int:

@@ -268,7 +268,11 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     @contextlib.contextmanager
     def sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
-        opened = dev_sandbox(self.dev_url, facts) if self.dev_url else private_sandbox(facts)
+        opened = (
+            dev_sandbox(self.dev_url, facts)
+            if self.dev_url
+            else private_sandbox(facts, isolation=self.isolation)
+        )
         with self._server_errors(), self.entered(opened) as sandbox:
             yield sandbox
 
