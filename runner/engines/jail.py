@@ -137,13 +137,16 @@ def jail_user() -> JailUser:
 
 
 def _bwrap() -> str | None:
+    """The bubblewrap to use: ``SESHAT_BWRAP`` (a path), else ``bwrap`` from the system."""
+    configured = os.environ.get("SESHAT_BWRAP")
+    if configured:
+        return configured if os.access(configured, os.X_OK) else None
     return shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
 
 
 @functools.cache
-def _probe(uid: int, gid: int, switch: bool) -> str | None:
+def _probe(bwrap: str | None, uid: int, gid: int, switch: bool) -> str | None:
     """Why no jail can be made here, or None: one jailed ``true``, as the jail runs."""
-    bwrap = _bwrap()
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed where the runner runs"
     if not Path("/usr/bin/prlimit").is_file():
@@ -186,8 +189,8 @@ def check(user: JailUser) -> None:
 def _probe_for(user: JailUser) -> str | None:
     # A root runner's jails each get a fresh uid; any one of them answers for all.
     if user.switch:
-        return _probe(_UID_RANGE[0] - 1, _UID_RANGE[0] - 1, True)
-    return _probe(user.uid, user.gid, False)
+        return _probe(_bwrap(), _UID_RANGE[0] - 1, _UID_RANGE[0] - 1, True)
+    return _probe(_bwrap(), user.uid, user.gid, False)
 
 
 def _uid(user: JailUser) -> int | None:

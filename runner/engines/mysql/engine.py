@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,6 +60,7 @@ from runner.engines.renamed import Renamed, Spelling
 from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
+from runner.engines.watchdog import Watchdog, watching
 from runner.errors import CanNotRunError
 from runner.sql.split_mysql import split_mysql
 
@@ -306,14 +307,16 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
             def run(piece: LoadPiece) -> str | None:
                 try:
-                    _execute(conn, piece.sql)
+                    with watch.statement():
+                        _execute(conn, piece.sql)
                 except pymysql.MySQLError as error:
-                    return self._scrub(error_text(error))
+                    return self._scrub(watch.explain(error_text(error)))
                 return None
 
             with self._server_errors():
                 _execute(conn, "SET SESSION foreign_key_checks = 0")
-            load_retrying(pieces, run)
+            with watching(sandbox.canceller(conn)) as watch:
+                load_retrying(pieces, run)
         finally:
             conn.close()
         # Read back in a new session: nothing the desired SQL set on its own carries over.
@@ -412,7 +415,10 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             conn, name = sandbox.fresh()
             self.scratch_names.append(name)
             try:
-                probed, result = self._probe_run(conn, name, baseline, statements, sandbox)
+                with watching(sandbox.canceller(conn)) as watch:
+                    probed, result = self._probe_run(
+                        conn, name, baseline, statements, sandbox, watch
+                    )
             finally:
                 conn.close()
         account = sandbox.facts.account
@@ -425,8 +431,13 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         baseline: Database,
         statements: Sequence[PlanStatement],
         sandbox: Sandbox,
+        watch: Watchdog,
     ) -> tuple[list[PlanStatement], Database]:
         stand = self._stand_ins(sandbox) if self.privileges.active else {}
+
+        def execute(sql: str) -> None:
+            with watch.statement():
+                _execute(conn, sql)
 
         def here(statement: PlanStatement) -> str:
             """The statement as the sandbox runs it: definers its own, grants to stand-ins."""
@@ -447,26 +458,24 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         _execute(conn, "SET SESSION foreign_key_checks = 0")
         try:
             for statement in copy.statements:
-                _execute(conn, here(statement))
+                execute(here(statement))
         except pymysql.MySQLError as error:
+            why = watch.explain(error_text(error))
             raise PlanRefused(
                 "dry_run_failed",
-                self._scrub(
-                    f"could not rebuild the live schema for the dry run: {error_text(error)}"
-                ),
+                self._scrub(f"could not rebuild the live schema for the dry run: {why}"),
             ) from None
         finally:
             _execute(conn, "SET SESSION foreign_key_checks = 1")
         probed: list[PlanStatement] = []
         for index, statement in enumerate(statements):
             try:
-                algorithm = _probe(conn, here(statement))
+                algorithm = _probe(execute, here(statement))
             except pymysql.MySQLError as error:
+                why = watch.explain(error_text(error))
                 raise PlanRefused(
                     "dry_run_failed",
-                    self._scrub(
-                        f"statement {index + 1} failed in the dry run: {error_text(error)}"
-                    ),
+                    self._scrub(f"statement {index + 1} failed in the dry run: {why}"),
                 ) from None
             probed.append(probed_hazards(statement, algorithm))
         return probed, self._read(conn, name, EVERYTHING, {v: k for k, v in stand.items()})
@@ -579,14 +588,14 @@ def _merged(statements: Sequence[PlanStatement]) -> list[PlanStatement]:
     return merged
 
 
-def _probe(conn: Any, sql: str) -> str | None:
+def _probe(execute: Callable[[str], None], sql: str) -> str | None:
     """Run ``sql`` in the cheapest algorithm accepted; ``None`` for other than ALTER TABLE."""
     if not re.match(r"ALTER\s+TABLE\b", sql, re.IGNORECASE):
-        _execute(conn, sql)
+        execute(sql)
         return None
     for algorithm, clause in ALGORITHMS:
         try:
-            _execute(conn, sql + clause)
+            execute(sql + clause)
             return algorithm
         except pymysql.MySQLError:
             if not clause:

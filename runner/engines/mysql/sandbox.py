@@ -34,7 +34,7 @@ import re
 import secrets
 import shutil
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -161,6 +161,19 @@ class Sandbox:
                 user, _, host = stand_in.rpartition("@")
                 cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
         self.accounts.clear()
+
+    def canceller(self, session: Any) -> Callable[[], None]:
+        """How the runner cancels the statement running on ``session`` (a watchdog's
+        ``KILL QUERY`` from another session: the sandbox's administrator, or an explicit
+        sandbox's own credential, which may end its own statements)."""
+        thread = int(session.thread_id())
+
+        def cancel() -> None:
+            url = self.admin if self.admin is not None else self.server
+            with connection(url, env_password=False) as conn, conn.cursor() as cur:
+                cur.execute(f"KILL QUERY {thread}")
+
+        return cancel
 
     def fresh(self) -> tuple[Any, str]:
         """A session on a new, empty schema (with the target's character set and

@@ -44,7 +44,7 @@ from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.sqlite.introspect import introspect, model_of, read_catalog, server_major
 from runner.engines.sqlite.rebuild import sqlite_diff
 from runner.engines.sqlite.render import render
-from runner.engines.sqlite.sandbox import copy_schema
+from runner.engines.sqlite.sandbox import copy_schema, limited
 from runner.engines.sqlite.sandbox import sandbox as open_sandbox
 from runner.engines.sqlite.sqltext import SqlTextError, ident, normalize, split_script
 from runner.errors import CanNotRunError, ConfigurationError
@@ -200,8 +200,9 @@ class SqliteEngine(Engine[None, None]):
         """The desired schema, loaded into an in-memory sandbox and read back."""
         conn = open_sandbox()
         try:
-            _load(conn, files)
-            return apply_scope(introspect(conn), scope)
+            with limited():
+                _load(conn, files)
+                return apply_scope(introspect(conn), scope)
         finally:
             conn.close()
 
@@ -242,7 +243,8 @@ class SqliteEngine(Engine[None, None]):
             _session(conn)
             conn.execute("BEGIN IMMEDIATE")
             try:
-                _run(conn, statements)
+                with limited():
+                    _run(conn, statements)
             except _StatementFailed as failure:
                 conn.execute("ROLLBACK")
                 raise PlanRefused(
@@ -250,7 +252,8 @@ class SqliteEngine(Engine[None, None]):
                     f"statement {failure.index + 1} failed in the dry run: {failure.error}",
                 ) from None
             conn.execute("COMMIT")
-            result = introspect(conn)
+            with limited():
+                result = introspect(conn)
         finally:
             conn.close()
         return list(statements), result
