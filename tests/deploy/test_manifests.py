@@ -651,6 +651,16 @@ def test_the_image_is_python_slim_with_git_ssh_and_the_whole_distribution() -> N
     assert (ROOT / ".dockerignore").exists() or not any(c == "." for c in copied)
 
 
+def test_the_image_carries_the_sandbox_servers_and_their_jail() -> None:
+    """A plan's private sandbox server runs only inside bubblewrap (docs/engine.md): an image
+    without it would refuse every plan (sandbox_unavailable)."""
+    runs = " ".join(arguments for op, arguments in dockerfile() if op == "RUN")
+    installed = re.search(r"apt-get install ([^&]*)", runs)
+    assert installed is not None
+    packages = set(installed.group(1).split())
+    assert {"postgresql-15", "mariadb-server", "bubblewrap", "util-linux"} <= packages
+
+
 def test_the_image_runs_as_the_manifests_non_root_uid_and_holds_no_secret() -> None:
     instructions = dockerfile()
     users = [arguments for op, arguments in instructions if op == "USER"]
