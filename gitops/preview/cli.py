@@ -89,9 +89,10 @@ def preview(
     """Preview what merging a pull request would plan (docs/preview.md).
 
     For each database resource the head changes relative to the base (its declaration, the
-    artifact its reference resolves to, a policy it uses), resolve and verify the head's
-    artifact, observe the database read-only through the base's target (its previewUrl when
-    set) and plan; print what changed, the verdict a merge would reach and the plan.
+    artifact its reference resolves to, a policy it uses), resolve the head's artifact and
+    verify it with the base's policies, observe the database read-only through the base's
+    target (its previewUrl when set) and plan; print what changed, the verdict a merge would
+    reach and the plan.
     Nothing is written: no status commit, no database change, no approval consumed.
     """
     if (github_repo is None) != (pull is None):

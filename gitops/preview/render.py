@@ -14,7 +14,14 @@ from typing import Any
 from gitops.preview.run import Outcome, PreviewReport, ResourcePreview
 from gitops.reviews.markdown import code, fence
 
-__all__ = ["NEW_RESOURCE", "NON_BINDING", "render_json", "render_markdown", "title"]
+__all__ = [
+    "NEW_RESOURCE",
+    "NON_BINDING",
+    "TRUST_NOTE",
+    "render_json",
+    "render_markdown",
+    "title",
+]
 
 NON_BINDING = (
     "This preview is not binding. A plan id shown here becomes the id to approve "
@@ -26,6 +33,11 @@ NEW_RESOURCE = (
     "This pull request introduces the resource: its uid comes from the merge commit, so this "
     "preview's plan id never carries over. Approve the plan the reconciler records after "
     "the merge."
+)
+
+TRUST_NOTE = (
+    "This preview judges the pull request with the base branch's policies and seshat.yaml, "
+    "never its own: the changes below take effect only once it is merged. Review them."
 )
 
 _HEADLINE = {
@@ -67,6 +79,7 @@ def render_json(report: PreviewReport) -> str:
         "exitStatus": report.exit_status,
         "nonBinding": NON_BINDING,
         "problems": list(report.problems),
+        "trustChanges": list(report.trust_changes),
         "resources": [
             {
                 "kind": one.change.key.kind,
@@ -103,6 +116,10 @@ def render_markdown(report: PreviewReport) -> str:
     ]
     if not report.resources and not report.problems:
         lines += ["The pull request changes no database resource.", ""]
+    if report.trust_changes:
+        lines += ["### Trust anchors this pull request changes", "", TRUST_NOTE, ""]
+        lines += [f"- {code(change, 300)}" for change in report.trust_changes]
+        lines.append("")
     if report.problems:
         lines += ["### Problems in the changed declarations", ""]
         lines += [f"- {code(p, 500)}" for p in report.problems]
