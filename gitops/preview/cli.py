@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from gitops.preview.forges import Published, publish_github, publish_gitlab
+from gitops.preview.forges import COMMENT_LIMIT, Published, publish_github, publish_gitlab
 from gitops.preview.render import render_json, render_markdown, title
 from gitops.preview.run import PreviewReport, run_preview
 from gitops.repo.options import repo_option
@@ -115,12 +115,11 @@ def preview(
     except SeshatError as error:
         click.echo(f"seshat preview: {error}", err=True)
         sys.exit(EXIT_CANNOT_RUN)
-    markdown = render_markdown(report)
-    click.echo(render_json(report) if output == "json" else markdown, nl=False)
+    click.echo(render_json(report) if output == "json" else render_markdown(report), nl=False)
     try:
         published = _publish(
             report,
-            markdown,
+            render_markdown(report, limit=COMMENT_LIMIT),  # cut so that what matters stays
             token,
             github=(github_repo, pull, github_api_url),
             gitlab=(gitlab_project, merge_request, gitlab_api_url),

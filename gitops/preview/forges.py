@@ -21,9 +21,9 @@ from urllib.parse import quote
 import requests
 
 from gitops.reviews.github import ForgeError, GitHub
-from gitops.reviews.markdown import MAX_BODY
+from gitops.reviews.markdown import MAX_BODY, cut
 
-__all__ = ["MARKER", "Published", "publish_github", "publish_gitlab"]
+__all__ = ["COMMENT_LIMIT", "MARKER", "Published", "publish_github", "publish_gitlab"]
 
 MARKER = "<!-- seshat-preview -->"
 """The hidden first line of a preview comment: how the next preview finds it."""
@@ -42,11 +42,15 @@ class Published:
     check: str  # "check run" | "commit status"
 
 
+COMMENT_LIMIT = MAX_BODY - len(MARKER) - 1
+"""The size a preview's markdown is rendered to for a forge (the marker line comes first)."""
+_CUT = "*(cut: the whole preview is in the CI job's output)*\n"
+
+
 def _body(markdown: str) -> str:
-    text = f"{MARKER}\n{markdown}"
-    if len(text) > MAX_BODY:
-        text = text[:MAX_BODY] + "\n\n(cut: the whole preview is in the CI job's output)\n"
-    return text
+    """The comment: the marker, then the preview (rendered to :data:`COMMENT_LIMIT`; cut at
+    a line, fences closed, should it be longer)."""
+    return f"{MARKER}\n{cut(markdown, COMMENT_LIMIT, _CUT)}"
 
 
 _GITHUB_CONCLUSION = {0: "success", 1: "failure", 2: "failure"}
@@ -87,7 +91,7 @@ class _GitHubPreview(GitHub):
                     "status": "completed",
                     "conclusion": _GITHUB_CONCLUSION[status],
                     "details_url": url,
-                    "output": {"title": title[:255], "summary": summary[:MAX_BODY]},
+                    "output": {"title": title[:255], "summary": cut(summary, MAX_BODY, _CUT)},
                 },
             )
             return "check run"
