@@ -147,11 +147,31 @@ def _publish(
     repository, pull, api = github
     if repository is not None and pull is not None:
         return publish_github(
-            repository, pull, report.head, markdown, status, heading, token=token, api_url=api
+            repository,
+            pull,
+            report.head,
+            markdown,
+            status,
+            heading,
+            token=token,
+            api_url=api,
+            log=_say,
         )
     project, merge_request, api = gitlab
     if project is not None and merge_request is not None:
         return publish_gitlab(
-            project, merge_request, report.head, markdown, status, heading, token=token, api_url=api
+            project,
+            merge_request,
+            report.head,
+            markdown,
+            status,
+            heading,
+            token=token,
+            api_url=api,
+            log=_say,
         )
     return None
+
+
+def _say(line: str) -> None:
+    click.echo(f"seshat preview: {line}", err=True)

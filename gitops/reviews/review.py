@@ -217,12 +217,16 @@ class Reviews:
     def _comment_rejections(self, pull: PullRequest, key: str, status: Status) -> None:
         """One comment per approval newly rejected for the current plan: a comment carries
         a hidden marker naming (plan, file, reason), so a later pass that rejects the same
-        file for the same reason finds it and says nothing again."""
+        file for the same reason finds it in a comment of its own and says nothing again.
+        Only comments Seshat's identity wrote count (the marker is built from public data:
+        anyone could post it to silence a rejection); when the identity cannot be learned,
+        the rejections are posted again."""
         assert self.forge is not None
         rejected = status.rejected_approvals or []
         if not rejected:
             return
-        posted = "\n".join(self.forge.comment_bodies(pull.number))
+        own = self.forge.own_comments(pull.number)
+        posted = "\n".join(str(comment.get("body") or "") for comment in own)
         plan = status.plan.id if status.plan is not None else None
         for entry in rejected:
             marker, text = rejection_comment(key, plan, entry)
