@@ -122,10 +122,22 @@ class PassContext:
     verified: dict[tuple[str, str], VerifyResult] = field(default_factory=dict)
     """Verify's answers this pass, by (the artifact pinned to its digest, policy digest):
     resources sharing an artifact resolve and verify it once per pass."""
+    trust_from: Repository | None = None
+    """Where the trust anchors are read (None: :attr:`repository`): see :attr:`trust`."""
 
     @property
     def lease_store(self) -> Leases:
         return self.leases if self.leases is not None else self.state
+
+    @property
+    def trust(self) -> Repository:
+        """The repository whose trust anchors judge :attr:`repository`'s declarations: the
+        VerificationPolicy an artifact is verified with and the keys and trusted roots it
+        names, the ApprovalPolicy and the allowed-signers files approvals and
+        acknowledgments are checked against. A pass reads them from the watched branch it
+        reconciles (the root of trust); a preview from the pull request's base, never from
+        the head it judges (docs/preview.md)."""
+        return self.trust_from if self.trust_from is not None else self.repository
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,10 +549,18 @@ class ResourcePass(Generic[StatusT]):
         self.step(self.phases.RESOLVING)
         wanted = ARTIFACT_TYPES[self.artifact_kind]
         declared = spec.artifact.ref
-        found = self.ctx.repository.find(
-            "VerificationPolicy", self.ref.namespace, spec.artifact.verification.policy
-        )
-        assert found is not None and isinstance(found.resource, VerificationPolicy)
+        named = spec.artifact.verification.policy
+        found = self.ctx.trust.find("VerificationPolicy", self.ref.namespace, named)
+        if found is None or not isinstance(found.resource, VerificationPolicy):
+            # The loader keeps a pass's declarations to policies its own branch declares;
+            # a preview's head may name one only the head declares: nothing judges it.
+            raise Stop(
+                BLOCKED,
+                Reason.ARTIFACT_REFUSED,
+                f"unknown_policy: the artifact names VerificationPolicy {named!r}, which the "
+                f"trusted branch does not declare in namespace {self.ref.namespace!r}; an "
+                "artifact is judged only by a policy already trusted",
+            )
         policy = found.resource.spec
         verification = policy_digest(policy)
         self.status = self.status.model_copy(update={"source": SourceStatus(requested=declared)})
@@ -620,7 +640,7 @@ class ResourcePass(Generic[StatusT]):
     def _trust_file(self, path: str) -> bytes:
         """A key or trusted root the policy names: a regular file inside the repository."""
         try:
-            data = read_inside(self.ctx.repository.root, Path(path), MAX_TRUST_FILE)
+            data = read_inside(self.ctx.trust.root, Path(path), MAX_TRUST_FILE)
         except NotReadable as error:
             raise Stop(
                 BLOCKED, Reason.ARTIFACT_REFUSED, f"invalid_reference: {path}: {error.detail}"
@@ -660,6 +680,7 @@ class ResourcePass(Generic[StatusT]):
             ),
             now=self.ctx.now(),
             log=self.ctx.log,
+            trust=self.ctx.trust,
         )
         self.status = self.status.model_copy(
             update={"rejected_approvals": list(judged.rejected) or None}
@@ -671,10 +692,8 @@ class ResourcePass(Generic[StatusT]):
     def acknowledged(self, operation_id: str) -> str | None:
         """Who acknowledged ``operation_id`` (a run, or a tampered status commit) in an
         accepted, signed ``RunAcknowledgment`` of this resource; None if nobody did."""
-        repository = self.ctx.repository
-        policies = [
-            r.resource for r in repository.resources if isinstance(r.resource, ApprovalPolicy)
-        ]
+        repository, trust = self.ctx.repository, self.ctx.trust
+        policies = [r.resource for r in trust.resources if isinstance(r.resource, ApprovalPolicy)]
         for loaded in repository.resources:
             statement = loaded.resource
             if (
@@ -694,7 +713,7 @@ class ResourcePass(Generic[StatusT]):
                 data,
                 signatures,
                 policies,
-                repository.root,
+                trust.root,  # the allowed-signers files the trusted policies name
                 namespace=ACKNOWLEDGMENT_NAMESPACE,
                 expected=self.ref,
                 now=self.ctx.now(),
