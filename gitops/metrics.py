@@ -77,7 +77,7 @@ WEBHOOKS = Counter(
 LISTENER_REFUSALS = Counter(
     "seshat_listener_refusals",
     "Connections and requests the listener refused before any route: capacity, "
-    "client_capacity, deadline, malformed, length, busy.",
+    "client_capacity, evicted, deadline, malformed, length, busy, internal.",
     ["reason"],
     registry=REGISTRY,
 )

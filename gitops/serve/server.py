@@ -126,6 +126,7 @@ class Refusal(StrEnum):
     MALFORMED = "malformed"  # not HTTP/1.1 h11 accepts: 400, or 431 for a head too large
     LENGTH = "length"  # a body without Content-Length (411) or over max_body (413)
     BUSY = "busy"  # a large body that the large-body budget cannot hold now
+    INTERNAL = "internal"  # a fault of the server's own: the connection was cut
 
 
 @dataclass(slots=True)
@@ -162,6 +163,7 @@ class Server:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stopping: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # every connection's, refused ones too
         self._thread = threading.Thread(target=self._run, name="seshat-listen", daemon=True)
 
     # -- life -----------------------------------------------------------------------------
@@ -194,7 +196,7 @@ class Server:
             await self._stopping.wait()
         finally:
             server.close()
-            tasks = list(self._slots)
+            tasks = list(self._tasks)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -204,6 +206,20 @@ class Server:
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        self._tasks.add(task)
+        try:
+            await self._serve_connection(reader, writer, task)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:  # a fault of ours: the connection is cut, counted, never a traceback
+            self._refused(Refusal.INTERNAL)
+            writer.transport.abort()
+        finally:
+            self._tasks.discard(task)
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, task: asyncio.Task[None]
+    ) -> None:
         peer = writer.get_extra_info("peername")
         client = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
         slot = self._admit(client, task, writer)
@@ -219,8 +235,6 @@ class Server:
             conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head)
             while await self._exchange(conn, reader, writer, slot):
                 conn.start_next_cycle()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
         finally:
             self._release(slot)
             writer.close()  # what was answered is flushed (a stalled reader was cut already)
