@@ -22,7 +22,13 @@ from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE
 from gitops.approvals.verify import (
     verify_statement,
 )
-from gitops.execution.executor import CredentialUnavailable, Executor, Outcome, Started
+from gitops.execution.executor import (
+    CredentialUnavailable,
+    Dispatch,
+    Executor,
+    Outcome,
+    Started,
+)
 from gitops.execution.leases import Lease, Leases
 from gitops.execution.metered import metered
 from gitops.reconcile.approvals import judge_approvals
@@ -217,12 +223,22 @@ class ResourcePass(Generic[StatusT]):
             return timeouts.apply
         return timeouts.migrate if operation == "migrate" else timeouts.plan
 
-    def run_operation(self, operation: str, op_id: str | None = None, **fields: object) -> Outcome:
-        """One operation on the resource's database (an Apply runs alone, with its id)."""
-        return self.run_batch([(operation, fields)], op_id)[0]
+    def run_operation(
+        self,
+        operation: str,
+        op_id: str | None = None,
+        dispatch: Dispatch | None = None,
+        **fields: object,
+    ) -> Outcome:
+        """One operation on the resource's database (an Apply runs alone, with its id and
+        its ``dispatch`` record)."""
+        return self.run_batch([(operation, fields)], op_id, dispatch)[0]
 
     def run_batch(
-        self, operations: Sequence[tuple[str, Mapping[str, object]]], op_id: str | None = None
+        self,
+        operations: Sequence[tuple[str, Mapping[str, object]]],
+        op_id: str | None = None,
+        dispatch: Dispatch | None = None,
     ) -> list[Outcome]:
         """``operations`` (each a name and its input fields) in one runner invocation with
         the database credential, in order; one outcome each. After one fails, the runner
@@ -259,7 +275,12 @@ class ResourcePass(Generic[StatusT]):
         with self.ctx.books.released(), metered(requests) as meter:
             return meter.all(
                 executor.run_batch(
-                    requests, env, deadline, namespace=self.ref.namespace, resource=self.ref.uid
+                    requests,
+                    env,
+                    deadline,
+                    namespace=self.ref.namespace,
+                    resource=self.ref,
+                    dispatch=dispatch,
                 )
             )
 
@@ -280,7 +301,7 @@ class ResourcePass(Generic[StatusT]):
         with self.ctx.books.released(), metered([request]) as meter:
             return meter.one(
                 self.ctx.executor.run(
-                    request, {}, deadline, namespace=self.ref.namespace, resource=self.ref.uid
+                    request, {}, deadline, namespace=self.ref.namespace, resource=self.ref
                 )
             )
 
@@ -420,10 +441,12 @@ class ResourcePass(Generic[StatusT]):
                 )
                 deadline = self.deadline(self.apply_operation) + STOP_MARGIN
                 self.ctx.log(f"{self.key}: following run {op_id}, started before a restart")
+                # The Job is known by what only this controller's dispatch record holds (its
+                # nonce) and what the run must be (resource, plan), never by its label alone.
+                record = Dispatch(dispatched.plan_id, self.ctx.state.dispatch_nonce(op_id))
+                started = Started(self.apply_operation, op_id, self.ref, record)
                 with self.ctx.books.released():
-                    outcome = executor.adopt(
-                        Started(self.apply_operation, op_id), deadline, namespace=self.ref.namespace
-                    )
+                    outcome = executor.adopt(started, deadline, namespace=self.ref.namespace)
                 if outcome is None:
                     outcome = Outcome(
                         "lost", None, "its Job is gone; whoever started it stopped first", None
@@ -490,8 +513,10 @@ class ResourcePass(Generic[StatusT]):
         self.step(marker[0])
         if approval is not None:
             state.consume(approval, uid, op_id)
-        state.mark_dispatched(op_id, uid, current)
-        outcome = self.run_operation(operation, op_id, **fields)
+        # A secret of this dispatch alone, in the state file and on the Job, never in Git.
+        nonce = secrets.token_hex(16)
+        state.mark_dispatched(op_id, uid, current, nonce)
+        outcome = self.run_operation(operation, op_id, Dispatch(current, nonce), **fields)
         state.mark_finished(op_id)
         state.release_claim(uid, "apply")
         return outcome

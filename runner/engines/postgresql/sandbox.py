@@ -123,7 +123,9 @@ _OTHER_EXTENSION_STATEMENTS = (
         re.IGNORECASE,
     ),
 )
-_MISSING_ROLE = re.compile(r'^role "((?:[^"]|"")+)" does not exist$')
+# PostgreSQL prints the name as it is, a ``"`` inside it not doubled (``role "a"b" does not
+# exist``): everything between the fixed words is the name, whatever it holds.
+_MISSING_ROLE = re.compile(r'^role "(.+)" does not exist$', re.DOTALL)
 
 
 def _unquote(name: str) -> str:
@@ -260,7 +262,7 @@ class Sandbox:
         found = _MISSING_ROLE.match(_text(error))
         if found is None:
             return False
-        role = found.group(1).replace('""', '"')
+        role = found.group(1)
         if role in self._roles:
             return False  # made already: the statement fails for another reason
         with connection(self.admin_url) as conn:
