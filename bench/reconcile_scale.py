@@ -48,8 +48,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from gitops.execution.executor import EnvValue, LocalExecutor, Outcome  # noqa: E402
+from gitops.execution.executor import Dispatch, EnvValue, LocalExecutor, Outcome  # noqa: E402
 from gitops.reconcile.passes import PassReport, run_pass  # noqa: E402
+from gitops.resources.approvals import ResourceRef  # noqa: E402
 from runner.artifacts.format import package_folder  # noqa: E402
 from runner.artifacts.layout import LayoutStore  # noqa: E402
 from runner.artifacts.push import push  # noqa: E402
@@ -87,11 +88,17 @@ class CountingExecutor(LocalExecutor):
         deadline: float,
         *,
         namespace: str = "default",
-        resource: str = "",
+        resource: ResourceRef | None = None,
+        dispatch: Dispatch | None = None,
     ) -> list[Outcome]:
         self.starts += 1  # one process per call, whatever the batch holds
         return super().run_batch(
-            requests, environment, deadline, namespace=namespace, resource=resource
+            requests,
+            environment,
+            deadline,
+            namespace=namespace,
+            resource=resource,
+            dispatch=dispatch,
         )
 
 

@@ -219,6 +219,29 @@ def reconcile(
     help="The same, with the secret in this environment variable.",
 )
 @click.option(
+    "--listen-max-connections",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Connections the listener holds at once; past it, the one that has waited longest "
+    "for its request is cut to make room.",
+)
+@click.option(
+    "--listen-max-per-client",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Connections one address may hold at once (more are answered 503).",
+)
+@click.option(
+    "--listen-deadline",
+    type=click.FloatRange(min=0.5, max=300),
+    default=10,
+    show_default=True,
+    help="Seconds a request may take to arrive whole (head and body, from its first byte), "
+    "and a connection may stay idle.",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
     default="text",
@@ -236,6 +259,9 @@ def run(
     listen: str | None,
     webhook_secret_file: Path | None,
     webhook_secret_env: str | None,
+    listen_max_connections: int,
+    listen_max_per_client: int,
+    listen_deadline: float,
     log_format: LogFormat,
     verbose: bool,
     **mode_options: Any,
@@ -265,6 +291,12 @@ def run(
             raise ValueError("webhooks need --listen (the address they are sent to)")
         if listen is not None:
             http.parse_address(listen)
+        limits = http.Limits(
+            max_connections=listen_max_connections,
+            max_per_client=listen_max_per_client,
+            request_deadline=listen_deadline,
+            idle_timeout=listen_deadline,
+        )
     except ValueError as error:
         raise click.UsageError(str(error)) from None
     work_dir = work or _default_work()
@@ -276,7 +308,7 @@ def run(
     listener = None
     if listen is not None:
         try:
-            listener = http.start(listen, health, loop.wake, secret, logger.warning)
+            listener = http.start(listen, health, loop.wake, secret, logger.warning, limits)
         except OSError as error:
             logger.error(f"seshat: cannot listen on {listen}: {error.strerror}")
             sys.exit(2)

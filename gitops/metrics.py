@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 __all__ = [
     "REGISTRY",
     "approval_judged",
+    "listener_connections",
+    "listener_refused",
     "operation_finished",
     "pass_finished",
     "resource_phases",
@@ -72,6 +74,19 @@ WEBHOOKS = Counter(
     registry=REGISTRY,
 )
 
+LISTENER_REFUSALS = Counter(
+    "seshat_listener_refusals",
+    "Connections and requests the listener refused before any route: capacity, "
+    "client_capacity, evicted, deadline, malformed, length, busy, internal.",
+    ["reason"],
+    registry=REGISTRY,
+)
+LISTENER_CONNECTIONS = Gauge(
+    "seshat_listener_connections",
+    "Connections open on the listener now (refused ones are never counted).",
+    registry=REGISTRY,
+)
+
 
 def pass_finished(outcome: str, seconds: float, ended_at: float) -> None:
     PASSES.labels(outcome=outcome).inc()
@@ -98,3 +113,11 @@ def approval_judged(outcome: str, reason: str) -> None:
 
 def webhook_received(outcome: str) -> None:
     WEBHOOKS.labels(outcome=outcome).inc()
+
+
+def listener_refused(reason: str) -> None:
+    LISTENER_REFUSALS.labels(reason=reason).inc()
+
+
+def listener_connections(count: int) -> None:
+    LISTENER_CONNECTIONS.set(count)

@@ -102,8 +102,12 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
         def progress(kind: str, key: str, phase: str) -> None:
             publish_phase(api, kind, key, phase, say)
 
+    from gitops.logs import LOGGER
+
     return Wiring(
-        KubernetesExecutor(api, settings),
+        # Tampering (a Job or pod passing for one of Seshat's) is said as a warning, whether
+        # or not -v asked for progress.
+        KubernetesExecutor(api, settings, warn=LOGGER.warning),
         KubernetesLeases(api, options["lease_namespace"], options["lease_duration"]),
         publish,
         progress,

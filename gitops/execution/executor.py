@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from gitops.resources.approvals import ResourceRef
 from gitops.resources.database import UrlReference
 from runner.protocol.frame import Found, find_frames, find_last_frame
 from runner.protocol.messages import BatchInput, OperationInput, OperationResult
@@ -42,6 +43,7 @@ from runner.protocol.results import ErrorCode
 __all__ = [
     "Asked",
     "CredentialUnavailable",
+    "Dispatch",
     "EnvValue",
     "Executor",
     "LocalExecutor",
@@ -112,11 +114,30 @@ class Asked(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Dispatch:
+    """What makes a dispatched run (an Apply, a migration run) recognisable as the one this
+    controller started, when a restarted controller looks for it (:meth:`Executor.adopt`):
+    the plan it runs, and a nonce drawn for this dispatch alone and kept in the dispatch
+    record of the controller's state file. The nonce is never published (not on the status
+    branch, where the operation id is): whoever can create a Job labelled with that id cannot
+    give it the nonce before the controller's own Job exists."""
+
+    plan_id: str
+    nonce: str | None  # None: not known (the state file that held it was lost)
+
+    def __repr__(self) -> str:
+        return f"Dispatch(plan_id={self.plan_id!r}, nonce=<hidden>)"
+
+
+@dataclass(frozen=True, slots=True)
 class Started:
-    """An operation known only by its name and id: one a previous controller started."""
+    """An operation a previous controller started: its name and id, and, to tell it from
+    an impostor, whose it is and what its dispatch record says."""
 
     operation: str
     id: str
+    resource: ResourceRef | None = None
+    dispatch: Dispatch | None = None
 
 
 class CredentialUnavailable(Exception):
@@ -147,12 +168,14 @@ class Executor(ABC):
         deadline: float,
         *,
         namespace: str = "default",
-        resource: str = "",
+        resource: ResourceRef | None = None,
+        dispatch: Dispatch | None = None,
     ) -> list[Outcome]:
         """Run ``requests`` in one runner invocation with one credential (``environment``),
         in order, within ``deadline`` seconds in all; one outcome per request. ``resource``
-        (the resource's uid) names whose operations they are, where the executor keeps
-        that (a Job's labels)."""
+        names whose operations they are and ``dispatch`` an Apply's dispatch record, where
+        the executor keeps them (a Job's labels, annotations and owner), so that a
+        restarted controller can find the run again and know it for its own."""
 
     def run(
         self,
@@ -161,18 +184,25 @@ class Executor(ABC):
         deadline: float,
         *,
         namespace: str = "default",
-        resource: str = "",
+        resource: ResourceRef | None = None,
+        dispatch: Dispatch | None = None,
     ) -> Outcome:
         """Run the one operation ``request``."""
         return self.run_batch(
-            [request], environment, deadline, namespace=namespace, resource=resource
+            [request],
+            environment,
+            deadline,
+            namespace=namespace,
+            resource=resource,
+            dispatch=dispatch,
         )[0]
 
     def adopt(self, started: Started, deadline: float, *, namespace: str) -> Outcome | None:
         """Follow ``started``, an operation a previous controller started and did not see
         end, to its outcome, if it still runs or its result is still there (Kubernetes: its
-        Job); None when there is nothing to follow. A local runner process is its
-        controller's child: there is nothing to adopt after a restart."""
+        Job, known by its identity, never by a label alone); None when there is nothing to
+        follow. A local runner process is its controller's child: there is nothing to adopt
+        after a restart."""
         return None
 
 
@@ -268,7 +298,8 @@ class LocalExecutor(Executor):
         deadline: float,
         *,
         namespace: str = "default",
-        resource: str = "",
+        resource: ResourceRef | None = None,
+        dispatch: Dispatch | None = None,
     ) -> list[Outcome]:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         child_env = {k: os.environ[k] for k in _BASE_ENVIRONMENT if k in os.environ}

@@ -115,13 +115,15 @@ class KubeApi:
             "PATCH", path, body, content_type="application/merge-patch+json"
         )
 
-    def delete(self, path: str, propagation: str = "Background") -> None:
+    def delete(self, path: str, propagation: str = "Background", uid: str | None = None) -> None:
+        """Delete the object at ``path`` (gone already is fine); with ``uid``, only if it is
+        still that object (a precondition: another object of the same name is a 409)."""
+        options: Json = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        options["propagationPolicy"] = propagation
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
         with contextlib.suppress(NotFound):
-            self.request(
-                "DELETE",
-                path,
-                {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
-            )
+            self.request("DELETE", path, options)
 
     def log(self, path: str, limit_bytes: int) -> bytes:
         return self.request(  # type: ignore[no-any-return]

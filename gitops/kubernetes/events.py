@@ -27,12 +27,21 @@ from gitops.resources.status import (
     SharedPhase,
 )
 
-__all__ = ["REPORTING_CONTROLLER", "emit_verdict_event", "ready_reason", "verdict_event"]
+__all__ = [
+    "REPORTING_CONTROLLER",
+    "TAMPERING",
+    "emit_verdict_event",
+    "ready_reason",
+    "tampering_event",
+    "verdict_event",
+]
 
 REPORTING_CONTROLLER = "seshat.dev/controller"
 _WARNING = frozenset({SharedPhase.BLOCKED.value, SharedPhase.FAILED.value})
 _API_VERSION = "seshat.dev/v1alpha1"
 MAX_NOTE = 1024  # the API server's limit on an Event's note
+TAMPERING = "Tampering"
+"""The reason of the Event that reports a Job or pod made to pass for one of Seshat's."""
 
 
 def ready_reason(status: Any) -> str | None:
@@ -87,6 +96,56 @@ def verdict_event(
         # character boundary below it, not refused by the API server.
         "note": note.encode()[:MAX_NOTE].decode("utf-8", "ignore"),
     }
+
+
+def tampering_event(
+    suspect: dict[str, Any],
+    resource: tuple[str, str] | None,
+    note: str,
+    now: datetime,
+    instance: str,
+) -> dict[str, Any]:
+    """The Warning Event saying that ``suspect`` (a Job or pod as the API server returned
+    it) passes for one of Seshat's and is not: ``regarding`` the custom resource it claims
+    to work for (``resource``: its kind and name, in the suspect's namespace), so that
+    ``kubectl events --for`` that resource shows it, with the suspect as ``related``; or
+    ``regarding`` the suspect itself when it names no resource."""
+    meta = suspect.get("metadata", {})
+    namespace = meta.get("namespace")
+    named = {
+        "apiVersion": suspect.get("apiVersion", "v1"),
+        "kind": suspect.get("kind", ""),
+        "namespace": namespace,
+        "name": meta.get("name"),
+    }
+    if meta.get("uid"):
+        named["uid"] = meta["uid"]
+    event: dict[str, Any] = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{str(meta.get('name', 'object'))[:200]}.{secrets.token_hex(8)}",
+            "namespace": namespace,
+        },
+        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": REPORTING_CONTROLLER,
+        "reportingInstance": instance[:128],
+        "action": "Adopt",
+        "reason": TAMPERING,
+        "type": "Warning",
+        "regarding": named,
+        "note": note.encode()[:MAX_NOTE].decode("utf-8", "ignore"),
+    }
+    if resource is not None:
+        kind, name = resource
+        event["regarding"] = {
+            "apiVersion": _API_VERSION,
+            "kind": kind,
+            "namespace": namespace,
+            "name": name,
+        }
+        event["related"] = named
+    return event
 
 
 def emit_verdict_event(

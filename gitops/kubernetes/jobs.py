@@ -17,10 +17,20 @@ What the Job gets, and only that:
   with no roles), no retries (``backoffLimit: 0``: an Apply is never started twice), the
   deadline as ``activeDeadlineSeconds``, a non-root, read-only container.
 
-The executor polls the Job until it finishes, reads the framed result from the pod's log
-(bounded), and deletes the Job and its ConfigMap. A pod that cannot start (a missing Secret,
-an image that cannot be pulled) is ``failed`` (nothing ran); a Job that ends without a
-readable frame, or outlives the deadline, is ``lost``, an uncertain outcome for an Apply.
+The executor polls the Job until it finishes, reads the framed result from the log of the
+pod the Job owns (its ``ownerReferences`` name the Job's uid: a pod that merely carries the
+``job-name`` label is someone else's), and deletes that Job (by its uid) and its ConfigMap.
+A pod that cannot start (a missing Secret, an image that cannot be pulled) is ``failed``
+(nothing ran); a Job that ends without a readable frame, or outlives the deadline, is
+``lost``, an uncertain outcome for an Apply.
+
+Anyone who may create objects in the namespace can label a Job with an operation id (the
+status branch publishes them). So each Job carries what only the controller knows: a nonce
+(an Apply's from its dispatch record in the state file, any other Job's drawn for it), with
+the resource's uid and the plan id as annotations, and it is owned by the custom resource
+where that exists in the cluster. A restarted controller adopts a run's Job only when all of
+that matches its dispatch record (:meth:`KubernetesExecutor.adopt`); every other Job or pod
+passing for it is reported (a Warning Event ``Tampering`` and a log line) and left alone.
 """
 
 from __future__ import annotations
@@ -28,18 +38,23 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import hmac
 import itertools
 import math
 import re
+import secrets
+import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from gitops.execution.executor import (
     Asked,
     CredentialUnavailable,
+    Dispatch,
     EnvValue,
     Executor,
     Outcome,
@@ -48,18 +63,32 @@ from gitops.execution.executor import (
     input_document,
     outcomes_from_output,
 )
-from gitops.kubernetes.api import Json, KubeApi, KubeError, NotFound
+from gitops.kubernetes.api import Conflict, Json, KubeApi, KubeError, NotFound
+from gitops.kubernetes.events import tampering_event
+from gitops.resources.approvals import ResourceRef
 from gitops.resources.database import UrlReference
+from gitops.resources.kinds import KINDS
 from runner.protocol.messages import OperationInput
 from runner.protocol.messages import UrlReference as RunnerUrl
 
-__all__ = ["OPERATION_ID_LABEL", "RESOURCE_LABEL", "JobSettings", "KubernetesExecutor"]
+__all__ = [
+    "NONCE_ANNOTATION",
+    "OPERATION_ID_LABEL",
+    "PLAN_ANNOTATION",
+    "RESOURCE_LABEL",
+    "JobSettings",
+    "KubernetesExecutor",
+    "job_name",
+]
 
 _MAX_LOG = 16 * 1024 * 1024
 _MAX_CONFIGMAP = 1000 * 1024  # the API server stores at most about 1 MiB per object
 _ENV_NAMES = {"url": "SESHAT_DATABASE_URL", "dev_url": "SESHAT_DEV_URL"}
-RESOURCE_LABEL = "seshat.dev/resource-uid"
+RESOURCE_LABEL = "seshat.dev/resource-uid"  # also an annotation: a label may not hold it
 OPERATION_ID_LABEL = "seshat.dev/operation-id"
+NONCE_ANNOTATION = "seshat.dev/dispatch-nonce"
+PLAN_ANNOTATION = "seshat.dev/plan-id"
+_CR_API = "seshat.dev/v1alpha1"
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 # A pod in one of these states never started its container.
 _CANNOT_START = {
@@ -93,11 +122,23 @@ class JobSettings:
     migration operations), mounted for them alone; the controller never reads it."""
 
 
-def _name(request: OperationInput) -> str:
-    """A DNS label from the operation id (lower-case, 63 characters at most)."""
-    slug = re.sub(r"[^a-z0-9-]", "-", request.id.lower()).strip("-")[:40]
-    digest = hashlib.sha256(request.id.encode()).hexdigest()[:8]
+def job_name(op_id: str) -> str:
+    """The Job's (and its ConfigMap's) name for the operation ``op_id``: a DNS label
+    (lower-case, 63 characters at most). One name per operation, so that another object of
+    that name in the namespace is never taken for the controller's."""
+    slug = re.sub(r"[^a-z0-9-]", "-", op_id.lower()).strip("-")[:40]
+    digest = hashlib.sha256(op_id.encode()).hexdigest()[:8]
     return f"seshat-{slug}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    """What a Job of this controller carries to be told from any other (see the module)."""
+
+    nonce: str
+    resource: ResourceRef | None = None
+    plan_id: str | None = None  # an Apply's: its dispatch record's
+    owner: Json | None = None  # the ownerReference to the custom resource, if it exists
 
 
 def _files(request: OperationInput) -> list[tuple[str, bytes]]:
@@ -121,9 +162,17 @@ class KubernetesExecutor(Executor):
     local_files = False
     adopts = True
 
-    def __init__(self, api: KubeApi, settings: JobSettings) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        settings: JobSettings,
+        warn: Callable[[str], None] = lambda _: None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.api = api
         self.settings = settings
+        self.warn = warn  # where tampering is said (besides its Event)
+        self.now = now
 
     def bind(
         self, reference: UrlReference, slot: Literal["url", "dev_url"]
@@ -149,14 +198,18 @@ class KubernetesExecutor(Executor):
         environment: Mapping[str, EnvValue],
         deadline: float,
         namespace: str,
-        resource: str = "",
+        identity: _Identity | None = None,
     ) -> tuple[Json, Json]:
         """The ConfigMap and the Job for ``requests`` (both named after the first
         operation): one Job runs them all, in order, with one credential. The Job is
-        labelled with the resource's uid and, for one operation, its id: what a restarted
-        controller finds it by (:meth:`adopt`)."""
+        labelled with the resource's uid and, for one operation, its id (what a restarted
+        controller looks for); annotated with its ``identity`` (the nonce, the resource's
+        uid, an Apply's plan id: what it knows its own Job by, :meth:`adopt`); and owned by
+        the custom resource when that exists."""
         s = self.settings
-        name = _name(requests[0])
+        identity = identity or _Identity(secrets.token_hex(16))
+        name = job_name(requests[0].id)
+        resource = identity.resource.uid if identity.resource is not None else ""
         base = f"{s.mount_root.rstrip('/')}/{name}"
         inputs, scratch = f"{base}/input", f"{base}/work"
         moved: list[OperationInput] = []
@@ -187,12 +240,22 @@ class KubernetesExecutor(Executor):
         if len(requests) == 1 and _LABEL_VALUE.match(requests[0].id):
             labels[OPERATION_ID_LABEL] = requests[0].id
         annotations = {"seshat.dev/operation-id": ",".join(r.id for r in requests)}
+        if resource:
+            annotations[RESOURCE_LABEL] = resource
         metadata = {
             "name": name,
             "namespace": namespace,
             "labels": labels,
             "annotations": annotations,
         }
+        # The Job (and its pod) carry the identity; the ConfigMap, readable by whoever may
+        # read ConfigMaps there, does not need it.
+        identified = {**annotations, NONCE_ANNOTATION: identity.nonce}
+        if identity.plan_id is not None:
+            identified[PLAN_ANNOTATION] = identity.plan_id
+        job_metadata: Json = {**metadata, "annotations": identified}
+        if identity.owner is not None:
+            job_metadata["ownerReferences"] = [identity.owner]
         configmap: Json = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -256,13 +319,13 @@ class KubernetesExecutor(Executor):
         job: Json = {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": metadata,
+            "metadata": job_metadata,
             "spec": {
                 "backoffLimit": 0,
                 "activeDeadlineSeconds": max(1, math.ceil(deadline)),
                 "ttlSecondsAfterFinished": 3600,
                 "template": {
-                    "metadata": {"labels": labels, "annotations": annotations},
+                    "metadata": {"labels": labels, "annotations": identified},
                     "spec": {
                         "restartPolicy": "Never",
                         "serviceAccountName": s.service_account,
@@ -310,11 +373,40 @@ class KubernetesExecutor(Executor):
         deadline: float,
         *,
         namespace: str = "default",
-        resource: str = "",
+        resource: ResourceRef | None = None,
+        dispatch: Dispatch | None = None,
     ) -> list[Outcome]:
-        answered = self._run_job(requests, environment, deadline, namespace, resource)
+        nonce = dispatch.nonce if dispatch is not None else None
+        identity = _Identity(
+            nonce or secrets.token_hex(16),
+            resource,
+            dispatch.plan_id if dispatch is not None else None,
+            self._owner(namespace, resource),
+        )
+        answered = self._run_job(requests, environment, deadline, namespace, identity)
         # A Job that never ran, or whose log is gone, has the same outcome for each.
         return answered if isinstance(answered, list) else [answered] * len(requests)
+
+    def _owner(self, namespace: str, resource: ResourceRef | None) -> Json | None:
+        """The ownerReference to ``resource``'s custom resource, when it exists in the
+        cluster (its uid there is the API server's, not Seshat's)."""
+        if resource is None:
+            return None
+        plural = KINDS[resource.kind].plural
+        try:
+            found = self.api.get(f"/apis/{_CR_API}/namespaces/{namespace}/{plural}/{resource.name}")
+        except KubeError:  # not applied to the cluster (or not readable): no owner
+            return None
+        uid = found.get("metadata", {}).get("uid")
+        if not uid:
+            return None
+        return {
+            "apiVersion": _CR_API,
+            "kind": resource.kind,
+            "name": resource.name,
+            "uid": uid,
+            "controller": True,
+        }
 
     def _run_job(
         self,
@@ -322,9 +414,9 @@ class KubernetesExecutor(Executor):
         environment: Mapping[str, EnvValue],
         deadline: float,
         namespace: str,
-        resource: str,
+        identity: _Identity,
     ) -> Outcome | list[Outcome]:
-        configmap, job = self.manifests(requests, environment, deadline, namespace, resource)
+        configmap, job = self.manifests(requests, environment, deadline, namespace, identity)
         size = sum(len(v) for v in configmap["binaryData"].values())
         if size > _MAX_CONFIGMAP:
             return Outcome(
@@ -338,68 +430,201 @@ class KubernetesExecutor(Executor):
         configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
         jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
         try:
-            self.api.create(configmaps, configmap)
+            input_map = self.api.create(configmaps, configmap)
         except KubeError as error:
+            # A ConfigMap of this name that is not ours (409) is left alone: nothing runs.
             return Outcome("failed", None, f"the operation's ConfigMap: {error}", None)
+        created: Json | None = None
         try:
             try:
                 created = self.api.create(jobs, job)
+            except Conflict as error:
+                # A Job of this operation's name that this controller did not create: it
+                # was made to pass for this one. Reported, left in place; nothing runs.
+                with contextlib.suppress(KubeError):
+                    self._report(
+                        self.api.get(f"{jobs}/{name}"),
+                        identity.resource,
+                        (
+                            f"a Job named {name} existed before this controller created the one "
+                            f"for operation {requests[0].id}; the operation did not run"
+                        ),
+                    )
+                return Outcome("failed", None, f"the runner's Job: {error}", None)
             except KubeError as error:
                 # Not created, so nothing runs; an unanswered create may still have been
-                # stored, so it is deleted too.
+                # stored, and a Job of this name that carries this nonce is that one.
                 with contextlib.suppress(KubeError):
-                    self.api.delete(f"{jobs}/{name}")
+                    stored = self.api.get(f"{jobs}/{name}")
+                    if _annotation(stored, NONCE_ANNOTATION) == identity.nonce:
+                        created = stored
                 return Outcome("failed", None, f"the runner's Job: {error}", None)
             # The ConfigMap belongs to the Job from now on: if this controller dies, the
             # Job's ttlSecondsAfterFinished collects the Job, and the garbage collector its
             # ConfigMap and pod. (An immutable ConfigMap's metadata may still change.)
             with contextlib.suppress(KubeError):
                 self.api.merge_patch(f"{configmaps}/{name}", _owned_by(created))
-            return self._follow(requests, namespace, name, deadline)
+            return self._follow(requests, namespace, created, deadline, identity)
         finally:
-            self._remove(namespace, name)
+            self._remove(namespace, created, input_map)
 
-    def _remove(self, namespace: str, name: str) -> None:
-        """Delete a Job and its input ConfigMap (gone already is fine)."""
-        for path in (
-            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
-            f"/api/v1/namespaces/{namespace}/configmaps/{name}",
+    def _remove(self, namespace: str, job: Json | None, configmap: Json | None = None) -> None:
+        """Delete this controller's Job and input ConfigMap, each only if it is still the
+        object created (its uid a precondition); gone already is fine. (An adopted Job's
+        ConfigMap is owned by it, and goes with it.)"""
+        for found, path in (
+            (job, f"/apis/batch/v1/namespaces/{namespace}/jobs"),
+            (configmap, f"/api/v1/namespaces/{namespace}/configmaps"),
         ):
+            if found is None:
+                continue
+            meta = found["metadata"]
             with contextlib.suppress(KubeError):
-                self.api.delete(path)
+                self.api.delete(f"{path}/{meta['name']}", uid=meta.get("uid"))
+
+    # -- adopting the run of a previous controller ---------------------------------------
 
     def adopt(self, started: Started, deadline: float, *, namespace: str) -> Outcome | None:
-        """The Job labelled with ``started``'s id, followed to its end and read as if this
-        controller had started it, then deleted; None when there is no such Job (it ended
-        and was collected, or it was never created)."""
+        """The Job this controller created for ``started`` before a restart, followed to its
+        end and read as if it had just started it, then deleted; None when there is none
+        (it ended and was collected, or it was never created).
+
+        The Job is known by its identity, never by its label alone: its name (one per
+        operation), its namespace, the resource's uid, the plan id and the nonce of the
+        dispatch record, the runner image. Every other Job labelled with the operation's id
+        is reported as tampering and left in place: a forged "applied" result is never read,
+        and the real run is still followed while it may write. Without the nonce (the state
+        file that held it was lost) a Job that matches all the rest is followed to its end,
+        holding the lease meanwhile, but its result is not believed (``lost``)."""
+        jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+        found: dict[str, Json] = {}
+        with contextlib.suppress(KubeError):
+            labelled = self.api.get(
+                jobs, params={"labelSelector": f"{OPERATION_ID_LABEL}={started.id}"}
+            )
+            found |= {str(j["metadata"].get("uid")): j for j in labelled.get("items", [])}
+        with contextlib.suppress(KubeError):  # a Job stripped of its label is still found
+            named = self.api.get(f"{jobs}/{job_name(started.id)}")
+            found[str(named["metadata"].get("uid"))] = named
+        ours: Json | None = None
+        foreign = 0
+        for job in found.values():
+            problem = self._not_ours(job, started, namespace)
+            if problem is None and ours is None:
+                ours = job
+                continue
+            foreign += 1
+            self._report(
+                job,
+                started.resource,
+                (
+                    f"Job {job['metadata'].get('name')} carries the label of run {started.id} but "
+                    f"is not the Job this controller created for it ({problem or 'a second one'}); "
+                    "it was neither followed nor deleted"
+                ),
+            )
+        if ours is None:
+            if not foreign:
+                return None
+            return Outcome(
+                "lost",
+                None,
+                f"no Job this controller created for it was found; {foreign} other Job(s) "
+                "carry its label (reported as tampering, left in place)",
+                None,
+            )
+        dispatch = started.dispatch
+        if dispatch is None or dispatch.nonce is None:
+            self._follow([started], namespace, ours, deadline, None, read=False)
+            return Outcome(
+                "lost",
+                None,
+                f"its Job {ours['metadata']['name']} cannot be proven this controller's (no "
+                "dispatch record holds its nonce: the state file was lost); it was followed "
+                "to its end, and its result is not believed",
+                None,
+            )
+        identity = _Identity(dispatch.nonce, started.resource, dispatch.plan_id)
         try:
-            found = self.api.get(
-                f"/apis/batch/v1/namespaces/{namespace}/jobs",
-                params={"labelSelector": f"{OPERATION_ID_LABEL}={started.id}"},
-            ).get("items", [])
-        except KubeError:
-            return None
-        if not found:
-            return None
-        name = found[0]["metadata"]["name"]
-        try:
-            outcome = self._follow([started], namespace, name, deadline)
+            outcome = self._follow([started], namespace, ours, deadline, identity)
         finally:
-            self._remove(namespace, name)
+            self._remove(namespace, ours)
         return outcome[0] if isinstance(outcome, list) else outcome
 
+    def _not_ours(self, job: Json, started: Started, namespace: str) -> str | None:
+        """Why ``job`` is not the one this controller created for ``started`` (None: it is,
+        as far as the dispatch record can tell)."""
+        meta = job.get("metadata") or {}
+        if meta.get("namespace") != namespace:
+            return f"it is in namespace {meta.get('namespace')}, not {namespace}"
+        # The name is the operation's own; a label is anyone's to give, so none is checked.
+        if meta.get("name") != job_name(started.id):
+            return f"it is named {meta.get('name')}, not {job_name(started.id)}"
+        resource = started.resource
+        if resource is not None and _annotation(job, RESOURCE_LABEL) != resource.uid:
+            return f"it names another resource than {resource.uid}"
+        dispatch = started.dispatch
+        if dispatch is not None:
+            if _annotation(job, PLAN_ANNOTATION) != dispatch.plan_id:
+                return f"it runs another plan than {dispatch.plan_id}"
+            nonce = _annotation(job, NONCE_ANNOTATION) or ""
+            if dispatch.nonce is not None and not hmac.compare_digest(
+                nonce.encode(), dispatch.nonce.encode()
+            ):
+                return "its dispatch nonce is not the one this controller recorded"
+        containers = ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get(
+            "containers"
+        ) or []
+        images = [c.get("image") for c in containers if isinstance(c, dict)]
+        if images != [self.settings.image]:
+            return f"it runs {', '.join(map(str, images)) or 'no image'}, not {self.settings.image}"
+        return None
+
+    def _report(self, suspect: Json, resource: ResourceRef | None, note: str) -> None:
+        """Say that ``suspect`` passes for one of this controller's objects: a log line and
+        a Warning Event (best effort). It is never deleted: it is evidence, and not ours."""
+        meta = suspect.get("metadata") or {}
+        where = f"{meta.get('namespace')}/{resource.name}: " if resource is not None else ""
+        self.warn(f"{where}tampering: {note}")
+        event = tampering_event(
+            suspect,
+            (resource.kind, resource.name) if resource is not None else None,
+            note,
+            self.now(),
+            socket.gethostname(),
+        )
+        try:
+            self.api.create(
+                f"/apis/events.k8s.io/v1/namespaces/{meta.get('namespace')}/events", event
+            )
+        except KubeError as error:
+            self.warn(f"{where}the tampering event was not recorded: {error}")
+
+    # -- following a Job -----------------------------------------------------------------
+
     def _follow(
-        self, requests: Sequence[Asked], namespace: str, name: str, deadline: float
+        self,
+        requests: Sequence[Asked],
+        namespace: str,
+        job: Json,
+        deadline: float,
+        identity: _Identity | None,
+        *,
+        read: bool = True,
     ) -> Outcome | list[Outcome]:
+        """Poll ``job`` (this very object: its uid) to its end and read its pod's frames
+        (``read`` false: only wait for the end)."""
         ends = time.monotonic() + deadline + self.settings.grace
         # Short operations answer in about a second: look again soon at first, then every
         # ``poll`` seconds.
         waits = (min(self.settings.poll, 0.1 * 2 ** min(n, 16)) for n in itertools.count())
-        jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+        name, uid = job["metadata"]["name"], job["metadata"].get("uid")
+        path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+        reported: set[str] = set()
         while True:
             try:
-                status = self.api.get(jobs).get("status", {})
-                pod = self._pod(namespace, name)
+                current = self.api.get(path)
+                pods = self._pods(namespace, current, identity, reported)
             except NotFound:
                 return Outcome("lost", None, f"Job {namespace}/{name} disappeared", None)
             except KubeError as error:
@@ -407,16 +632,31 @@ class KubernetesExecutor(Executor):
                     return Outcome("lost", None, f"Job {namespace}/{name}: {error}", None)
                 time.sleep(next(waits))
                 continue
+            if current.get("metadata", {}).get("uid") != uid:
+                return Outcome(
+                    "lost", None, f"Job {namespace}/{name} was replaced by another object", None
+                )
+            pod = pods[0] if len(pods) == 1 else None
             waiting = _waiting(pod)
-            if waiting is not None and waiting[0] in _CANNOT_START:
+            if read and waiting is not None and waiting[0] in _CANNOT_START:
                 return Outcome(
                     "failed",
                     None,
                     f"the runner's pod could not start: {waiting[0]}: {waiting[1]}",
                     None,
                 )
-            finished = _finished(status)
+            finished = _finished(current.get("status", {}))
             if finished is not None:
+                if not read:
+                    return Outcome("lost", None, f"the Job ended ({finished}), not read", None)
+                if len(pods) > 1:
+                    return Outcome(
+                        "lost",
+                        None,
+                        f"the Job ended ({finished}) and {len(pods)} pods claim to be its own; "
+                        "which one ran the operation cannot be told (tampering?)",
+                        None,
+                    )
                 return self._read(requests, namespace, pod, finished)
             if time.monotonic() > ends:
                 return Outcome(
@@ -424,11 +664,41 @@ class KubernetesExecutor(Executor):
                 )
             time.sleep(next(waits))
 
-    def _pod(self, namespace: str, job: str) -> Json | None:
-        pods = self.api.get(
-            f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": f"job-name={job}"}
+    def _pods(
+        self, namespace: str, job: Json, identity: _Identity | None, reported: set[str]
+    ) -> list[Json]:
+        """The pods ``job`` owns: a pod whose controller reference is the Job's uid (and,
+        when the Job carries a nonce, the same one). Others that carry its ``job-name``
+        label are reported once each and never read."""
+        name, uid = job["metadata"]["name"], job["metadata"].get("uid")
+        listed = self.api.get(
+            f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": f"job-name={name}"}
         ).get("items", [])
-        return pods[0] if pods else None
+        nonce = _annotation(job, NONCE_ANNOTATION)
+        own: list[Json] = []
+        for pod in listed:
+            owner = _controller(pod)
+            if (
+                owner is not None
+                and owner.get("kind") == "Job"
+                and owner.get("uid") == uid
+                and (nonce is None or _annotation(pod, NONCE_ANNOTATION) == nonce)
+            ):
+                own.append(pod)
+                continue
+            key = str(pod.get("metadata", {}).get("uid"))
+            if key not in reported:
+                reported.add(key)
+                self._report(
+                    pod,
+                    identity.resource if identity else None,
+                    (
+                        f"pod {pod.get('metadata', {}).get('name')} carries the label of Job "
+                        f"{name} but is not owned by it; its log is not read, and it is left "
+                        "in place"
+                    ),
+                )
+        return own
 
     def _read(
         self, requests: Sequence[Asked], namespace: str, pod: Json | None, finished: str
@@ -448,6 +718,17 @@ class KubernetesExecutor(Executor):
             else Outcome("lost", None, f"{outcome.detail}; the Job ended: {finished}", None)
             for outcome in outcomes_from_output(log, requests, _exit_code(pod))
         ]
+
+
+def _annotation(obj: Json, key: str) -> str | None:
+    found = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+    return str(found) if found is not None else None
+
+
+def _controller(obj: Json) -> Json | None:
+    """The owner reference marked as an object's controller (Kubernetes allows one)."""
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((o for o in owners if isinstance(o, dict) and o.get("controller")), None)
 
 
 def _owned_by(job: Json) -> Json:

@@ -6,6 +6,11 @@ policy it uses or a file that policy names, its OCI layout, its statements). On 
 an artifact whose tag now resolves to a digest other than the one recorded on the status
 branch counts as changed even when no file did: the merge would plan it. Resources the head
 does not change are not listed; resources it removes are, without a plan.
+
+The head's changes to the trust anchors (``seshat.yaml``, VerificationPolicy and
+ApprovalPolicy declarations, the files they name) are listed on their own
+(:func:`trust_changes`): a preview judges the head with the base's, so these are changes for
+a reviewer to read, which take effect only once merged.
 """
 
 from __future__ import annotations
@@ -18,14 +23,20 @@ from typing import Any
 from gitops.approvals.verify import matching_rule
 from gitops.reconcile.identities import coordination_digest
 from gitops.reconcile.touched import STATEMENT_FOLDERS, touched_by
-from gitops.repo.loader import LoadedResource, Repository
+from gitops.repo.loader import CONFIG_FILE, LoadedResource, Repository
 from gitops.repo.problems import ResourceKey
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
 from gitops.resources.schema import DatabaseSchema
 
-__all__ = ["FieldChange", "ResourceChange", "changed_resources", "declaration_fields"]
+__all__ = [
+    "FieldChange",
+    "ResourceChange",
+    "changed_resources",
+    "declaration_fields",
+    "trust_changes",
+]
 
 Database = DatabaseSchema | DatabaseMigration
 
@@ -238,3 +249,43 @@ def _other_reasons(
     if everything:
         reasons.append(f"{why} changed, which concerns every resource")
     return reasons
+
+
+def trust_changes(base: Repository, head: Repository, paths: Iterable[str]) -> tuple[str, ...]:
+    """What the head changes among the trust anchors, as sentences for people: ``seshat.yaml``
+    and the file its signing settings name, each VerificationPolicy and ApprovalPolicy it
+    adds, removes or edits, and each key, allowed-signers file or trusted root such a policy
+    names (on either side). None of it judges the head (docs/preview.md)."""
+    changed = set(paths)
+    found: list[str] = []
+    if CONFIG_FILE in changed:
+        found.append(f"{CONFIG_FILE} changed")
+    signing = base.config.spec.commit.signing
+    if signing is not None and signing.verify_with in changed:
+        found.append(f"{signing.verify_with}, named by {CONFIG_FILE}, changed")
+    keys = sorted(
+        {
+            loaded.key
+            for repository in (base, head)
+            for loaded in repository.resources
+            if isinstance(loaded.resource, (VerificationPolicy, ApprovalPolicy))
+        },
+        key=lambda k: (k.kind, k.namespace, k.name),
+    )
+    for key in keys:
+        before = base.find(key.kind, key.namespace, key.name)
+        after = head.find(key.kind, key.namespace, key.name)
+        what = f"{key.kind} {key.namespace}/{key.name}"
+        if before is None:
+            found.append(f"{what} is new (only the head declares it)")
+        elif after is None:
+            found.append(f"{what} is removed (or has problems) on the head")
+        elif before.resource.spec != after.resource.spec:
+            found.append(f"{what} changed")
+        named: set[str] = set()
+        for side in (before, after):
+            if side is not None:
+                assert isinstance(side.resource, (VerificationPolicy, ApprovalPolicy))
+                named |= {path for _, path in side.resource.repo_paths() if path in changed}
+        found += [f"{path}, named by {what}, changed" for path in sorted(named)]
+    return tuple(found)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from gitops.preview.forges import Published, publish_github, publish_gitlab
+from gitops.preview.forges import COMMENT_LIMIT, Published, publish_github, publish_gitlab
 from gitops.preview.render import render_json, render_markdown, title
 from gitops.preview.run import PreviewReport, run_preview
 from gitops.repo.options import repo_option
@@ -89,9 +89,10 @@ def preview(
     """Preview what merging a pull request would plan (docs/preview.md).
 
     For each database resource the head changes relative to the base (its declaration, the
-    artifact its reference resolves to, a policy it uses), resolve and verify the head's
-    artifact, observe the database read-only through the base's target (its previewUrl when
-    set) and plan; print what changed, the verdict a merge would reach and the plan.
+    artifact its reference resolves to, a policy it uses), resolve the head's artifact and
+    verify it with the base's policies, observe the database read-only through the base's
+    target (its previewUrl when set) and plan; print what changed, the verdict a merge would
+    reach and the plan.
     Nothing is written: no status commit, no database change, no approval consumed.
     """
     if (github_repo is None) != (pull is None):
@@ -114,12 +115,11 @@ def preview(
     except SeshatError as error:
         click.echo(f"seshat preview: {error}", err=True)
         sys.exit(EXIT_CANNOT_RUN)
-    markdown = render_markdown(report)
-    click.echo(render_json(report) if output == "json" else markdown, nl=False)
+    click.echo(render_json(report) if output == "json" else render_markdown(report), nl=False)
     try:
         published = _publish(
             report,
-            markdown,
+            render_markdown(report, limit=COMMENT_LIMIT),  # cut so that what matters stays
             token,
             github=(github_repo, pull, github_api_url),
             gitlab=(gitlab_project, merge_request, gitlab_api_url),
@@ -147,11 +147,31 @@ def _publish(
     repository, pull, api = github
     if repository is not None and pull is not None:
         return publish_github(
-            repository, pull, report.head, markdown, status, heading, token=token, api_url=api
+            repository,
+            pull,
+            report.head,
+            markdown,
+            status,
+            heading,
+            token=token,
+            api_url=api,
+            log=_say,
         )
     project, merge_request, api = gitlab
     if project is not None and merge_request is not None:
         return publish_gitlab(
-            project, merge_request, report.head, markdown, status, heading, token=token, api_url=api
+            project,
+            merge_request,
+            report.head,
+            markdown,
+            status,
+            heading,
+            token=token,
+            api_url=api,
+            log=_say,
         )
     return None
+
+
+def _say(line: str) -> None:
+    click.echo(f"seshat preview: {line}", err=True)

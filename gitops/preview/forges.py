@@ -2,8 +2,13 @@
 
 The comment carries a hidden marker (:data:`MARKER`); a later preview of the same pull
 request finds it and edits it in place, so a pull request never collects a pile of
-previews. The check follows the preview's exit status (0 success, 1 failure, 2 the preview
-could not run).
+previews. Only a comment the token's own identity wrote is ever edited
+(:meth:`~gitops.reviews.github.GitHub.identity`; GitLab: the token's user): the marker is
+public, and a stranger's comment that carries it is left alone. When the identity cannot be
+learned a new comment is posted and none is edited; when the forge refuses the edit (403,
+404: the comment was deleted, the thread locked) a new one is posted too, and the check is
+set either way. The check follows the preview's exit status (0 success, 1 failure, 2 the
+preview could not run).
 
 GitHub: the comment is an issue comment; the check is a check run, which GitHub allows only
 to the workflow's ``GITHUB_TOKEN`` or an App's token, so when the token may not create one
@@ -14,16 +19,17 @@ a message (:class:`~gitops.reviews.github.ForgeError` names the call, not the re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import requests
 
-from gitops.reviews.github import ForgeError, GitHub
-from gitops.reviews.markdown import MAX_BODY
+from gitops.reviews.github import Author, ForgeError, GitHub
+from gitops.reviews.markdown import MAX_BODY, cut
 
-__all__ = ["MARKER", "Published", "publish_github", "publish_gitlab"]
+__all__ = ["COMMENT_LIMIT", "MARKER", "Published", "publish_github", "publish_gitlab"]
 
 MARKER = "<!-- seshat-preview -->"
 """The hidden first line of a preview comment: how the next preview finds it."""
@@ -31,6 +37,7 @@ MARKER = "<!-- seshat-preview -->"
 CHECK_NAME = "seshat/preview"
 PAGE = 100
 MAX_PAGES = 50  # 5,000 comments: past that, a pull request's thread is not read further
+REFUSED_EDIT = (403, 404)  # the forge will not let this comment be edited: post anew
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +49,15 @@ class Published:
     check: str  # "check run" | "commit status"
 
 
+COMMENT_LIMIT = MAX_BODY - len(MARKER) - 1
+"""The size a preview's markdown is rendered to for a forge (the marker line comes first)."""
+_CUT = "*(cut: the whole preview is in the CI job's output)*\n"
+
+
 def _body(markdown: str) -> str:
-    text = f"{MARKER}\n{markdown}"
-    if len(text) > MAX_BODY:
-        text = text[:MAX_BODY] + "\n\n(cut: the whole preview is in the CI job's output)\n"
-    return text
+    """The comment: the marker, then the preview (rendered to :data:`COMMENT_LIMIT`; cut at
+    a line, fences closed, should it be longer)."""
+    return f"{MARKER}\n{cut(markdown, COMMENT_LIMIT, _CUT)}"
 
 
 _GITHUB_CONCLUSION = {0: "success", 1: "failure", 2: "failure"}
@@ -57,22 +68,26 @@ _GITLAB_STATE = {0: "success", 1: "failed", 2: "failed"}
 class _GitHubPreview(GitHub):
     """The issue-comment, check-run and commit-status calls on top of the reviews client."""
 
-    def comments(self, pull: int) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
-        for page in range(1, MAX_PAGES + 1):
-            batch = self._call(
-                "GET", f"/issues/{pull}/comments", params={"per_page": PAGE, "page": page}
-            )
-            found += list(batch or [])
-            if len(batch or []) < PAGE:
-                break
-        return found
-
-    def upsert_comment(self, pull: int, body: str) -> tuple[str, bool]:
-        mine = [c for c in self.comments(pull) if str(c.get("body", "")).startswith(MARKER)]
-        if mine:
-            item = self._call("PATCH", f"/issues/comments/{mine[0]['id']}", json={"body": body})
-            return str(item["html_url"]), True
+    def upsert_comment(self, pull: int, body: str, log: Callable[[str], None]) -> tuple[str, bool]:
+        """Edit the preview comment this token's identity posted before, else post one; the
+        comment's address and whether it was edited."""
+        if self.identity() is None:
+            log("the token's identity cannot be learned: a new comment, none edited")
+        earlier = [
+            c
+            for c in self.own_comments(pull, MAX_PAGES)
+            if str(c.get("body", "")).startswith(MARKER)
+        ]
+        if earlier:
+            try:
+                item = self._call(
+                    "PATCH", f"/issues/comments/{earlier[0]['id']}", json={"body": body}
+                )
+                return str(item["html_url"]), True
+            except ForgeError as error:
+                if error.status not in REFUSED_EDIT:
+                    raise
+                log(f"the earlier preview comment may not be edited ({error}): a new one")
         item = self._call("POST", f"/issues/{pull}/comments", json={"body": body})
         return str(item["html_url"]), False
 
@@ -87,7 +102,7 @@ class _GitHubPreview(GitHub):
                     "status": "completed",
                     "conclusion": _GITHUB_CONCLUSION[status],
                     "details_url": url,
-                    "output": {"title": title[:255], "summary": summary[:MAX_BODY]},
+                    "output": {"title": title[:255], "summary": cut(summary, MAX_BODY, _CUT)},
                 },
             )
             return "check run"
@@ -117,12 +132,13 @@ def publish_github(
     *,
     token: str,
     api_url: str = "https://api.github.com",
+    log: Callable[[str], None] = lambda _: None,
 ) -> Published:
     """Create or update the preview comment on pull request ``pull`` of ``repository``
     (OWNER/NAME), then a check run on commit ``sha`` (a commit status when the token may not
     create check runs)."""
     client = _GitHubPreview(repository, token, api_url)
-    url, updated = client.upsert_comment(pull, _body(markdown))
+    url, updated = client.upsert_comment(pull, _body(markdown), log)
     check = client.check(sha, status, title, markdown, url)
     return Published(url, updated, check)
 
@@ -131,35 +147,67 @@ class _GitLab:
     """The merge-request-note and commit-status calls of GitLab's REST API (v4)."""
 
     def __init__(self, project: str, token: str, api_url: str, timeout: float = 30.0) -> None:
-        self.base = f"{api_url.rstrip('/')}/projects/{quote(project, safe='')}"
+        self.api = api_url.rstrip("/")
+        self.base = f"{self.api}/projects/{quote(project, safe='')}"
         self.timeout = timeout
         self.session = requests.Session()
         self.session.trust_env = False
         self.session.headers.update({"PRIVATE-TOKEN": token, "User-Agent": "seshat"})
 
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def call(self, method: str, path: str, *, root: bool = False, **kwargs: Any) -> Any:
+        """One call on the project's API (``root``: on the API's root); its JSON."""
+        url = f"{self.api if root else self.base}{path}"
         try:
-            response = self.session.request(
-                method, f"{self.base}{path}", timeout=self.timeout, **kwargs
-            )
+            response = self.session.request(method, url, timeout=self.timeout, **kwargs)
         except requests.RequestException as error:
             raise ForgeError(f"GitLab {method} {path}: {type(error).__name__}") from None
         if response.status_code >= 300:
             raise ForgeError(
                 f"GitLab {method} {path}: HTTP {response.status_code}", response.status_code
             )
-        return response.json() if response.content else None
+        try:
+            return response.json() if response.content else None
+        except ValueError:
+            raise ForgeError(f"GitLab {method} {path}: not JSON") from None
 
-    def upsert_note(self, merge_request: int, body: str) -> tuple[str, bool]:
+    def identity(self) -> Author | None:
+        """The token's user (``GET /user``: a person, or a project access token's bot);
+        None when it cannot be learned."""
+        try:
+            found = self.call("GET", "/user", root=True)
+        except ForgeError:
+            return None
+        if not isinstance(found, dict) or not isinstance(found.get("username"), str):
+            return None
+        number = found.get("id")
+        return Author(found["username"], number if isinstance(number, int) else None)
+
+    def upsert_note(
+        self, merge_request: int, body: str, log: Callable[[str], None]
+    ) -> tuple[str, bool]:
+        """Edit the preview note this token's user posted before, else post one."""
         path = f"/merge_requests/{merge_request}/notes"
+        me = self.identity()
+        if me is None:
+            log("the token's user cannot be learned: a new note, none edited")
+            return self._post(path, body)
         for page in range(1, MAX_PAGES + 1):
             notes = self.call("GET", path, params={"per_page": PAGE, "page": page}) or []
             for note in notes:
-                if str(note.get("body", "")).startswith(MARKER):
-                    self.call("PUT", f"{path}/{note['id']}", json={"body": body})
-                    return f"note {note['id']}", True
+                if me.wrote(note.get("author")) and str(note.get("body", "")).startswith(MARKER):
+                    try:
+                        self.call("PUT", f"{path}/{note['id']}", json={"body": body})
+                        return f"note {note['id']}", True
+                    except ForgeError as error:
+                        if error.status not in REFUSED_EDIT:
+                            raise
+                        log(f"the earlier preview note may not be edited ({error}): a new one")
+                        return self._post(path, body)
             if len(notes) < PAGE:
                 break
+        return self._post(path, body)
+
+    def _post(self, path: str, body: str) -> tuple[str, bool]:
         item = self.call("POST", path, json={"body": body})
         return f"note {item['id']}", False
 
@@ -174,11 +222,12 @@ def publish_gitlab(
     *,
     token: str,
     api_url: str = "https://gitlab.com/api/v4",
+    log: Callable[[str], None] = lambda _: None,
 ) -> Published:
     """Create or update the preview note on merge request ``merge_request`` of ``project``
     (an id or a path), then a commit status on ``sha``."""
     client = _GitLab(project, token, api_url)
-    where, updated = client.upsert_note(merge_request, _body(markdown))
+    where, updated = client.upsert_note(merge_request, _body(markdown), log)
     client.call(
         "POST",
         f"/statuses/{sha}",

@@ -10,7 +10,11 @@ and never dispatch an Apply, take no lease, consume no approval and stage no com
 
 The database is reached through the **base** branch's target (its ``previewUrl`` when it
 names one, else its ``url``), never the head's: a pull request cannot point a preview at
-another database or credential. The same holds for a schema's ``dev`` sandbox.
+another database or credential. The same holds for a schema's ``dev`` sandbox, and for the
+trust anchors: the passes run in a context whose :attr:`~gitops.reconcile.lifecycle.
+PassContext.trust` is the base, so the head's artifact is verified with the base's
+VerificationPolicy (and keys) and counted against the base's ApprovalPolicy; one the base
+refuses stops at Verify, before any operation that reads its content.
 """
 
 from __future__ import annotations
@@ -87,9 +91,10 @@ def resolved_digest(one: ResourcePass[Any]) -> str | None:
 
 
 def _required(one: ResourcePass[Any], *, destructive: bool, privilege: bool) -> int | None:
-    """Approvals a plan needs under the head's ApprovalPolicy (None: no rule matches)."""
+    """Approvals a plan needs under the trusted (the base's) ApprovalPolicy (None: no rule
+    matches)."""
     policies = [
-        r.resource for r in one.ctx.repository.resources if isinstance(r.resource, ApprovalPolicy)
+        r.resource for r in one.ctx.trust.resources if isinstance(r.resource, ApprovalPolicy)
     ]
     found = matching_rule(policies, one.ref)
     if found is None:

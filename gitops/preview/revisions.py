@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitops.repo.loader import Repository, load_repository
+from gitops.resources.config import Config
 from runner.errors import CanNotRunError
 
 __all__ = ["Revisions", "git_output"]
@@ -67,8 +68,9 @@ class Revisions:
         )
         return sorted({p for p in out.decode("utf-8", "surrogateescape").split("\0") if p})
 
-    def load(self, commit: str, folder: Path) -> Repository:
-        """The repository as declared at ``commit``, checked out in ``folder`` (new)."""
+    def load(self, commit: str, folder: Path, config: Config | None = None) -> Repository:
+        """The repository as declared at ``commit``, checked out in ``folder`` (new), read
+        with ``config`` instead of its own ``seshat.yaml`` when given."""
         try:
             subprocess.run(
                 [
@@ -95,7 +97,7 @@ class Revisions:
             raise CanNotRunError(
                 f"cannot check out {commit[:12]}: {said[0] if said else 'git failed'}"
             ) from None
-        return load_repository(folder)
+        return load_repository(folder, config=config)
 
     def status_file(self, ref: str, path: str) -> bytes | None:
         """``path`` as committed at ``ref`` (the status branch), None if absent. Read as a

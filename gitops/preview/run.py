@@ -5,6 +5,11 @@ Nothing is written anywhere: the work tree is read through throwaway clones
 (:mod:`.revisions`), the status branch as blobs, the state file and runner work folders
 live in a temporary folder removed at the end, no lease is taken, no approval consumed, and
 the runner runs Resolve, Verify, Observe, Plan and History only (:mod:`.lifecycles`).
+
+The head is what is judged, so it supplies nothing that judges it: the head's declarations
+are read with the base's ``seshat.yaml``, and every pass's trust anchors (policies, the keys
+and signers they name) are the base's (docs/preview.md, "What comes from the base, what from
+the head"). The head's changes to them are listed in :attr:`PreviewReport.trust_changes`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from gitops.execution.executor import Executor, LocalExecutor
-from gitops.preview.changes import ResourceChange, changed_resources
+from gitops.preview.changes import ResourceChange, changed_resources, trust_changes
 from gitops.preview.lifecycles import (
     MigrationPreviewPass,
     PlanPreview,
@@ -91,6 +96,8 @@ class PreviewReport:
     head: str
     resources: tuple[ResourcePreview, ...]
     problems: tuple[str, ...] = ()  # problems of the head's changed declaration files
+    trust_changes: tuple[str, ...] = ()
+    """The head's changes to the trust anchors: shown for review, never used to judge it."""
 
     @property
     def exit_status(self) -> int:
@@ -120,7 +127,10 @@ def run_preview(
     with tempfile.TemporaryDirectory(prefix="seshat-preview-") as folder:
         work = Path(folder)
         base_repo = revisions.load(revisions.base, work / "base")
-        head_repo = _base_uids(revisions.load(revisions.head, work / "head"), base_repo)
+        # The head read with the base's seshat.yaml: its settings are a trust anchor too.
+        head_repo = _base_uids(
+            revisions.load(revisions.head, work / "head", base_repo.config), base_repo
+        )
         session = _Session(revisions, base_repo, head_repo, work, executor, registry, log)
         try:
             changes = changed_resources(
@@ -137,7 +147,13 @@ def run_preview(
     problems = tuple(
         str(p) for p in head_repo.problems if p.path in paths and str(p) not in known
     )  # the problems the pull request brings (a base that has them already is not its fault)
-    return PreviewReport(revisions.base, revisions.head, previews, problems)
+    return PreviewReport(
+        revisions.base,
+        revisions.head,
+        previews,
+        problems,
+        trust_changes(base_repo, head_repo, paths),
+    )
 
 
 def _base_uids(head: Repository, base: Repository) -> Repository:
@@ -188,6 +204,7 @@ class _Session:
             holder="seshat-preview",
             registry=registry or RegistrySettings(),
             log=log,
+            trust_from=base,  # the head is judged with the base's trust anchors, never its own
         )
         self.census = realm_census(list(head.resources))
         self.passes: dict[ResourceKey, Pass | None] = {}

@@ -69,12 +69,16 @@ def judge_approvals(
     spent: Callable[[str], bool],
     now: datetime,
     log: Callable[[str], None] = lambda _: None,
+    trust: Repository | None = None,
 ) -> ApprovalJudgement:
     """Judge each approval naming ``resource`` (by namespace and name) against plan
     ``current``. ``spent(key)`` says whether an approval statement (by its identity, or by
-    the legacy digest of its file and signature bytes) was consumed by an earlier Apply."""
+    the legacy digest of its file and signature bytes) was consumed by an earlier Apply.
+    The statements are ``repository``'s; the ApprovalPolicy and the allowed-signers files
+    it names are ``trust``'s (default: ``repository``'s own)."""
     key = f"{resource.namespace}/{resource.name}"
-    policies = [r.resource for r in repository.resources if isinstance(r.resource, ApprovalPolicy)]
+    anchors = trust if trust is not None else repository
+    policies = [r.resource for r in anchors.resources if isinstance(r.resource, ApprovalPolicy)]
     accepted: str | None = None
     rejected: dict[str, RejectedApproval] = {}
 
@@ -122,7 +126,7 @@ def judge_approvals(
             data,
             ssh_bytes.decode("ascii", errors="replace"),
             policies,
-            repository.root,
+            anchors.root,
             namespace=APPROVAL_NAMESPACE,
             expected=resource,
             current_plan=current,

@@ -22,7 +22,13 @@ from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE
 from gitops.approvals.verify import (
     verify_statement,
 )
-from gitops.execution.executor import CredentialUnavailable, Executor, Outcome, Started
+from gitops.execution.executor import (
+    CredentialUnavailable,
+    Dispatch,
+    Executor,
+    Outcome,
+    Started,
+)
 from gitops.execution.leases import Lease, Leases
 from gitops.execution.metered import metered
 from gitops.reconcile.approvals import judge_approvals
@@ -122,10 +128,22 @@ class PassContext:
     verified: dict[tuple[str, str], VerifyResult] = field(default_factory=dict)
     """Verify's answers this pass, by (the artifact pinned to its digest, policy digest):
     resources sharing an artifact resolve and verify it once per pass."""
+    trust_from: Repository | None = None
+    """Where the trust anchors are read (None: :attr:`repository`): see :attr:`trust`."""
 
     @property
     def lease_store(self) -> Leases:
         return self.leases if self.leases is not None else self.state
+
+    @property
+    def trust(self) -> Repository:
+        """The repository whose trust anchors judge :attr:`repository`'s declarations: the
+        VerificationPolicy an artifact is verified with and the keys and trusted roots it
+        names, the ApprovalPolicy and the allowed-signers files approvals and
+        acknowledgments are checked against. A pass reads them from the watched branch it
+        reconciles (the root of trust); a preview from the pull request's base, never from
+        the head it judges (docs/preview.md)."""
+        return self.trust_from if self.trust_from is not None else self.repository
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,12 +223,22 @@ class ResourcePass(Generic[StatusT]):
             return timeouts.apply
         return timeouts.migrate if operation == "migrate" else timeouts.plan
 
-    def run_operation(self, operation: str, op_id: str | None = None, **fields: object) -> Outcome:
-        """One operation on the resource's database (an Apply runs alone, with its id)."""
-        return self.run_batch([(operation, fields)], op_id)[0]
+    def run_operation(
+        self,
+        operation: str,
+        op_id: str | None = None,
+        dispatch: Dispatch | None = None,
+        **fields: object,
+    ) -> Outcome:
+        """One operation on the resource's database (an Apply runs alone, with its id and
+        its ``dispatch`` record)."""
+        return self.run_batch([(operation, fields)], op_id, dispatch)[0]
 
     def run_batch(
-        self, operations: Sequence[tuple[str, Mapping[str, object]]], op_id: str | None = None
+        self,
+        operations: Sequence[tuple[str, Mapping[str, object]]],
+        op_id: str | None = None,
+        dispatch: Dispatch | None = None,
     ) -> list[Outcome]:
         """``operations`` (each a name and its input fields) in one runner invocation with
         the database credential, in order; one outcome each. After one fails, the runner
@@ -247,7 +275,12 @@ class ResourcePass(Generic[StatusT]):
         with self.ctx.books.released(), metered(requests) as meter:
             return meter.all(
                 executor.run_batch(
-                    requests, env, deadline, namespace=self.ref.namespace, resource=self.ref.uid
+                    requests,
+                    env,
+                    deadline,
+                    namespace=self.ref.namespace,
+                    resource=self.ref,
+                    dispatch=dispatch,
                 )
             )
 
@@ -268,7 +301,7 @@ class ResourcePass(Generic[StatusT]):
         with self.ctx.books.released(), metered([request]) as meter:
             return meter.one(
                 self.ctx.executor.run(
-                    request, {}, deadline, namespace=self.ref.namespace, resource=self.ref.uid
+                    request, {}, deadline, namespace=self.ref.namespace, resource=self.ref
                 )
             )
 
@@ -408,10 +441,12 @@ class ResourcePass(Generic[StatusT]):
                 )
                 deadline = self.deadline(self.apply_operation) + STOP_MARGIN
                 self.ctx.log(f"{self.key}: following run {op_id}, started before a restart")
+                # The Job is known by what only this controller's dispatch record holds (its
+                # nonce) and what the run must be (resource, plan), never by its label alone.
+                record = Dispatch(dispatched.plan_id, self.ctx.state.dispatch_nonce(op_id))
+                started = Started(self.apply_operation, op_id, self.ref, record)
                 with self.ctx.books.released():
-                    outcome = executor.adopt(
-                        Started(self.apply_operation, op_id), deadline, namespace=self.ref.namespace
-                    )
+                    outcome = executor.adopt(started, deadline, namespace=self.ref.namespace)
                 if outcome is None:
                     outcome = Outcome(
                         "lost", None, "its Job is gone; whoever started it stopped first", None
@@ -478,8 +513,10 @@ class ResourcePass(Generic[StatusT]):
         self.step(marker[0])
         if approval is not None:
             state.consume(approval, uid, op_id)
-        state.mark_dispatched(op_id, uid, current)
-        outcome = self.run_operation(operation, op_id, **fields)
+        # A secret of this dispatch alone, in the state file and on the Job, never in Git.
+        nonce = secrets.token_hex(16)
+        state.mark_dispatched(op_id, uid, current, nonce)
+        outcome = self.run_operation(operation, op_id, Dispatch(current, nonce), **fields)
         state.mark_finished(op_id)
         state.release_claim(uid, "apply")
         return outcome
@@ -537,10 +574,18 @@ class ResourcePass(Generic[StatusT]):
         self.step(self.phases.RESOLVING)
         wanted = ARTIFACT_TYPES[self.artifact_kind]
         declared = spec.artifact.ref
-        found = self.ctx.repository.find(
-            "VerificationPolicy", self.ref.namespace, spec.artifact.verification.policy
-        )
-        assert found is not None and isinstance(found.resource, VerificationPolicy)
+        named = spec.artifact.verification.policy
+        found = self.ctx.trust.find("VerificationPolicy", self.ref.namespace, named)
+        if found is None or not isinstance(found.resource, VerificationPolicy):
+            # The loader keeps a pass's declarations to policies its own branch declares;
+            # a preview's head may name one only the head declares: nothing judges it.
+            raise Stop(
+                BLOCKED,
+                Reason.ARTIFACT_REFUSED,
+                f"unknown_policy: the artifact names VerificationPolicy {named!r}, which the "
+                f"trusted branch does not declare in namespace {self.ref.namespace!r}; an "
+                "artifact is judged only by a policy already trusted",
+            )
         policy = found.resource.spec
         verification = policy_digest(policy)
         self.status = self.status.model_copy(update={"source": SourceStatus(requested=declared)})
@@ -620,7 +665,7 @@ class ResourcePass(Generic[StatusT]):
     def _trust_file(self, path: str) -> bytes:
         """A key or trusted root the policy names: a regular file inside the repository."""
         try:
-            data = read_inside(self.ctx.repository.root, Path(path), MAX_TRUST_FILE)
+            data = read_inside(self.ctx.trust.root, Path(path), MAX_TRUST_FILE)
         except NotReadable as error:
             raise Stop(
                 BLOCKED, Reason.ARTIFACT_REFUSED, f"invalid_reference: {path}: {error.detail}"
@@ -660,6 +705,7 @@ class ResourcePass(Generic[StatusT]):
             ),
             now=self.ctx.now(),
             log=self.ctx.log,
+            trust=self.ctx.trust,
         )
         self.status = self.status.model_copy(
             update={"rejected_approvals": list(judged.rejected) or None}
@@ -671,10 +717,8 @@ class ResourcePass(Generic[StatusT]):
     def acknowledged(self, operation_id: str) -> str | None:
         """Who acknowledged ``operation_id`` (a run, or a tampered status commit) in an
         accepted, signed ``RunAcknowledgment`` of this resource; None if nobody did."""
-        repository = self.ctx.repository
-        policies = [
-            r.resource for r in repository.resources if isinstance(r.resource, ApprovalPolicy)
-        ]
+        repository, trust = self.ctx.repository, self.ctx.trust
+        policies = [r.resource for r in trust.resources if isinstance(r.resource, ApprovalPolicy)]
         for loaded in repository.resources:
             statement = loaded.resource
             if (
@@ -694,7 +738,7 @@ class ResourcePass(Generic[StatusT]):
                 data,
                 signatures,
                 policies,
-                repository.root,
+                trust.root,  # the allowed-signers files the trusted policies name
                 namespace=ACKNOWLEDGMENT_NAMESPACE,
                 expected=self.ref,
                 now=self.ctx.now(),

@@ -7,7 +7,9 @@ status branch but whose result is not is never started again).
 * claims: an operation about to be dispatched (type, id, input fingerprint); a claim whose
   input moved is discarded;
 * dispatches: an Apply's dispatch-started marker, written (and pushed to Git) before the
-  runner starts;
+  runner starts, with the dispatch's nonce: the secret its Kubernetes Job carries, by which
+  a restarted controller tells that Job from one someone else labelled alike. The nonce
+  lives here only, never on the status branch (docs/kubernetes.md, "Adoption by identity");
 * consumed: approvals (by statement identity) spent on a dispatch;
 * verified: status commits whose records' signature verified;
 * schedule: when each resource is due again (``interval``, ``retryInterval`` after Failed);
@@ -33,7 +35,7 @@ CREATE TABLE IF NOT EXISTS claims (
     fingerprint TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (resource, operation));
 CREATE TABLE IF NOT EXISTS dispatches (
     op_id TEXT PRIMARY KEY, resource TEXT NOT NULL, plan_id TEXT NOT NULL,
-    started REAL NOT NULL, finished REAL);
+    started REAL NOT NULL, finished REAL, nonce TEXT);
 CREATE TABLE IF NOT EXISTS consumed (
     approval TEXT PRIMARY KEY, resource TEXT NOT NULL, op_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS schedule (resource TEXT PRIMARY KEY, due REAL NOT NULL);
@@ -53,6 +55,9 @@ class StateFile:
         self.db = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(_SCHEMA)
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(dispatches)")}
+        if "nonce" not in columns:  # a state file from before dispatch nonces
+            self.db.execute("ALTER TABLE dispatches ADD COLUMN nonce TEXT")
 
     def close(self) -> None:
         self.db.close()
@@ -79,11 +84,20 @@ class StateFile:
 
     # -- dispatches and approvals --------------------------------------------------------
 
-    def mark_dispatched(self, op_id: str, resource: str, plan_id: str) -> None:
+    def mark_dispatched(
+        self, op_id: str, resource: str, plan_id: str, nonce: str | None = None
+    ) -> None:
         self.db.execute(
-            "INSERT INTO dispatches VALUES (?, ?, ?, ?, NULL)",
-            (op_id, resource, plan_id, time.time()),
+            "INSERT INTO dispatches (op_id, resource, plan_id, started, nonce)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (op_id, resource, plan_id, time.time(), nonce),
         )
+
+    def dispatch_nonce(self, op_id: str) -> str | None:
+        """The nonce the dispatch ``op_id`` was given; None when this file has no record of
+        it (it was lost, or the dispatch predates nonces)."""
+        row = self.db.execute("SELECT nonce FROM dispatches WHERE op_id = ?", (op_id,)).fetchone()
+        return str(row[0]) if row and row[0] else None
 
     def mark_finished(self, op_id: str) -> None:
         self.db.execute("UPDATE dispatches SET finished = ? WHERE op_id = ?", (time.time(), op_id))

@@ -476,18 +476,27 @@ def _candidate_key(candidate: _Candidate) -> ResourceKey:
     return ResourceKey(candidate.resource.kind, meta.namespace, meta.name)
 
 
-def load_repository(root: Path | str, uids: UidSource | None = None) -> Repository:
+def load_repository(
+    root: Path | str, uids: UidSource | None = None, *, config: Config | None = None
+) -> Repository:
     """Load every declaration under ``root``; see the module docstring for the guarantees.
 
     ``uids`` defaults to :class:`~gitops.repo.uids.GitHistoryUids` over ``root``'s work
-    tree. Raises :class:`~runner.errors.CanNotRunError` only when ``root`` is not a folder.
+    tree. ``config``, when given, is the ``seshat.yaml`` the repository is read with instead
+    of its own (whose problems are still reported): a preview reads the pull request's head
+    with the base's settings. Raises :class:`~runner.errors.CanNotRunError` only when
+    ``root`` is not a folder.
     """
     base = Path(root)
     if not base.is_dir():
         raise CanNotRunError(f"{root}: not a folder")
     base = base.resolve()
     loader = _Loader(base)
-    config = loader.config()
+    own = loader.config()
+    if config is not None:
+        loader.config_document = None  # its lines are not the lines of the config in use
+    else:
+        config = own
     candidates: list[_Candidate] = []
     for path in loader.files(config):
         documents = loader.read(path)

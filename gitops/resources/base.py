@@ -141,7 +141,9 @@ def exactly_one(error: str, *fields: str) -> Any:
 
 
 _UNITS: Final = {"h": 3600, "m": 60, "s": 1}
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# ASCII digits only: ``\d`` (and ``int``) also take full-width and other scripts' digits,
+# so ``１０m`` would read as ten minutes in Seshat and as nothing anywhere else.
+_DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 DURATION_PATTERN: Final = r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
 
 
@@ -151,8 +153,9 @@ def parse_duration(value: object) -> int:
         raise PydanticCustomError("duration", "must be a duration such as 30s, 10m or 1h30m")
     if isinstance(value, int):
         return value
-    match = _DURATION.match(value.strip())
-    if not value.strip() or match is None:
+    text = value.strip()
+    match = _DURATION.fullmatch(text) if value.isascii() else None
+    if not text or match is None:
         raise PydanticCustomError("duration", "must be a duration such as 30s, 10m or 1h30m")
     days, hours, minutes, seconds = (int(part) if part else 0 for part in match.groups())
     return days * 86400 + hours * 3600 + minutes * 60 + seconds

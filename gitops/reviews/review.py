@@ -26,7 +26,7 @@ from gitops.resources.status import (
     SharedPhase,
 )
 from gitops.reviews.github import GitHub, PullRequest
-from gitops.reviews.markdown import MAX_BODY, code, fence
+from gitops.reviews.markdown import MAX_BODY, code, cut, fence
 from gitops.writeback.bare import BareClone, Identity
 from gitops.writeback.commits import Trailers, message
 from gitops.writeback.status_files import plan_paths
@@ -38,6 +38,12 @@ __all__ = ["ReviewOutcome", "Reviews", "rejection_comment", "review_body", "revi
 
 _REVIEWED = (SharedPhase.AWAITING_APPROVAL, SharedPhase.BLOCKED, SharedPhase.FAILED)
 Status = DatabaseSchemaStatus | DatabaseMigrationStatus
+
+
+CUT_NOTE = (
+    "*This text is cut to the forge's size limit: the status file and the plan on the status "
+    "branch have all of it (seshat status, seshat plan show).*\n"
+)
 
 
 def review_branch(namespace: str, name: str) -> str:
@@ -57,7 +63,9 @@ def review_body(
     fenced blocks holding everything that may come from an artifact or a server
     (:mod:`gitops.reviews.markdown`), cut to ``limit`` characters."""
     ready = next((c for c in status.conditions if c.type == ConditionType.READY), None)
-    lines = [f"## {key}: {status.phase.value}" + (f" ({ready.reason})" if ready else "")]
+    lines = [
+        f"## {code(key)}: {status.phase.value}" + (f" ({code(ready.reason)})" if ready else "")
+    ]
     if ready is not None and ready.message:
         lines += ["", fence(ready.message, "text")]
     lines += ["", f"Declarations at {code(revision)}."]
@@ -114,7 +122,7 @@ def review_body(
             where = plan_paths(namespace, name, plan.id)[1]
             room = limit - len("\n".join(lines + tail)) - 400
             lines += ["", _fitted_sql(sql, room, where, status_branch)]
-    return "\n".join(lines + tail).rstrip()[:limit] + "\n"
+    return cut("\n".join(lines + tail).rstrip() + "\n", limit, CUT_NOTE)
 
 
 def _fitted_sql(sql: str, room: int, where: str, branch: str) -> str:
@@ -179,7 +187,7 @@ class Reviews:
         declarations at ``revision``."""
         key, branch = f"{namespace}/{name}", review_branch(namespace, name)
         if status.phase.value == SharedPhase.IN_SYNC:
-            closed = self.forge.close(branch, f"{key} is InSync.") if self.forge else None
+            closed = self.forge.close(branch, f"{code(key)} is InSync.") if self.forge else None
             return ReviewOutcome(branch, None, closed) if closed else None
         if status.phase.value not in _REVIEWED:
             return None
@@ -209,12 +217,16 @@ class Reviews:
     def _comment_rejections(self, pull: PullRequest, key: str, status: Status) -> None:
         """One comment per approval newly rejected for the current plan: a comment carries
         a hidden marker naming (plan, file, reason), so a later pass that rejects the same
-        file for the same reason finds it and says nothing again."""
+        file for the same reason finds it in a comment of its own and says nothing again.
+        Only comments Seshat's identity wrote count (the marker is built from public data:
+        anyone could post it to silence a rejection); when the identity cannot be learned,
+        the rejections are posted again."""
         assert self.forge is not None
         rejected = status.rejected_approvals or []
         if not rejected:
             return
-        posted = "\n".join(self.forge.comment_bodies(pull.number))
+        own = self.forge.own_comments(pull.number)
+        posted = "\n".join(str(comment.get("body") or "") for comment in own)
         plan = status.plan.id if status.plan is not None else None
         for entry in rejected:
             marker, text = rejection_comment(key, plan, entry)

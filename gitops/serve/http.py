@@ -1,4 +1,4 @@
-"""``seshat run --listen ADDR``: one small HTTP server on a thread of its own.
+"""``seshat run --listen ADDR``: what the listener serves, on :mod:`gitops.serve.server`.
 
 =======================  ======  ========================================================
 path                     method  answer
@@ -12,175 +12,156 @@ path                     method  answer
                                  404 when no webhook secret is configured
 =======================  ======  ========================================================
 
-Anything else is 404 (405 for a known path and another method). Requests are handled one
-thread each, with a socket timeout, and never logged with their bodies.
+Anything else is 404 (405 for a known path and another method). A webhook is refused on
+its head (type, length, a missing proof, a wrong GitLab token) before its body is read.
+The server under it bounds what an unauthenticated client can hold (connections, time,
+bytes, threads: :class:`~gitops.serve.server.Limits`); nothing is logged with a body.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gitops import metrics
 from gitops.serve.health import Answer, Health
-from gitops.serve.webhooks import MAX_BODY, Check, Forge, WebhookSecret, verify, wakes
+from gitops.serve.server import Limits, Request, Response, Server
+from gitops.serve.webhooks import (
+    MAX_BODY,
+    Check,
+    Forge,
+    WebhookSecret,
+    verify,
+    verify_head,
+    wakes,
+)
 
-__all__ = ["Listener", "parse_address", "start"]
+__all__ = ["Limits", "Listener", "parse_address", "start"]
 
-REQUEST_TIMEOUT = 10.0  # seconds a client may take to send its request
+_PROBES = ("/metrics", "/healthz", "/readyz")
 
 
 @dataclass(frozen=True, slots=True)
 class Listener:
     """A running server: where it listens, and how to stop it."""
 
-    server: ThreadingHTTPServer
-    thread: threading.Thread
+    server: Server
 
     @property
     def address(self) -> str:
-        host, port = self.server.server_address[:2]
-        text = host.decode("ascii") if isinstance(host, bytes) else host
-        return f"[{text}]:{port}" if ":" in text else f"{text}:{port}"
+        host, port = self.server.sock.getsockname()[:2]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
+        self.server.stop()
 
 
 def parse_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT`` for IPv6; port 0 picks a free one); ValueError if not."""
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+    if not sep or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9187 or [::1]:9187)")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host, int(port)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    health: Health
-    secret: WebhookSecret | None
-    wake: Callable[[], None]
-    log: Callable[[str], None]
+class _Routes:
+    """The endpoints; see the module's documentation."""
 
-    def handle_error(self, request: object, client_address: object) -> None:
-        """A client that went away or stalled: nothing to print (the stdlib prints a
-        traceback to stderr)."""
+    def __init__(
+        self,
+        health: Health,
+        wake: Callable[[], None],
+        secret: WebhookSecret | None,
+        log: Callable[[str], None],
+    ) -> None:
+        self.health, self.wake, self.secret, self.log = health, wake, secret, log
 
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    timeout = REQUEST_TIMEOUT
-    server_version = "seshat"
-    sys_version = ""
-
-    # -- routes ---------------------------------------------------------------------------
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            self._send(200, generate_latest(metrics.REGISTRY), CONTENT_TYPE_LATEST)
-        elif path == "/healthz":
-            self._answer(self.server.health.healthy())
-        elif path == "/readyz":
-            self._answer(self.server.health.ready())
-        elif self._forge(path) is not None:
-            self._text(405, "POST only")
-        else:
-            self._text(404, "not found")
-
-    def do_POST(self) -> None:
-        path = self.path.split("?", 1)[0]
-        forge = self._forge(path)
-        if forge is None:
-            self._text(405 if path in ("/metrics", "/healthz", "/readyz") else 404, "not found")
-            return
-        secret = self.server.secret
+    def head(self, request: Request) -> Response | None:
+        if request.method == "GET":
+            if request.path in _PROBES or self._forge(request.path) is None:
+                if request.content_length:
+                    return Response.text(413, "a GET has no body", close=True)
+                return None  # answered by handle
+            return Response.text(405, "POST only")
+        forge = self._forge(request.path)
+        if request.method != "POST" or forge is None:
+            if request.path in _PROBES:
+                return Response.text(405, "GET only")
+            return Response.text(405, "POST only") if forge else Response.text(404, "not found")
+        secret = self.secret
         assert secret is not None  # _forge answers None without one
-        status, text = self._webhook(forge, secret)
-        self._text(status, text)
+        refused = _refusal(request.headers.get("content-type"), request.content_length)
+        if refused is None:
+            check = verify_head(forge, secret, request.headers)
+            if check is not None and check is not Check.VERIFIED:
+                refused = self._unproven(forge, check)
+        if refused is not None:
+            metrics.webhook_received("refused")
+        return refused
+
+    def handle(self, request: Request, body: bytes) -> Response:
+        if request.method == "GET":
+            if request.path == "/metrics":
+                return Response(200, generate_latest(metrics.REGISTRY), CONTENT_TYPE_LATEST)
+            if request.path == "/healthz":
+                return _answer(self.health.healthy())
+            if request.path == "/readyz":
+                return _answer(self.health.ready())
+            return Response.text(404, "not found")
+        forge = self._forge(request.path)
+        assert forge is not None and self.secret is not None  # head let only these through
+        check = verify(forge, self.secret, request.headers, body)
+        if check is not Check.VERIFIED:
+            metrics.webhook_received("refused")
+            return self._unproven(forge, check)
+        try:
+            json.loads(body)
+        except (ValueError, RecursionError):
+            metrics.webhook_received("refused")
+            return Response.text(400, "not JSON")
+        if not wakes(forge, request.headers):
+            metrics.webhook_received("ignored")
+            return Response.text(200, "ignored: not a push")
+        metrics.webhook_received("accepted")
+        self.wake()
+        return Response.text(202, "accepted")
 
     def _forge(self, path: str) -> Forge | None:
         """The forge a webhook path is for; None for any path when webhooks are off."""
-        if self.server.secret is None or not path.startswith("/webhooks/"):
+        if self.secret is None or not path.startswith("/webhooks/"):
             return None
         try:
             return Forge(path.removeprefix("/webhooks/"))
         except ValueError:
             return None
 
-    def _webhook(self, forge: Forge, secret: WebhookSecret) -> tuple[int, str]:
-        refused = _refusal(self.headers.get("Content-Type"), self.headers.get("Content-Length"))
-        if refused is not None:
-            metrics.webhook_received("refused")
-            self.close_connection = True  # the body, if any, is not read
-            return refused
-        try:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-        except OSError:  # the client stalled past the timeout
-            metrics.webhook_received("refused")
-            self.close_connection = True
-            return 408, "the body did not arrive in time"
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        check = verify(forge, secret, headers, body)
-        if check is not Check.VERIFIED:
-            metrics.webhook_received("refused")
-            self.server.log(f"seshat: a {forge} webhook was refused: {check.value} signature")
-            return (401, "no signature") if check is Check.MISSING else (403, "bad signature")
-        try:
-            json.loads(body)
-        except (ValueError, RecursionError):
-            metrics.webhook_received("refused")
-            return 400, "not JSON"
-        if not wakes(forge, headers):
-            metrics.webhook_received("ignored")
-            return 200, "ignored: not a push"
-        metrics.webhook_received("accepted")
-        self.server.wake()
-        return 202, "accepted"
-
-    # -- answers --------------------------------------------------------------------------
-
-    def _answer(self, answer: Answer) -> None:
-        self._text(200 if answer.ok else 503, answer.text)
-
-    def _text(self, status: int, text: str) -> None:
-        self._send(status, (text + "\n").encode("utf-8"), "text/plain; charset=utf-8")
-
-    def _send(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Request lines are not logged: a path is all they would add."""
+    def _unproven(self, forge: Forge, check: Check) -> Response:
+        self.log(f"seshat: a {forge} webhook was refused: {check.value} signature")
+        if check is Check.MISSING:
+            return Response.text(401, "no signature", close=True)
+        return Response.text(403, "bad signature", close=True)
 
 
-def _refusal(content_type: str | None, length: str | None) -> tuple[int, str] | None:
-    """Why a webhook request is refused before its body is read, if it is."""
+def _answer(answer: Answer) -> Response:
+    return Response.text(200 if answer.ok else 503, answer.text)
+
+
+def _refusal(content_type: str | None, length: int | None) -> Response | None:
+    """Why a webhook request is refused on its type and length, if it is (the server has
+    parsed the length: ASCII digits, or a 400 before this)."""
     media = (content_type or "").split(";", 1)[0].strip().lower()
     if media != "application/json":
-        return 415, "the body must be application/json"
-    if length is None or not length.strip().isdigit():
-        return 411, "Content-Length required"
-    if int(length) > MAX_BODY:
-        return 413, f"the body is larger than {MAX_BODY} bytes"
+        return Response.text(415, "the body must be application/json", close=True)
+    if length is None:
+        return Response.text(411, "Content-Length required", close=True)
+    if length > MAX_BODY:
+        return Response.text(413, f"the body is larger than {MAX_BODY} bytes", close=True)
     return None
 
 
@@ -190,12 +171,26 @@ def start(
     wake: Callable[[], None],
     secret: WebhookSecret | None,
     log: Callable[[str], None],
+    limits: Limits | None = None,
 ) -> Listener:
-    """Serve on ``address`` (``HOST:PORT``) from a daemon thread; raises ValueError or
-    OSError when it cannot listen there."""
+    """Serve on ``address`` (``HOST:PORT``) from a thread of its own, within ``limits``;
+    raises ValueError or OSError when it cannot listen there."""
     host, port = parse_address(address)
-    server = (_Server6 if ":" in host else _Server)((host, port), _Handler)
-    server.health, server.secret, server.wake, server.log = health, secret, wake, log
-    thread = threading.Thread(target=server.serve_forever, name="seshat-listen", daemon=True)
-    thread.start()
-    return Listener(server, thread)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    server = Server(
+        sock,
+        _Routes(health, wake, secret, log),
+        limits or Limits(max_body=MAX_BODY),
+        refused=metrics.listener_refused,
+        connections=metrics.listener_connections,
+    )
+    server.start()
+    return Listener(server)

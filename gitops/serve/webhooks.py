@@ -10,8 +10,10 @@ before it verifies:
   constant time);
 * generic (any CI or script): ``X-Seshat-Signature-256`` spelled like GitHub's.
 
-The body is read only up to :data:`MAX_BODY`, must be JSON, and is never logged or echoed;
-the secret is never logged either.
+A request without a proof, or with a GitLab token that is not the secret, is refused on its
+headers (:func:`verify_head`) before a byte of its body is read. The body is read only up to
+:data:`MAX_BODY`, must be JSON, and is never logged or echoed; the secret is never logged
+either.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "load_secret",
     "signature",
     "verify",
+    "verify_head",
     "wakes",
 ]
 
@@ -102,6 +105,15 @@ def signature(secret: WebhookSecret, body: bytes) -> str:
 
 
 _SIGNATURE_HEADERS = {Forge.GITHUB: "x-hub-signature-256", Forge.GENERIC: "x-seshat-signature-256"}
+
+
+def verify_head(forge: Forge, secret: WebhookSecret, headers: Mapping[str, str]) -> Check | None:
+    """What the headers alone decide, before the body is read: MISSING without a proof,
+    WRONG for a GitLab token that is not the secret (GitLab's proof is no signature of the
+    body); None when only the body can tell (a signature)."""
+    if forge is Forge.GITLAB:
+        return verify(forge, secret, headers, b"")
+    return Check.MISSING if headers.get(_SIGNATURE_HEADERS[forge]) is None else None
 
 
 def verify(forge: Forge, secret: WebhookSecret, headers: Mapping[str, str], body: bytes) -> Check:

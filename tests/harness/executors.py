@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gitops.execution.executor import EnvValue, LocalExecutor, Outcome
+from gitops.execution.executor import Dispatch, EnvValue, LocalExecutor, Outcome
+from gitops.resources.approvals import ResourceRef
 from runner.protocol.messages import OperationInput
 
 __all__ = ["HookedExecutor"]
@@ -32,11 +33,17 @@ class HookedExecutor(LocalExecutor):
         deadline: float,
         *,
         namespace: str = "default",
-        resource: str = "",
+        resource: ResourceRef | None = None,
+        dispatch: Dispatch | None = None,
     ) -> list[Outcome]:
         self.before(requests, environment)
         outcomes = super().run_batch(
-            requests, environment, deadline, namespace=namespace, resource=resource
+            requests,
+            environment,
+            deadline,
+            namespace=namespace,
+            resource=resource,
+            dispatch=dispatch,
         )
         self.after(requests, environment)
         return outcomes

@@ -20,7 +20,15 @@ The kubelet runs a Job's one container as a local process: ConfigMap volumes are
 bytes exact, at their ``mountPath`` on this filesystem (the executor's ``mount_root`` is a
 temporary folder in tests), ``emptyDir`` volumes are created there, the environment is the
 container's ``env`` and nothing else (plus ``PATH``), stdout and stderr go to the pod log,
-``activeDeadlineSeconds`` is enforced, deleting the Job kills the process.
+``activeDeadlineSeconds`` is enforced, deleting the Job kills the process. As the Job
+controller does, it makes each Job's pod with the template's labels and annotations plus
+``job-name`` and ``controller-uid``, owned by the Job (``ownerReferences``, the Job's uid);
+the garbage collector deletes what an object owns with it, and a delete honours the
+``preconditions.uid`` of its ``DeleteOptions`` (409 when the object is another by now).
+
+What an attacker who may create objects in a namespace does, a test does with
+:meth:`FakeKubernetes.create` (no controller token, no RBAC: the attacker's own rights) and,
+to act at the very moment the controller creates something, :attr:`FakeKubernetes.before_create`.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -137,6 +145,9 @@ class FakeKubernetes:
         # needs a runner that hangs, say).
         self.command_override: list[str] | None = None
         self.logs: dict[str, bytearray] = {}
+        # Called (resource, namespace, body) as the controller creates an object, before it
+        # is stored: a test's attacker acting first.
+        self.before_create: Callable[[str, str, Json], None] | None = None
         self.path = os.pathsep.join([*path, str(Path(sys.executable).parent), "/usr/bin:/bin"])
         self._lock = threading.RLock()
         self._versions = itertools.count(1)
@@ -212,6 +223,14 @@ class FakeKubernetes:
         self._validate_custom(resource, stored)
         with self._lock:
             self.objects[(resource, meta["namespace"], meta["name"])] = stored
+
+    def create(self, resource: str, namespace: str, body: Json) -> Json:
+        """Create ``body`` as someone else than the controller would (an attacker with
+        rights in ``namespace``): validated and stored as the API server does, a Job run by
+        the kubelet; a pod's log is :attr:`logs` (a test writes what its container said)."""
+        with self._lock:
+            created = self._store(resource, namespace, body)
+            return json.loads(json.dumps(created))  # type: ignore[no-any-return]
 
     def wait_for_process(self, timeout: float = 60.0) -> str:
         """The name of a pod whose process is running (the first one seen)."""
@@ -344,7 +363,9 @@ class FakeKubernetes:
             if name is None and method == "GET":
                 return 200, self._list(resource, namespace, query)
             if name is None and method == "POST":
-                return 201, self._create(resource, namespace, body)
+                if self.before_create is not None:
+                    self.before_create(resource, namespace, body)
+                return 201, self._store(resource, namespace, body)
             key = (resource, namespace, name)
             if method == "GET":
                 if key not in self.objects:
@@ -355,7 +376,7 @@ class FakeKubernetes:
             if method == "PATCH":
                 return 200, self._patch(key, body, headers)
             if method == "DELETE":
-                return 200, self._delete(key)
+                return 200, self._delete(key, body)
         raise ApiError(405, "MethodNotAllowed", f"{method} {path}")
 
     def _allowed(self, group: str, resource: str, verb: str, namespace: str) -> bool:
@@ -387,7 +408,7 @@ class FakeKubernetes:
         meta["resourceVersion"] = str(next(self._versions))
         return obj
 
-    def _create(self, resource: str, namespace: str, body: Json) -> Json:
+    def _store(self, resource: str, namespace: str, body: Json) -> Json:
         self._validate(resource, body)
         name = body["metadata"]["name"]
         key = (resource, namespace, name)
@@ -435,28 +456,35 @@ class FakeKubernetes:
         self.objects[key] = self._stamp(updated, key[1])
         return self.objects[key]
 
-    def _delete(self, key: tuple[str, str, str]) -> Json:
+    def _delete(self, key: tuple[str, str, str], options: Json | None = None) -> Json:
         if key not in self.objects:
             raise ApiError(404, "NotFound", f'{key[0]} "{key[2]}" not found')
         uid = self.objects[key]["metadata"]["uid"]
-        del self.objects[key]
-        # The garbage collector: objects whose owner is gone go too.
-        for other, obj in list(self.objects.items()):
-            owners = obj["metadata"].get("ownerReferences") or []
-            if any(o.get("uid") == uid for o in owners):
-                del self.objects[other]
-        if key[0] == "jobs":
-            for (r, ns, name), pod in list(self.objects.items()):
-                if (
-                    r == "pods"
-                    and ns == key[1]
-                    and pod["metadata"]["labels"].get("job-name") == key[2]
-                ):
-                    del self.objects[(r, ns, name)]
-                    process = self.processes.get(name)
-                    if process is not None and process.poll() is None:
-                        os.killpg(process.pid, signal.SIGKILL)
+        wanted = ((options or {}).get("preconditions") or {}).get("uid")
+        if wanted is not None and wanted != uid:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {wanted}, UID in object meta: {uid}",
+            )
+        self._collect(key)
         return {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+
+    def _collect(self, key: tuple[str, str, str]) -> None:
+        """Delete ``key`` and, as the garbage collector does, everything it owns (a pod's
+        process is killed with it)."""
+        obj = self.objects.pop(key, None)
+        if obj is None:
+            return
+        if key[0] == "pods":
+            process = self.processes.get(key[2])
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+        uid = obj["metadata"]["uid"]
+        for other, found in list(self.objects.items()):
+            owners = found["metadata"].get("ownerReferences") or []
+            if other[1] == key[1] and any(o.get("uid") == uid for o in owners):
+                self._collect(other)
 
     def _status(
         self, method: str, resource: str, namespace: str, name: str, body: Any, headers: Any
@@ -505,16 +533,30 @@ class FakeKubernetes:
             job = json.loads(json.dumps(self.objects[("jobs", namespace, job_name)]))
             template = job["spec"]["template"]
             pod_name = f"{job_name}-{uuid.uuid4().hex[:5]}"
+            uid = job["metadata"]["uid"]
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {
                     "name": pod_name,
                     "labels": {
-                        **template["metadata"].get("labels", {}),
+                        **template.get("metadata", {}).get("labels", {}),
                         "job-name": job_name,
                         "batch.kubernetes.io/job-name": job_name,
+                        "controller-uid": uid,
+                        "batch.kubernetes.io/controller-uid": uid,
                     },
+                    "annotations": dict(template.get("metadata", {}).get("annotations", {})),
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": job_name,
+                            "uid": uid,
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
                 },
                 "spec": template["spec"],
                 "status": {"phase": "Pending"},

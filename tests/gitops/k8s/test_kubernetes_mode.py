@@ -30,12 +30,13 @@ from harness.registry import AuthRegistryServer, RegistryServer
 from gitops.execution.executor import CredentialUnavailable, Outcome
 from gitops.execution.leases import Leader
 from gitops.kubernetes.api import KubeApi, KubeError, load_api
-from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
+from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor, job_name
 from gitops.kubernetes.leases import KubernetesLeases, lease_name
 from gitops.reconcile.passes import PassReport, run_pass
 from gitops.resources.database import SecretKeyRef, UrlReference
+from runner.protocol.frame import encode_frame
 from runner.protocol.messages import OperationInput, RegistrySettings
-from runner.protocol.results import PlanResult
+from runner.protocol.results import InspectResult, PlanResult
 
 SECRET = UrlReference(secret_key_ref=SecretKeyRef(name="orders-db", key="url"))
 
@@ -67,6 +68,13 @@ def _executor(api: KubeApi, tmp_path: Path, **settings: object) -> KubernetesExe
             **settings,  # type: ignore[arg-type]
         ),
     )
+
+
+def _watched_executor(api: KubeApi, tmp_path: Path, warnings: list[str]) -> KubernetesExecutor:
+    """The executor, its warnings (tampering) collected in ``warnings``."""
+    executor = _executor(api, tmp_path)
+    executor.warn = warnings.append
+    return executor
 
 
 def _kubernetes_pass(
@@ -711,3 +719,104 @@ def test_a_cache_claim_gives_every_job_the_same_runner_cache(
         ]
         (container,) = pod["containers"]
         assert {"name": "SESHAT_CACHE_DIR", "value": f"{cache}/runner"} in container["env"]
+
+
+def _forged_error(op_id: str) -> bytes:
+    """The runner's frame for ``op_id``, made up: an answer the real runner never gave."""
+    payload = {
+        "protocol": 1,
+        "operation": "inspect",
+        "id": op_id,
+        "error": {"code": "unsupported_engine", "message": "forged"},
+    }
+    return encode_frame(payload).encode()
+
+
+def _impostor_container(op_id: str) -> dict[str, object]:
+    frame = _forged_error(op_id).decode()
+    return {
+        "name": "runner",
+        "image": "seshat:test",
+        "command": [sys.executable, "-c", f"print({frame!r})"],
+    }
+
+
+def test_a_job_made_under_the_operations_name_first_is_reported_and_nothing_runs(
+    kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+) -> None:
+    """Job names follow from operation ids, which the status branch publishes: someone who
+    may create Jobs in the namespace can take the name first. The controller's create then
+    fails; it runs nothing, reads nothing of that Job, and leaves it (and reports it)."""
+    database = _sqlite(tmp_path)
+    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    warnings: list[str] = []
+    executor = _watched_executor(api, tmp_path, warnings)
+    url, env = executor.bind(SECRET, "url")
+    request = OperationInput(operation="inspect", id="inspect-taken", url=url)
+    name = job_name(request.id)
+    taken = kube.create(
+        "jobs",
+        "shop",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "labels": {"seshat.dev/operation-id": request.id}},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [_impostor_container(request.id)],
+                    }
+                },
+            },
+        },
+    )
+
+    outcome = executor.run(request, env, 60, namespace="shop")
+
+    assert outcome.kind == "failed" and "already exists" in outcome.detail
+    assert outcome.result is None  # the impostor's frame was never read
+    found = kube.get("jobs", "shop", name)
+    assert found is not None and found["metadata"]["uid"] == taken["metadata"]["uid"]
+    assert len(kube.jobs_created) == 1  # the impostor; the controller could create none
+    assert kube.list("configmaps", "shop") == []  # its own input, removed
+    (event,) = kube.list("events", "shop")
+    assert (event["reason"], event["type"]) == ("Tampering", "Warning")
+    assert event["regarding"]["name"] == name and event["regarding"]["kind"] == "Job"
+    assert any(name in w for w in warnings)
+
+
+def test_a_pod_that_only_carries_the_jobs_label_is_never_read(
+    kube: FakeKubernetes, api: KubeApi, tmp_path: Path
+) -> None:
+    """A pod made before the Job, labelled ``job-name`` with the Job's (predictable) name and
+    a log holding a frame for the operation: the executor reads the log of the pod the Job
+    owns (ownerReferences, the Job's uid), reports the other, and leaves it."""
+    database = _sqlite(tmp_path)
+    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    warnings: list[str] = []
+    executor = _watched_executor(api, tmp_path, warnings)
+    url, env = executor.bind(SECRET, "url")
+    request = OperationInput(operation="inspect", id="inspect-podded", url=url)
+    kube.create(
+        "pods",
+        "shop",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "a-forged-pod", "labels": {"job-name": job_name(request.id)}},
+            "spec": {"restartPolicy": "Never", "containers": [_impostor_container(request.id)]},
+        },
+    )
+    kube.logs["a-forged-pod"] = bytearray(_forged_error(request.id))
+
+    outcome = executor.run(request, env, 60, namespace="shop")
+
+    assert outcome.kind == "done", outcome.detail  # the real runner's inspect, not "forged"
+    assert outcome.result is not None and isinstance(outcome.result.result, InspectResult)
+    assert kube.get("pods", "shop", "a-forged-pod") is not None
+    assert kube.list("jobs", "shop") == []  # the controller's own Job, deleted after
+    (event,) = kube.list("events", "shop")
+    assert event["reason"] == "Tampering" and event["regarding"]["name"] == "a-forged-pod"
+    assert any("a-forged-pod" in w for w in warnings)

@@ -29,16 +29,20 @@ from harness.registry import RegistryServer
 
 from gitops.kubernetes.api import KubeApi, load_api
 from gitops.kubernetes.jobs import (
+    NONCE_ANNOTATION,
     OPERATION_ID_LABEL,
+    PLAN_ANNOTATION,
     RESOURCE_LABEL,
     JobSettings,
     KubernetesExecutor,
+    job_name,
 )
 from gitops.kubernetes.leases import KubernetesLeases, lease_name
 from gitops.reconcile.identities import coordination_digest
 from gitops.reconcile.passes import PassReport, run_pass
 from gitops.resources.database import Target
 from runner.deadline import STOP_MARGIN
+from runner.protocol.frame import encode_frame
 from runner.protocol.messages import RegistrySettings
 
 SCHEMA = """\
@@ -161,13 +165,19 @@ def _operation(job: dict[str, object]) -> str:
 
 
 def _next_controller(
-    world: World, api: KubeApi, tmp_path: Path, registry: RegistryServer
+    world: World,
+    api: KubeApi,
+    tmp_path: Path,
+    registry: RegistryServer,
+    warnings: list[str] | None = None,
 ) -> tuple[threading.Thread, list[PassReport]]:
     reports: list[PassReport] = []
 
     def run() -> None:
         executor = KubernetesExecutor(
-            api, JobSettings(image="seshat:test", mount_root=str(_mounts(tmp_path)), poll=0.05)
+            api,
+            JobSettings(image="seshat:test", mount_root=str(_mounts(tmp_path)), poll=0.05),
+            warn=(warnings if warnings is not None else []).append,
         )
         reports.append(
             run_pass(
@@ -398,3 +408,234 @@ def test_a_restart_mid_migration_reattaches_and_settles_the_run_by_its_result(
     assert isinstance(status, dict) and status.get("unresolvedRun") is None
     assert status["lastApplied"]["appliedVersions"] == ["1", "2"]
     assert _lease_holder(kube, "ledger") is None
+
+
+def _forged_frame(op_id: str) -> str:
+    """What an impostor's container prints: the runner's frame for ``op_id``, saying the
+    Apply ran every statement and converged."""
+    return encode_frame(
+        {
+            "protocol": 1,
+            "operation": "apply",
+            "id": op_id,
+            "result": {
+                "operation": "apply",
+                "apply": {"plan": "forged", "ran": [0], "converged": True},
+            },
+        }
+    )
+
+
+def _rendered_cr(world: World) -> dict[str, object]:
+    """The DatabaseSchema as ``seshat render`` gives it, to apply to the cluster."""
+    from ruamel.yaml import YAML
+
+    done = world.seshat("render", world.remote.work_dir)
+    assert done.returncode == 0, done.stderr
+    found = next(d for d in YAML(typ="safe").load_all(done.stdout) if d["kind"] == "DatabaseSchema")
+    assert isinstance(found, dict)
+    return found
+
+
+FORGED_JOB, FORGED_POD = "seshat-a-forged", "seshat-a-forged-pod"
+
+
+def test_a_forged_job_and_pod_made_before_the_real_ones_are_reported_not_adopted(
+    world: World,
+    kube: FakeKubernetes,
+    api: KubeApi,
+    tmp_path: Path,
+    oci_registry: RegistryServer,
+) -> None:
+    """An attacker who may create objects in the namespace reads the Apply's operation id,
+    the resource's uid and the plan id from the status branch (they are public there) and,
+    the moment the controller creates the Apply's Job, creates first a Job labelled with
+    that operation id, whose container prints the runner's frame for a converged Apply, and
+    a pod labelled as the real Job's (``job-name``) whose log says the same. Both list before
+    the real ones. A restarted controller must follow the real Apply to its own result,
+    report both impostors (an Event, a log line) and leave them in place."""
+    _declare(world, oci_registry)
+    kube.put_custom("databaseschemas", _rendered_cr(world))
+    cr = kube.get("databaseschemas", "shop", "orders")
+    assert cr is not None
+    public: dict[str, str] = {}
+
+    def attacker(resource: str, namespace: str, body: dict[str, object]) -> None:
+        if resource != "jobs" or public or _operation(body) != "apply":
+            return
+        status = world.status("orders")  # the dispatch marker is pushed before the Job
+        run = status["status"]["lastApplied"]  # type: ignore[index]
+        op_id, plan_id = run["operationId"], run["planId"]
+        uid = status["resource"]["uid"]  # type: ignore[index]
+        public.update(op_id=op_id, plan_id=plan_id, uid=uid)
+        labels = {
+            "app.kubernetes.io/managed-by": "seshat",
+            "seshat.dev/operation": "apply",
+            OPERATION_ID_LABEL: op_id,
+            RESOURCE_LABEL: uid,
+        }
+        annotations = {PLAN_ANNOTATION: plan_id, RESOURCE_LABEL: uid, NONCE_ANNOTATION: "0" * 32}
+        container = {
+            "name": "runner",
+            "image": "seshat:test",
+            "command": [sys.executable, "-c", f"print({_forged_frame(op_id)!r})"],
+        }
+        forged = kube.create(
+            "jobs",
+            namespace,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": FORGED_JOB, "labels": labels, "annotations": annotations},
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"labels": labels, "annotations": annotations},
+                        "spec": {"restartPolicy": "Never", "containers": [container]},
+                    },
+                },
+            },
+        )
+        real = job_name(op_id)  # derived from the public operation id
+        kube.create(
+            "pods",
+            namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": FORGED_POD,
+                    "labels": {**labels, "job-name": real, "batch.kubernetes.io/job-name": real},
+                    "annotations": annotations,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": FORGED_JOB,
+                            "uid": forged["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {"restartPolicy": "Never", "containers": [container]},
+                "status": {
+                    "phase": "Succeeded",
+                    "containerStatuses": [
+                        {
+                            "name": "runner",
+                            "ready": False,
+                            "restartCount": 0,
+                            "image": "seshat:test",
+                            "imageID": "",
+                            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+                        }
+                    ],
+                },
+            },
+        )
+        kube.logs[FORGED_POD] = bytearray(_forged_frame(op_id).encode())
+
+    kube.before_create = attacker
+    holder = _first_controller_killed_while_applying(world, kube, tmp_path, oci_registry)
+    kube.before_create = None
+    op_id = public["op_id"]
+    warnings: list[str] = []
+    try:
+        (real,) = [
+            j
+            for j in kube.list("jobs", "shop")
+            if _operation(j) == "apply" and j["metadata"]["name"] != FORGED_JOB
+        ]
+        assert real["metadata"]["name"] == job_name(op_id)
+        created = len(kube.jobs_created)
+        thread, reports = _next_controller(world, api, tmp_path, oci_registry, warnings)
+        time.sleep(3.0)
+        # The forged "converged" result was not taken: the real Apply is still followed,
+        # under the lease, and nothing else started.
+        assert thread.is_alive()
+        assert len(kube.jobs_created) == created
+        assert _lease_holder(kube)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    thread.join(180)
+    assert not thread.is_alive()
+    (report,) = reports
+
+    # The real Apply's own result, once.
+    assert report.phases == {"shop/orders": "InSync"}
+    assert "items" in tables(world.tmp / "orders.db")
+    (finished,) = _finished_records(world, op_id)
+    assert '"outcome":"Applied"' in finished
+    assert _lease_holder(kube) is None
+    # The real Job carried what only the controller knew, and was owned by the resource.
+    apply = next(j for j in kube.jobs_created if j["metadata"]["name"] == job_name(op_id))
+    annotations = apply["metadata"]["annotations"]
+    nonce = annotations[NONCE_ANNOTATION]
+    assert len(nonce) == 32 and nonce != "0" * 32
+    assert annotations[PLAN_ANNOTATION] == public["plan_id"]
+    assert annotations[RESOURCE_LABEL] == public["uid"]
+    assert apply["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "seshat.dev/v1alpha1",
+            "kind": "DatabaseSchema",
+            "name": "orders",
+            "uid": cr["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    # ... and the nonce never reached the status branch (the operation id and plan did).
+    history = world.git("log", "-p", "refs/heads/seshat/status")
+    assert op_id in history and nonce not in history
+    # The real Job is gone; the impostors are where the attacker put them, reported.
+    assert kube.get("jobs", "shop", job_name(op_id)) is None
+    assert kube.get("jobs", "shop", FORGED_JOB) is not None
+    assert kube.get("pods", "shop", FORGED_POD) is not None
+    tampering = [e for e in kube.list("events", "shop") if e["reason"] == "Tampering"]
+    related = {e["related"]["name"] for e in tampering}
+    assert {FORGED_JOB, FORGED_POD} <= related
+    assert all(e["type"] == "Warning" for e in tampering)
+    assert all(
+        (e["regarding"]["kind"], e["regarding"]["name"]) == ("DatabaseSchema", "orders")
+        for e in tampering
+    )
+    assert any(FORGED_JOB in w and "tampering" in w for w in warnings), warnings
+    assert any(FORGED_POD in w for w in warnings), warnings
+
+
+def test_without_its_nonce_a_run_is_followed_to_its_end_but_not_believed(
+    world: World,
+    kube: FakeKubernetes,
+    api: KubeApi,
+    tmp_path: Path,
+    oci_registry: RegistryServer,
+) -> None:
+    """The state file holding the dispatch's nonce is lost (say the controller's volume was
+    replaced): a Job that matches everything else may be this controller's or a forgery
+    under its name. It is followed to its end under the lease, so the lease is never let go
+    while an Apply may write, but what it says is not believed: the run is Unknown, settled
+    by a fresh Observe and Plan, and the Job is left for its TTL, not deleted."""
+    _declare(world, oci_registry)
+    holder = _first_controller_killed_while_applying(world, kube, tmp_path, oci_registry)
+    try:
+        (job,) = [j for j in kube.list("jobs", "shop") if _operation(j) == "apply"]
+        op_id = job["metadata"]["labels"][OPERATION_ID_LABEL]
+        with sqlite3.connect(world.work / "state.sqlite") as state:
+            state.execute("UPDATE dispatches SET nonce = NULL")
+        state.close()
+        thread, reports = _next_controller(world, api, tmp_path, oci_registry)
+        time.sleep(3.0)
+        assert thread.is_alive() and _lease_holder(kube)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    thread.join(180)
+    (report,) = reports
+
+    (finished,) = _finished_records(world, op_id)
+    assert '"outcome":"Unknown"' in finished
+    status = world.status("orders")["status"]
+    assert status["lastApplied"]["outcome"] == "Unknown"  # type: ignore[index]
+    assert report.phases == {"shop/orders": "InSync"}  # settled by a fresh, empty plan
+    assert kube.get("jobs", "shop", job["metadata"]["name"]) is not None
+    assert _lease_holder(kube) is None

@@ -88,35 +88,34 @@ def test_a_policy_edit_lists_the_resources_it_governs(world: World) -> None:
     [orders] = document["resources"]
     assert orders["changes"] == ["ApprovalPolicy approvers changed"]
     assert orders["fields"] == []
-    assert orders["plan"]["approvals"] == 2
-    assert "needs 2 approval(s)" in orders["message"]
+    # Listed for review; judged with the base's rule (docs/preview.md).
+    assert orders["plan"]["approvals"] == 1
+    assert document["trustChanges"] == ["ApprovalPolicy shop/approvers changed"]
 
 
-def test_a_verification_policy_that_refuses_the_artifact_is_blocked(world: World) -> None:
-    declare_orders(world)
-    open_branch(world)
-    other = world.remote.work_dir / "policies" / "other.pub"
-    other.write_bytes((world.remote.work_dir / "policies" / "ci.pub").read_bytes())
-    policies = world.remote.work_dir / "policies" / "shop.yaml"
-    policies.write_text(
-        policies.read_text().replace("publicKey: policies/ci.pub", "publicKey: policies/other.pub")
-    )
-    commit(world, "rotate the CI key")
-    # The new key file is another key: the artifact's signature no longer verifies.
-    other.write_bytes(
+def test_an_artifact_the_base_policy_refuses_is_blocked(world: World) -> None:
+    layout = declare_orders(world)
+    # main rotates the CI key after the artifact was signed: the base now refuses it.
+    world.remote.write_file(
+        "policies/ci.pub",
         ec.generate_private_key(ec.SECP256R1())
         .public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
     )
-    commit(world, "the new key")
+    world.remote.commit_all("rotate the CI key")
+    open_branch(world)
+    world.remote.write_file(
+        "databases/orders/schema.yaml", schema_yaml("orders", layout, extra=", lockTimeout: 7s")
+    )
+    commit(world, "a longer lock timeout")
 
     status, document, _ = preview(world)
 
     assert status == 1
     [orders] = document["resources"]
-    assert "VerificationPolicy ci changed" in orders["changes"]
     assert (orders["outcome"], orders["reason"]) == ("Blocked", "ArtifactRefused")
     assert orders["plan"] is None
+    assert document["trustChanges"] == []  # the head changes no policy
 
 
 def test_a_broken_declaration_in_the_pull_request_is_a_problem(world: World) -> None:

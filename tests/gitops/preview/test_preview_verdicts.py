@@ -43,7 +43,6 @@ def test_a_destructive_change_not_allowed_is_blocked(world: World) -> None:
 
 def test_an_allowed_destructive_plan_needs_the_destructive_quorum(world: World) -> None:
     layout = declare_orders(world, sql=ORDERS_V1 + "CREATE TABLE legacy (id INTEGER);\n")
-    open_branch(world)
     policies = world.remote.work_dir / "policies" / "shop.yaml"
     policies.write_text(
         policies.read_text().replace(
@@ -52,6 +51,8 @@ def test_an_allowed_destructive_plan_needs_the_destructive_quorum(world: World) 
             "      destructiveCount: 2",
         )
     )
+    world.remote.commit_all("two approvers for destructive plans")  # on main: the base's rule
+    open_branch(world)
     _edit(world, layout, extra=", allowDestructive: true")
 
     status, document, _ = preview(world)

@@ -127,7 +127,10 @@ spec:
 def test_the_review_pull_request_gets_one_comment_per_rejected_approval(
     world: World, ssh_key_factory: SSHKeyFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """GitHub's REST API is played by ``responses``; the review branch is real."""
+    """GitHub's REST API is played by ``responses`` (a forge's API is the one place a test
+    double is allowed); the review branch is real. A rejection counts as already said only
+    in a comment Seshat's own identity wrote: a stranger who copies the marker (it is built
+    from public data) silences nothing, and without an identity it is said again."""
     import responses
     from responses import matchers
 
@@ -148,10 +151,13 @@ def test_the_review_pull_request_gets_one_comment_per_rejected_approval(
     world.approve("orders", plan, key=ssh_key_factory("mallory@example.com").private_key)
     file = f"approvals/shop/orders/{digest_hex(plan)}.yaml"
 
+    seshat = {"login": "seshat-bot", "id": 4242}
+    alice, mallory = {"login": "alice", "id": 7}, {"login": "mallory", "id": 666}
     with responses.RequestsMock(assert_all_requests_are_fired=True) as api_mock:
         api_mock.get(f"{api}/pulls", json=[pr], match=[matchers.query_param_matcher(head)])
         updated = api_mock.patch(f"{api}/pulls/7", json=pr)
-        api_mock.get(f"{api}/issues/7/comments", json=[{"body": "LGTM"}])
+        api_mock.get("https://api.github.test/user", json=seshat)
+        api_mock.get(f"{api}/issues/7/comments", json=[{"body": "LGTM", "user": alice}])
         posted = api_mock.post(f"{api}/issues/7/comments", json={}, status=201)
         assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
         comment = json.loads(posted.calls[0].request.body or b"{}")["body"]
@@ -161,9 +167,32 @@ def test_the_review_pull_request_gets_one_comment_per_rejected_approval(
         body = json.loads(updated.calls[0].request.body or b"{}")["body"]
         assert "Approvals not accepted" in body and "untrusted_signer" in body
 
+    said = [{"body": "LGTM", "user": alice}, {"body": comment, "user": seshat}]
     with responses.RequestsMock(assert_all_requests_are_fired=True) as api_mock:
         api_mock.get(f"{api}/pulls", json=[pr], match=[matchers.query_param_matcher(head)])
         api_mock.patch(f"{api}/pulls/7", json=pr)
-        api_mock.get(f"{api}/issues/7/comments", json=[{"body": "LGTM"}, {"body": comment}])
+        api_mock.get("https://api.github.test/user", json=seshat)
+        api_mock.get(f"{api}/issues/7/comments", json=said)
         world.reconcile()  # the same rejection again: already said, nothing posted
-        assert [c.request.method for c in api_mock.calls] == ["GET", "PATCH", "GET"]
+        assert [c.request.method for c in api_mock.calls] == ["GET", "PATCH", "GET", "GET"]
+
+    copied = [{"body": "LGTM", "user": alice}, {"body": comment, "user": mallory}]
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as api_mock:
+        api_mock.get(f"{api}/pulls", json=[pr], match=[matchers.query_param_matcher(head)])
+        api_mock.patch(f"{api}/pulls/7", json=pr)
+        api_mock.get("https://api.github.test/user", json=seshat)
+        api_mock.get(f"{api}/issues/7/comments", json=copied)
+        again = api_mock.post(f"{api}/issues/7/comments", json={}, status=201)
+        world.reconcile()  # Mallory posted the marker first: Seshat still says it
+        assert len(again.calls) == 1
+
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as api_mock:
+        api_mock.get(f"{api}/pulls", json=[pr], match=[matchers.query_param_matcher(head)])
+        api_mock.patch(f"{api}/pulls/7", json=pr)
+        api_mock.get("https://api.github.test/user", status=403, json={"message": "no"})
+        api_mock.post("https://api.github.test/graphql", status=401, json={"message": "no"})
+        unknown = api_mock.post(f"{api}/issues/7/comments", json={}, status=201)
+        world.reconcile()  # who Seshat is cannot be learned: nothing counts as said
+        assert len(unknown.calls) == 1
+        listed = [c for c in api_mock.calls if "/issues/7/comments?" in str(c.request.url)]
+        assert listed == []  # not even read: no comment can be known as Seshat's

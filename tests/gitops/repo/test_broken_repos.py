@@ -259,6 +259,31 @@ def test_one_hostile_value_is_a_problem_of_its_own_file(tmp_path: Path) -> None:
     assert sorted(r["metadata"]["name"] for r in report["resources"]) == ["ci", "fine"]
 
 
+def test_a_duration_in_digits_that_are_not_ascii_is_a_problem_of_its_line(
+    tmp_path: Path,
+) -> None:
+    """``１０m`` (full-width) read as ten minutes before: Python's ``\\d`` and ``int`` take any
+    script's digits, the CRD's pattern and every other reader of the file do not."""
+    repo = tmp_path / "repo"
+    (repo / "databases").mkdir(parents=True)
+    (repo / "databases" / "policy.yaml").write_text(POLICY)
+    (repo / "databases" / "wide.yaml").write_text(
+        _schema_with("wide", '  interval: "１０m"\n  retryInterval: "٣٠s"'), encoding="utf-8"
+    )
+    (repo / "databases" / "timeouts.yaml").write_text(
+        _schema_with("timeouts", "  policy:\n    timeouts: {apply: 1h, plan: ５m}"),
+        encoding="utf-8",
+    )
+    result = validate(repo)
+    assert result.returncode == 1, result.stderr
+    duration = "must be a duration such as 30s, 10m or 1h30m"
+    assert result.stdout.splitlines() == [
+        f"databases/timeouts.yaml:8: spec.policy.timeouts.plan: {duration}",
+        f"databases/wide.yaml:7: spec.interval: {duration}",
+        f"databases/wide.yaml:8: spec.retryInterval: {duration}",
+    ]
+
+
 def test_only_regular_files_inside_the_repository_are_read(tmp_path: Path) -> None:
     """seshat.yaml leading outside is refused without echoing its keys; a FIFO does not
     hang the loader; a device is never read."""

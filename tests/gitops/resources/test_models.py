@@ -90,6 +90,24 @@ def test_interval_outside_10s_to_24h_is_refused(interval: str) -> None:
     assert errors(DatabaseSchema, schema(interval=interval))[0].startswith("spec.interval: must")
 
 
+@pytest.mark.parametrize(
+    "duration",
+    [
+        "１０m",  # full-width digits: int() and \\d read them as 10
+        "٣٠s",  # Arabic-Indic
+        "1\u0661m",  # one ASCII digit, one not
+        "१०m",  # Devanagari
+        "10m\u3000",  # an ideographic space after it
+        "10ｍ",  # a full-width unit
+    ],
+)
+def test_a_duration_with_a_digit_or_a_letter_that_is_not_ascii_is_refused(duration: str) -> None:
+    message = "must be a duration such as 30s, 10m or 1h30m"
+    assert errors(DatabaseSchema, schema(interval=duration)) == [f"spec.interval: {message}"]
+    timeouts = {"policy": {"timeouts": {"apply": duration}}}
+    assert errors(DatabaseSchema, schema(**timeouts)) == [f"spec.policy.timeouts.apply: {message}"]
+
+
 def test_the_engine_is_open_but_the_apply_policy_is_an_enum() -> None:
     data = schema(policy={"apply": "Always"})
     data["spec"]["target"]["engine"] = "cockroachdb"  # refused later, at run time

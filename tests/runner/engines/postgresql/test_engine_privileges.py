@@ -269,6 +269,42 @@ def test_a_role_the_target_lacks_and_a_cascading_revoke_are_refused(
     assert sqls(ignored) == []
 
 
+def test_a_role_name_holding_a_double_quote_is_quoted_granted_and_applied(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    """PostgreSQL names a missing role in its message without doubling a ``"`` inside it
+    (``role "priv"quoted" does not exist``): the sandbox read such a name wrongly and the plan
+    stopped there. A name is any text; quoting, never refusal, is what keeps it inert."""
+    role = 'priv"quoted'
+    with db.server.connect() as admin:
+        admin.execute(
+            sql.SQL(
+                "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {}) "
+                "THEN CREATE ROLE {} NOLOGIN; END IF; END$$"
+            ).format(sql.Literal(role), sql.Identifier(role))
+        )
+    load(db, TABLE)
+    desired = write(
+        tmp_path / "schema.sql",
+        TABLE + 'GRANT SELECT, UPDATE (email) ON accounts TO "priv""quoted";',
+    )
+    document = planned(runner, db, desired, "--managed-role", role)
+    assert sqls(document) == [
+        'GRANT UPDATE ("email") ON TABLE "public"."accounts" TO "priv""quoted"',
+        'GRANT SELECT ON TABLE "public"."accounts" TO "priv""quoted"',
+    ]
+    assert document["privileges"]["managed_roles"] == [role]
+    apply(runner, db, document, tmp_path)
+    assert acl(db, "public.accounts") == [(role, "SELECT", False)]
+    columns = query(
+        db,
+        "SELECT grantee, column_name FROM information_schema.column_privileges"
+        " WHERE table_name = 'accounts' AND privilege_type = 'UPDATE' AND grantee = 'priv\"quoted'",
+    )
+    assert columns == [(role, "email")]
+    assert sqls(planned(runner, db, desired, "--managed-role", role)) == []
+
+
 def test_privilege_plans_are_byte_identical_across_hash_seeds(
     runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
 ) -> None:
