@@ -684,3 +684,17 @@ def test_no_file_under_deploy_carries_a_secret_value() -> None:
         assert "-----BEGIN" not in text, path
         assert not re.search(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})", text), path
         assert not re.search(r"://[^/\s:@]+:[^/\s@]+@", text), f"{path}: a URL with a password"
+
+
+def test_the_jobs_that_plan_may_make_the_sandbox_jail() -> None:
+    """The controller tells the Jobs that plan to allow user namespaces (their private
+    sandbox server runs in a bubblewrap jail); with the default they would all be refused
+    (docs/kubernetes.md, "The sandbox jail")."""
+    from gitops.kubernetes.jobs import sandbox_security
+
+    args = _container()["args"]
+    choice = args[args.index("--runner-sandbox-security") + 1]
+    assert sandbox_security(choice) == {
+        "seccompProfile": {"type": "Unconfined"},
+        "appArmorProfile": {"type": "Unconfined"},
+    }

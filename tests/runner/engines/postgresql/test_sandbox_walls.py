@@ -122,9 +122,7 @@ def test_the_administrator_runs_a_rebuilt_comment_whatever_the_database_settings
         statement = f"COMMENT ON EXTENSION plpgsql IS '{text}'"
         sandbox.prepare(database, [("schema.sql:1", statement)], desired=True)
         assert sandbox.instead(database, statement) == []
-        with psycopg.connect(
-            host=admin.host, user=admin.user, dbname=database.database
-        ) as conn:
+        with psycopg.connect(host=admin.host, user=admin.user, dbname=database.database) as conn:
             superuser = conn.execute(
                 "SELECT rolsuper FROM pg_roles WHERE rolname = 'seshat_sandbox'"
             ).fetchone()
@@ -207,9 +205,7 @@ def test_planning_is_refused_where_no_jail_can_be_made(
     assert '"sandbox_unavailable"' in result.stdout
     assert "bubblewrap" in result.stdout and "--sandbox-isolation none" in result.stdout
     with postgres_database.connect() as conn:
-        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = 't'").fetchone() == (
-            0,
-        )
+        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = 't'").fetchone() == (0,)
 
 
 def test_a_dev_url_whose_server_cannot_be_checked_is_refused(
