@@ -39,7 +39,7 @@ from harness.sigstore_root import PrivateSigstore
 from harness.sshkeys import SSHKeyFactory
 
 if TYPE_CHECKING:
-    from harness.reconcile_world import World
+    from harness.reconcile_world import SignedLayouts, World
 
 # SIGTERM as Ctrl-C, the harness folder and the secret scan at the end (across xdist workers).
 pytest_plugins = ["harness.session"]
@@ -157,6 +157,15 @@ def untrusted_sigstore() -> PrivateSigstore:
     return PrivateSigstore("elsewhere")
 
 
+@pytest.fixture(scope="session")
+def signed_layouts(tmp_path_factory: pytest.TempPathFactory) -> SignedLayouts:
+    """The session's CI key and the signed OCI layouts built with it, one per content."""
+    from harness.reconcile_world import SignedLayouts
+
+    folder = tmp_path_factory.mktemp("signed-layouts")
+    return SignedLayouts(folder, seshat_runner(folder))
+
+
 @pytest.fixture
 def world(
     tmp_path: Path,
@@ -164,8 +173,9 @@ def world(
     seshat: SeshatRunner,
     ssh_key_factory: SSHKeyFactory,
     monkeypatch: pytest.MonkeyPatch,
+    signed_layouts: SignedLayouts,
 ) -> World:
     """A reconciler world: Git remote, signed artifacts, SQLite databases, an approver."""
     from harness.reconcile_world import World
 
-    return World(tmp_path, git_remote, seshat, ssh_key_factory, monkeypatch)
+    return World(tmp_path, git_remote, seshat, ssh_key_factory, monkeypatch, signed_layouts)
