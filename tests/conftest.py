@@ -1,7 +1,9 @@
 """Shared pytest fixtures: real services from the test harness in ``tests/harness``.
 
 Servers are session-scoped (starting PostgreSQL or MariaDB per test would be
-far too slow) and are started lazily, only when a test asks for them.  Per-test
+far too slow) and are started lazily, only when a test asks for them; with
+pytest-xdist each worker process is a session of its own, with its own servers
+(nothing mutable is shared between workers; docs/testing.md).  Per-test
 isolation comes from the function-scoped fixtures: a fresh database, a fresh
 Git remote, fresh SSH keys.  Every fixture stops what it started in teardown,
 also when the test fails.
