@@ -1,7 +1,9 @@
 """Shared pytest fixtures: real services from the test harness in ``tests/harness``.
 
 Servers are session-scoped (starting PostgreSQL or MariaDB per test would be
-far too slow) and are started lazily, only when a test asks for them.  Per-test
+far too slow) and are started lazily, only when a test asks for them; with
+pytest-xdist each worker process is a session of its own, with its own servers
+(nothing mutable is shared between workers; docs/testing.md).  Per-test
 isolation comes from the function-scoped fixtures: a fresh database, a fresh
 Git remote, fresh SSH keys.  Every fixture stops what it started in teardown,
 also when the test fails.
@@ -10,17 +12,11 @@ also when the test fails.
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 import pytest
-from harness import secret_scan
 from harness.gitrepo import GitRemote, git_remote_with_clone
 from harness.mariadb import (
     MariaDBDatabase,
@@ -45,80 +41,10 @@ from harness.sigstore_root import PrivateSigstore
 from harness.sshkeys import SSHKeyFactory
 
 if TYPE_CHECKING:
-    from harness.reconcile_world import World
+    from harness.reconcile_world import SignedLayouts, World
 
-KEEP_ENV = "SESHAT_KEEP_HARNESS_DIR"
-
-
-def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"pytest received signal {signum}")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Treat SIGTERM like Ctrl-C so fixture teardown stops the servers.
-
-    Why: Python's default SIGTERM action exits without running finally blocks
-    or atexit, and SIGTERM is what CI runners send on cancel/timeout.  Only
-    installed when nobody else handles SIGTERM.
-    """
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    if in_main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    secret_scan.watch_processes()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if secret_scan.summary:
-        terminalreporter.write_line(secret_scan.summary)
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """What pytest captured from a test (its output, its log records) is scanned too."""
-    for title, content in report.sections:
-        secret_scan.scan_bytes(content, f"{report.nodeid} ({title})")
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Restore the default SIGTERM action if we installed ours."""
-    if signal.getsignal(signal.SIGTERM) is _sigterm_as_interrupt:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-@pytest.fixture(scope="session")
-def harness_base_dir() -> Iterator[Path]:
-    """Session temp directory for server data and logs (0755 so postgres/mysql can traverse).
-
-    Removed at the end of the session unless SESHAT_KEEP_HARNESS_DIR is set
-    (then its path is printed, for reading the server logs).
-    """
-    base = Path(tempfile.mkdtemp(prefix="seshat-harness-"))
-    base.chmod(0o755)
-    try:
-        yield base
-    finally:
-        if os.environ.get(KEEP_ENV):
-            print(f"\nseshat harness: keeping {base}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def secret_scan_at_the_end(
-    harness_base_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    """Fails the session if a credential the harness created is in anything the suite
-    wrote (see ``harness/secret_scan.py``); set up first, so it runs after every test."""
-    yield
-    roots = [tmp_path_factory.getbasetemp(), harness_base_dir]
-    scanned = secret_scan.scan_tree(roots)
-    secret_scan.summary = (
-        f"secret scan: {len(secret_scan.credentials())} credentials looked for in "
-        f"{scanned / 2**20:.0f} MiB of files and Git objects and in every process's output; "
-        f"{len(secret_scan.hits)} hits"
-    )
-    if secret_scan.hits:
-        listed = "\n".join(sorted(set(secret_scan.hits))[:50])
-        pytest.fail(f"credentials found in what the suite wrote:\n{listed}", pytrace=False)
+# SIGTERM as Ctrl-C, the harness folder and the secret scan at the end (across xdist workers).
+pytest_plugins = ["harness.session"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -233,6 +159,15 @@ def untrusted_sigstore() -> PrivateSigstore:
     return PrivateSigstore("elsewhere")
 
 
+@pytest.fixture(scope="session")
+def signed_layouts(tmp_path_factory: pytest.TempPathFactory) -> SignedLayouts:
+    """The session's CI key and the signed OCI layouts built with it, one per content."""
+    from harness.reconcile_world import SignedLayouts
+
+    folder = tmp_path_factory.mktemp("signed-layouts")
+    return SignedLayouts(folder, seshat_runner(folder))
+
+
 @pytest.fixture
 def world(
     tmp_path: Path,
@@ -240,8 +175,9 @@ def world(
     seshat: SeshatRunner,
     ssh_key_factory: SSHKeyFactory,
     monkeypatch: pytest.MonkeyPatch,
+    signed_layouts: SignedLayouts,
 ) -> World:
     """A reconciler world: Git remote, signed artifacts, SQLite databases, an approver."""
     from harness.reconcile_world import World
 
-    return World(tmp_path, git_remote, seshat, ssh_key_factory, monkeypatch)
+    return World(tmp_path, git_remote, seshat, ssh_key_factory, monkeypatch, signed_layouts)

@@ -135,6 +135,7 @@ class _Installation:
         self.root = root
         self.env = env
         self.data_dir = root / "data"
+        self.tmp_dir = root / "tmp"
         self.socket_path = root / "mariadb.sock"
         self.pid_file = root / "mariadb.pid"
         self.error_log = root / "error.log"
@@ -149,6 +150,7 @@ def _start_mariadbd(install: _Installation, port: int) -> ManagedProcess:
             "--no-defaults",
             f"--user={_OS_USER}",
             f"--datadir={install.data_dir}",
+            f"--tmpdir={install.tmp_dir}",
             f"--socket={install.socket_path}",
             f"--pid-file={install.pid_file}",
             f"--port={port}",
@@ -217,6 +219,12 @@ def running_mariadb(base_dir: Path, *, attempts: int = 3) -> Iterator[MariaDBSer
     )
     root.mkdir()
     give_to_service_user(root, _OS_USER, PACKAGE)
+    # A tmpdir of its own: servers sharing /tmp (two xdist workers, two test runs on one
+    # machine) lose each other's '#sql-temptable-*' files ("Could not remove temporary
+    # table ... error: 2"), and mariadb-install-db then fails with "Unknown table
+    # 'mysql.tmp_user_...'": 2 runs in 24 with three at once, none with a tmpdir each.
+    install.tmp_dir.mkdir()
+    give_to_service_user(install.tmp_dir, _OS_USER, PACKAGE)
 
     run_logged(
         [
@@ -224,6 +232,7 @@ def running_mariadb(base_dir: Path, *, attempts: int = 3) -> Iterator[MariaDBSer
             "--no-defaults",
             f"--user={_OS_USER}",
             f"--datadir={install.data_dir}",
+            f"--tmpdir={install.tmp_dir}",
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
             "--skip-name-resolve",

@@ -4,9 +4,11 @@ databases and an approver, with helpers to run passes and read the status branch
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import git
@@ -22,7 +24,7 @@ from .gitrepo import GIT_ENV, GitRemote
 from .seshat_cli import SeshatRunner
 from .sshkeys import SSHKeyFactory
 
-__all__ = ["POLICIES", "World", "migration_yaml", "schema_yaml", "tables"]
+__all__ = ["POLICIES", "SignedLayouts", "World", "migration_yaml", "schema_yaml", "tables"]
 
 
 def schema_yaml(
@@ -89,6 +91,58 @@ spec:
 """
 
 
+class SignedLayouts:
+    """OCI-layout artifacts pushed and signed by the real ``seshat artifact`` once per content,
+    then copied into each test that asks for the same content.
+
+    Why: a push and a signature are two ``seshat`` processes (about two seconds of CPU), and
+    the reconciler tests make some 90 artifacts, most of them the same few schemas. What a test
+    gets is byte for byte what the CLI wrote (``SOURCE_DATE_EPOCH`` is fixed and a layout does
+    not depend on its folder's name), signed with the session's CI key, which every world
+    trusts (``policies/ci.pub``); the CLI's own behaviour is tested in ``tests/gitops/artifacts``.
+    One per xdist worker, in its own folder: nothing is shared between processes.
+    """
+
+    def __init__(self, folder: Path, seshat: SeshatRunner) -> None:
+        self.folder, self.seshat = folder, seshat
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.key_file = folder / "ci.pem"
+        self.key_file.write_bytes(self.private_pem())
+        self.built: dict[str, Path] = {}
+
+    def private_pem(self) -> bytes:
+        return self.key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+    def public_pem(self) -> bytes:
+        return self.key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+    def copy(self, kind: str, files: Mapping[str, bytes], sign: bool, destination: Path) -> None:
+        """The layout of ``files`` (name -> bytes) as a ``kind`` artifact tagged ``v1``, signed
+        unless not ``sign``, copied to ``destination`` (which must not exist)."""
+        identity = hashlib.sha256(repr((kind, sign, sorted(files.items()))).encode()).hexdigest()
+        layout = self.built.get(identity)
+        if layout is None:
+            source = self.folder / f"src-{identity[:16]}"
+            source.mkdir()
+            for name, data in files.items():
+                (source / name).write_bytes(data)
+            layout = self.folder / identity[:16]
+            ref = f"oci-layout://{layout}:v1"
+            done = self.seshat("artifact", "push", source, ref, "--type", kind)
+            assert done.returncode == 0, done.stderr
+            if sign:
+                done = self.seshat("artifact", "sign", ref, "--key", self.key_file)
+                assert done.returncode == 0, done.stderr
+            self.built[identity] = layout
+        shutil.copytree(layout, destination, symlinks=True)
+
+
 class World:
     def __init__(
         self,
@@ -97,26 +151,16 @@ class World:
         seshat: SeshatRunner,
         keys: SSHKeyFactory,
         monkeypatch: pytest.MonkeyPatch,
+        layouts: SignedLayouts,
     ) -> None:
         self.tmp, self.remote, self.seshat, self.monkeypatch = tmp_path, remote, seshat, monkeypatch
+        self.layouts = layouts
         self.work = tmp_path / "controller"
         self._tampers = 0
         self.alice = keys("alice@example.com")
-        key = ec.generate_private_key(ec.SECP256R1())
-        self.ci_key = tmp_path / "ci.pem"
-        self.ci_key.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        remote.write_file(
-            "policies/ci.pub",
-            key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            ),
-        )
+        self.ci_key = tmp_path / "ci.pem"  # the session's CI key, which signed every layout
+        self.ci_key.write_bytes(layouts.private_pem())
+        remote.write_file("policies/ci.pub", layouts.public_pem())
         remote.write_file("policies/shop.yaml", POLICIES)
         remote.write_file(
             "policies/allowed_signers",
@@ -124,10 +168,17 @@ class World:
         )
 
     def artifact(self, layout: str, sql: str, *, sign: bool = True) -> Path:
+        """A schema artifact of ``sql`` (signed unless not ``sign``) at the OCI layout
+        ``layout``, tagged ``v1``: a copy of the one :class:`SignedLayouts` built for the same
+        SQL; pushed into the layout with the CLI when the layout exists already (a new
+        manifest behind the same tag, beside the old one)."""
         folder = self.tmp / f"src-{layout}"
         folder.mkdir(exist_ok=True)
         (folder / "schema.sql").write_text(sql)
         path = self.tmp / layout
+        if not path.exists():
+            self.layouts.copy("schema", {"schema.sql": sql.encode()}, sign, path)
+            return path
         ref = f"oci-layout://{path}:v1"
         assert self.seshat("artifact", "push", folder, ref, "--type", "schema").returncode == 0
         if sign:
@@ -135,15 +186,15 @@ class World:
         return path
 
     def migrations(self, layout: str, files: dict[str, str]) -> Path:
-        """A signed migrations artifact of ``files`` (name -> text) at a new OCI layout."""
+        """A signed migrations artifact of ``files`` (name -> text) at a new OCI layout (a
+        copy of the one :class:`SignedLayouts` built for the same files)."""
         folder = self.tmp / f"src-{layout}"
         folder.mkdir()
-        for name, text in files.items():
-            (folder / name).write_bytes(text.encode("utf-8"))  # bytes exactly as given
+        content = {name: text.encode("utf-8") for name, text in files.items()}  # bytes as given
+        for name, data in content.items():
+            (folder / name).write_bytes(data)
         path = self.tmp / layout
-        ref = f"oci-layout://{path}:v1"
-        assert self.seshat("artifact", "push", folder, ref, "--type", "migrations").returncode == 0
-        assert self.seshat("artifact", "sign", ref, "--key", self.ci_key).returncode == 0
+        self.layouts.copy("migrations", content, True, path)
         return path
 
     def publish(

@@ -9,14 +9,19 @@ staged before it. No commit when nothing changed.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from itertools import pairwise
+from pathlib import Path
 
+import pytest
 from harness.executors import HookedExecutor
-from harness.reconcile_world import World, schema_yaml, tables
+from harness.reconcile_world import World, migration_yaml, schema_yaml, tables
 
 from gitops.execution.executor import EnvValue
 from gitops.reconcile.passes import run_pass
-from gitops.writeback.batch import change_lines
+from gitops.writeback.batch import Batch, Change, change_lines
 from gitops.writeback.commits import parse_trailers
 from gitops.writeback.ledger import RECORD_TRAILER
 from runner.protocol.messages import OperationInput
@@ -128,6 +133,95 @@ def test_a_pass_that_changes_two_resources_makes_one_commit_listing_both(world: 
     ]
     assert all(r.plan and r.plan.startswith("sha256:") for r in trailers.resources)
     assert trailers.source_revision == _main(world)
+
+
+class InReverse(HookedExecutor):
+    """The real runner, but a resource's runner starts only once the resource after it (in
+    ``order``) has staged its verdict: four workers that finish in the reverse order of the
+    declarations, every time, without relying on timing."""
+
+    def __init__(self, work_dir: Path, order: Sequence[str]) -> None:
+        super().__init__(work_dir)
+        self.after_me = {f"{n.upper()}_URL": later for n, later in pairwise(order)}
+        self.staged = {name: threading.Event() for name in order}
+
+    def before(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
+        for variable in environment:
+            if variable in self.after_me:
+                assert self.staged[self.after_me[variable]].wait(60), "no verdict came"
+
+
+def test_one_pass_writes_the_same_commit_with_one_worker_and_with_four(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four resources in four realms (three schemas, one migration directory), four verdicts,
+    one status commit: with one worker they are staged in the declarations' order, with four
+    in the reverse order (each runner waits for the next resource's verdict), and the two
+    commits are the same bytes, so the same commit id (same clock, same Git dates)."""
+    order = ["alpha", "beta", "gamma", "ledger"]
+    world.database("alpha")
+    world.database("beta", "CREATE TABLE legacy (id INTEGER PRIMARY KEY);\n")
+    world.database("gamma", ORDERS)
+    world.database("ledger")
+    orders, items = world.artifact("o", ORDERS), world.artifact("i", ITEMS)
+    world.remote.write_file("databases/alpha.yaml", schema_yaml("alpha", items))
+    world.remote.write_file("databases/beta.yaml", schema_yaml("beta", items))
+    world.remote.write_file("databases/gamma.yaml", schema_yaml("gamma", orders))
+    files = {"1_ledger.sql": "CREATE TABLE ledger (id INTEGER PRIMARY KEY);\n"}
+    world.remote.write_file(
+        "databases/ledger.yaml", migration_yaml("ledger", world.migrations("m", files))
+    )
+    world.remote.commit_all("declare")
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+
+    staged: list[str] = []
+    executor: InReverse | None = None
+    stage = Batch.stage
+
+    def recording(batch: Batch, change: Change) -> None:
+        stage(batch, change)
+        staged.append(change.key.partition("/")[2])
+        if executor is not None:
+            executor.staged[staged[-1]].set()
+
+    monkeypatch.setattr(Batch, "stage", recording)
+
+    def one_pass(workers: int) -> bytes:
+        staged.clear()
+        work = world.tmp / f"controller-{workers}"  # a controller of its own each time
+        report = run_pass(
+            world.remote.remote_url,
+            work,
+            workers=workers,
+            executor=executor,
+            clock=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        )
+        assert report.phases == {
+            "shop/alpha": "AwaitingApproval",
+            "shop/beta": "Blocked",
+            "shop/gamma": "InSync",
+            "shop/ledger": "AwaitingApproval",
+        }, report.reasons
+        [commit] = world.git("rev-list", "refs/heads/seshat/status").split()
+        raw = world.git("cat-file", "commit", commit).encode()
+        world.git("update-ref", "-d", "refs/heads/seshat/status")  # as if never run
+        return raw
+
+    one = one_pass(1)
+    assert staged == order
+    executor = InReverse(world.tmp / "operations", order)
+    four = one_pass(4)
+    assert staged == order[::-1]  # the workers finished in the other order
+    assert four == one
+    assert change_lines(one.decode().partition("\n\n")[2]) == [
+        "shop/alpha: AwaitingApproval",
+        "shop/beta: Blocked (DestructiveChangesDisallowed)",
+        "shop/gamma: InSync",
+        "shop/ledger: AwaitingApproval",
+    ]
 
 
 class WatchingExecutor(HookedExecutor):
