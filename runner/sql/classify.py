@@ -1025,13 +1025,26 @@ def declared(
                 line += _leading_lines(sql, verdict.sql)
                 found.append(Classified(name, line, verdict.kind, verdict.sql))
             elif verdict.action != "skip":
-                refused.append((name, line, verdict))
+                refused.append((name, line + _comment_lines(dialect, sql, session), verdict))
     if refused:
         name, line, verdict = refused[0]
         raise NotDeclarative(
             name, line, verdict.kind, verdict.action == "procedural", len(refused) - 1
         )
     return found
+
+
+def _comment_lines(dialect: str, sql: str, session: _Session) -> int:
+    """Lines of comments in front of a statement's first word (a refusal names the line the
+    statement itself starts on)."""
+    try:
+        if dialect == "mysql":
+            tokens = mysql_tokens(sql, session.lexing)
+        else:
+            tokens = postgresql_tokens(sql) if dialect == "postgresql" else sqlite_tokens(sql)
+    except Unreadable:
+        return 0
+    return sql[: tokens[0].start].count("\n") if tokens else 0
 
 
 def _leading_lines(original: str, runs: str) -> int:

@@ -64,13 +64,15 @@ def _error_text(error: psycopg.Error) -> str:
 
 def _load(
     conn: psycopg.Connection[Any],
-    files: list[tuple[str, str]],
+    pieces: Sequence[LoadPiece],
     sandbox: Sandbox,
     database: DatabaseURL,
     schemas: Callable[[], Sequence[str]] = list,
 ) -> None:
-    """Run the desired schema in the sandbox database ``conn``
-    (:func:`~runner.engines.core.load_retrying`).
+    """Run the desired schema's classified ``pieces`` (:meth:`Engine.declared
+    <runner.engines.core.Engine.declared>`) in the sandbox database ``conn``
+    (:func:`~runner.engines.core.load_retrying`), each as exactly one statement
+    (:func:`_run_declared`).
 
     The first pass sends statements in batches (one round trip and one commit each); what a
     failing batch held runs one by one after it. A ``CREATE EXTENSION`` goes through the
@@ -81,18 +83,12 @@ def _load(
     with conn.cursor() as cur:
         cur.execute("SET check_function_bodies = off")
     _follow_search_path(conn, sandbox.search_path)
-    pieces = [
-        LoadPiece(name, piece.line, piece.sql)
-        for name, text in files
-        for piece in split_postgresql(text)
-    ]
     left: list[LoadPiece] = []
     for start in range(0, len(pieces), _BATCH):
         chunk = pieces[start : start + _BATCH]
         if len(chunk) > 1 and not any(sandbox.intercepts(p.sql) for p in chunk):
             try:
-                with conn.cursor() as cur:
-                    cur.execute(";\n".join(p.sql for p in chunk).encode("utf-8"))
+                _run_declared(conn, [p.sql for p in chunk])
                 continue
             except psycopg.Error:
                 pass
@@ -102,18 +98,19 @@ def _load(
 
     def run(piece: LoadPiece) -> str | None:
         nonlocal made_role
+        lending: list[str] | None = None  # the piece with CREATE lent to its new owner
         while True:  # once more after each role it names is made: the order stays the file's
             try:
-                _run_one(conn, sandbox, database, piece.sql)
+                _run_one(conn, sandbox, database, lending or [piece.sql])
             except SandboxRefusal as refusal:
                 raise DesiredSchemaError(f"{piece.file}:{piece.line}: {refusal}") from None
             except psycopg.Error as error:
                 if sandbox.missing_role(error):
                     made_role = True
                     continue
-                lent = _lent_create(piece.sql, error)
+                lent = _lent_create(piece.sql, error) if lending is None else None
                 if lent is not None:
-                    piece = LoadPiece(piece.file, piece.line, lent)
+                    lending = lent
                     continue
                 return _error_text(error)
             return None
@@ -182,33 +179,54 @@ _OWNER_TO = re.compile(
 _NO_CREATE = re.compile(r"^permission denied for schema (.+)$")
 
 
-def _lent_create(sql: str, error: psycopg.Error) -> str | None:
+def _lent_create(sql: str, error: psycopg.Error) -> list[str] | None:
     """In a sandbox, ``ALTER ... OWNER TO r`` that failed because ``r`` may not create in
-    the object's schema (which PostgreSQL demands of a new owner), as a statement that lends
-    ``r`` that privilege for the change only. The sandbox invents roles and rebuilds only the
-    privileges of managed ones, so it cannot know what the target grants ``r``; the target
-    itself is asked when the plan is applied."""
+    the object's schema (which PostgreSQL demands of a new owner), as statements that lend
+    ``r`` that privilege for the change only (three statements, each sent alone). The
+    sandbox invents roles and rebuilds only the privileges of managed ones, so it cannot know
+    what the target grants ``r``; the target itself is asked when the plan is applied."""
     owner = _OWNER_TO.match(sql)
     schema = _NO_CREATE.match(error.diag.message_primary or "")
     if owner is None or schema is None:
         return None
     role, name = owner.group(1), ident(schema.group(1))
-    return (
-        f"GRANT CREATE ON SCHEMA {name} TO {role};\n{sql.rstrip().rstrip(';')};\n"
-        f"REVOKE CREATE ON SCHEMA {name} FROM {role}"
-    )
+    return [
+        f"GRANT CREATE ON SCHEMA {name} TO {role}",
+        sql.rstrip().rstrip(";"),
+        f"REVOKE CREATE ON SCHEMA {name} FROM {role}",
+    ]
 
 
 def _run_one(
-    conn: psycopg.Connection[Any], sandbox: Sandbox, database: DatabaseURL, sql: str
+    conn: psycopg.Connection[Any], sandbox: Sandbox, database: DatabaseURL, sql: list[str]
 ) -> None:
-    """One statement in the sandbox: an extension through the sandbox's door, the rest as
-    the sandbox role."""
-    if sandbox.intercepts(sql):
-        sandbox.run(database, sql)
+    """One statement in the sandbox (with what lends its new owner CREATE, several, run
+    together): an extension through the sandbox's door, the rest as the sandbox role."""
+    if len(sql) == 1 and sandbox.intercepts(sql[0]):
+        sandbox.run(database, sql[0])
         return
-    with conn.cursor() as cur:
-        cur.execute(sql.encode("utf-8"))
+    _run_declared(conn, sql)
+
+
+def _run_declared(conn: psycopg.Connection[Any], statements: Sequence[str]) -> None:
+    """Run statements of the desired schema, each as exactly one statement: in pipeline
+    mode psycopg sends each with the extended query protocol, whose Parse message the server
+    refuses when the text holds two commands ("cannot insert multiple commands into a
+    prepared statement"). So where the splitter and the server read a text differently, it
+    fails; it never runs a second statement that was not classified
+    (:mod:`runner.sql.classify`). The statements of one call share one Sync, so they are
+    one implicit transaction: all of them run, or none."""
+    with conn.pipeline():
+        for sql in statements:
+            conn.execute(sql.encode("utf-8"))
+
+
+def _lexing_fixed(conn: psycopg.Connection[Any]) -> None:
+    """The session settings that decide how the server reads quotes, set as the classifier
+    reads them (:mod:`runner.sql.classify`; no statement it lets run changes them): an
+    explicit sandbox's database could say otherwise."""
+    conn.execute("SET standard_conforming_strings = on")
+    conn.execute("SET client_encoding = 'UTF8'")
 
 
 class PostgresEngine(Engine[ServerFacts, Sandbox]):
@@ -259,7 +277,8 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             return [d.definition for d in live if d.kind == "schema"]
 
         with connection(database) as conn:
-            _load(conn, files, sandbox, database, schemas)
+            _lexing_fixed(conn)
+            _load(conn, self.declared(files), sandbox, database, schemas)
         # Read back in a new session: nothing the desired SQL set on its own carries over.
         try:
             with connection(database) as conn:
@@ -435,7 +454,7 @@ def _execute(
         return sandbox is not None and sandbox[0].intercepts(sql)
 
     index = 0
-    texts = [sql for sql, _ in statements]  # a sandbox may lend a new owner CREATE
+    texts = [[sql] for sql, _ in statements]  # a sandbox may lend a new owner CREATE
     while index < len(statements):
         sql, transactional = statements[index]
         if not transactional or alone(sql):
@@ -470,15 +489,16 @@ def _execute(
             try:
                 with conn.transaction():
                     for current in group:
-                        conn.execute(texts[current].encode("utf-8"))
+                        for text in texts[current]:
+                            conn.execute(text.encode("utf-8"))
                 break
             except psycopg.Error as error:
                 # In a sandbox, a role the statements name is made there, and they run again;
                 # so do they when a new owner may not create in the schema (_lent_create).
                 if sandbox is not None and sandbox[0].missing_role(error):
                     continue
-                lent = _lent_create(texts[current], error) if sandbox is not None else None
-                if lent is not None:
+                lent = _lent_create(texts[current][0], error) if sandbox is not None else None
+                if lent is not None and len(texts[current]) == 1:
                     texts[current] = lent
                     continue
                 if report is not None:

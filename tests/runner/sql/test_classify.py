@@ -351,12 +351,12 @@ def test_a_refusal_names_the_file_line_and_kind_of_the_first_refused_statement()
         declared("postgresql", files)
     message = str(refused.value)
     assert message.startswith(
-        "b.sql:3: INSERT is not a declaration (statement_not_declarative): a desired schema "
+        "b.sql:4: INSERT is not a declaration (statement_not_declarative): a desired schema "
         "holds only CREATE/ALTER/DROP, COMMENT, GRANT/REVOKE and safe SET; a declaration may "
         "let procedural statements run with spec.policy.proceduralSchema: true"
     )
     assert message.endswith("see docs/engine.md (1 more such statement)")
-    assert (refused.value.file, refused.value.line, refused.value.kind) == ("b.sql", 3, "INSERT")
+    assert (refused.value.file, refused.value.line, refused.value.kind) == ("b.sql", 4, "INSERT")
 
 
 def test_a_restore_is_allowed_only_from_a_variable_saved_from_the_same_setting() -> None:
