@@ -70,6 +70,7 @@ __all__ = [
     "declared",
     "materialized_without_data",
     "mysql_lexing",
+    "verdicts",
 ]
 
 REASON: Final = "statement_not_declarative"
@@ -494,7 +495,7 @@ _MY_OBJECTS: Final[dict[tuple[str, ...], Action]] = {
 }
 
 _MY_MODIFIERS: Final = _words(
-    "OR REPLACE TEMPORARY UNIQUE FULLTEXT SPATIAL ONLINE OFFLINE IGNORE AGGREGATE"
+    "OR REPLACE TEMPORARY UNIQUE FULLTEXT SPATIAL VECTOR ONLINE OFFLINE IGNORE AGGREGATE"
 )
 
 _MY_FIRST: Final[dict[str, tuple[Action, str]]] = {
@@ -1001,6 +1002,24 @@ def _pieces(dialect: str, text: str, lexing: MysqlLexing) -> list[tuple[int, str
     return split_script(text)
 
 
+def verdicts(
+    dialect: str, text: str, *, procedural: bool = False, sql_mode: str = ""
+) -> list[tuple[int, Verdict]]:
+    """Every statement of one desired file, in order, with the line it starts on and what
+    it is, judged as the file runs (a restore knows the saves before it). The line of a
+    refused statement is its first word's, past any comment in front of it."""
+    session = _session(procedural, sql_mode)
+    judged: list[tuple[int, Verdict]] = []
+    for line, sql in _pieces(dialect, text, session.lexing):
+        verdict = _judged(dialect, sql, session)
+        if verdict.action == "run":
+            line += _leading_lines(sql, verdict.sql)
+        elif verdict.action != "skip":
+            line += _comment_lines(dialect, sql, session)
+        judged.append((line, verdict))
+    return judged
+
+
 def declared(
     dialect: str,
     files: Sequence[tuple[str, str]],
@@ -1018,14 +1037,11 @@ def declared(
     found: list[Classified] = []
     refused: list[tuple[str, int, Verdict]] = []
     for name, text in files:
-        session = _session(procedural, sql_mode)
-        for line, sql in _pieces(dialect, text, session.lexing):
-            verdict = _judged(dialect, sql, session)
+        for line, verdict in verdicts(dialect, text, procedural=procedural, sql_mode=sql_mode):
             if verdict.action == "run":
-                line += _leading_lines(sql, verdict.sql)
                 found.append(Classified(name, line, verdict.kind, verdict.sql))
             elif verdict.action != "skip":
-                refused.append((name, line + _comment_lines(dialect, sql, session), verdict))
+                refused.append((name, line, verdict))
     if refused:
         name, line, verdict = refused[0]
         raise NotDeclarative(

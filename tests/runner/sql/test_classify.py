@@ -150,6 +150,7 @@ MYSQL = [
     ("CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.a = 1", "run", None),
     ("CREATE SEQUENCE s", "run", "CREATE SEQUENCE"),
     ("CREATE UNIQUE INDEX i ON t (a)", "run", "CREATE INDEX"),
+    ("CREATE VECTOR INDEX v ON t (embedding) M=8 DISTANCE=cosine", "run", "CREATE INDEX"),
     ("DROP TEMPORARY TABLE IF EXISTS t", "run", "DROP TABLE"),
     ("RENAME TABLE a TO b", "run", "RENAME TABLE"),
     ("GRANT SELECT ON db.* TO app", "run", "GRANT"),
