@@ -252,8 +252,10 @@ class Engine(Generic[FactsT, SandboxT]):
         """The statements of the desired ``files`` that may run, each exactly as it runs
         (:func:`runner.sql.classify.declared`; ``sql_mode``: :meth:`classifier_mode`); a
         statement that is not a declaration is the refusal ``statement_not_declarative``,
-        before anything runs. Classified once per plan: the core asks before its cache
-        lookup, the dialect's loader again for the pieces it runs."""
+        before anything runs. Classified once per plan: the core asks before it opens a
+        sandbox, the dialect's loader again for the pieces it runs. A normalized model the
+        cache holds needs no classification: its key binds the files, this code (runner/sql
+        included), the policy and the server's mode, so they passed when it was made."""
         if self._classified is not None and self._classified[:2] == (files, sql_mode):
             return self._classified[2]
         try:
@@ -317,8 +319,6 @@ class Engine(Generic[FactsT, SandboxT]):
         facts: FactsT,
         scope: Scope,
     ) -> Database:
-        # Refused before anything runs, whatever the cache holds.
-        self.declared(files, self.classifier_mode(facts))
         key = digest(
             "desired-model",
             {
@@ -333,7 +333,11 @@ class Engine(Generic[FactsT, SandboxT]):
         )
         found = self.cache.desired(key)
         if found is not None:
+            # Made by this code from these files under the same policy and server mode:
+            # their classification passed then, and would now.
             return found
+        # Refused (statement_not_declarative) before a sandbox starts and anything runs.
+        self.declared(files, self.classifier_mode(facts))
         self._live, self.used_live = live, False
         model = self.normalize(lazy.get(), files, scope)
         if not self.used_live:  # a normalization that borrowed from the live schema is not

@@ -52,6 +52,7 @@ from runner.sql.tokens import (
     Token,
     Unreadable,
     mysql_tokens,
+    postgresql_outer_words,
     postgresql_tokens,
     sqlite_tokens,
 )
@@ -126,15 +127,28 @@ class Classified:
 
 
 class _Words:
-    """The statement's tokens, read from the front."""
+    """The statement's tokens, read from the front. Given the first few tokens and how to
+    read them all (``whole``), it reads the rest only when asked past them: most statements
+    of a large schema are decided by their leading keywords."""
 
-    def __init__(self, tokens: list[Token]) -> None:
+    def __init__(self, tokens: list[Token], whole: Callable[[], list[Token]] | None = None) -> None:
         self.tokens = tokens
         self.at = 0
+        self._whole = whole
+
+    def _reach(self, index: int) -> None:
+        if index >= len(self.tokens) and self._whole is not None:
+            self.tokens, self._whole = self._whole(), None
+
+    def all(self) -> list[Token]:
+        """Every token of the statement."""
+        self._reach(len(self.tokens))
+        return self.tokens
 
     def word(self, offset: int = 0) -> str:
         """The keyword at ``offset`` from the reading position (empty if not a word)."""
         index = self.at + offset
+        self._reach(index)
         if index < len(self.tokens) and self.tokens[index].kind == "word":
             return self.tokens[index].value
         return ""
@@ -148,6 +162,7 @@ class _Words:
 
     def take_symbol(self, value: str) -> bool:
         """Read the symbol ``value`` if it comes next."""
+        self._reach(self.at)
         token = self.tokens[self.at] if self.at < len(self.tokens) else None
         if token is not None and token.kind == "symbol" and token.value == value:
             self.at += 1
@@ -159,7 +174,7 @@ class _Words:
             pass
 
     def rest(self) -> list[Token]:
-        return self.tokens[self.at :]
+        return self.all()[self.at :]
 
 
 def _phrase(words: _Words, table: dict[tuple[str, ...], Action]) -> tuple[str, Action] | None:
@@ -403,8 +418,15 @@ def _pg_restrict(sql: str, tokens: list[Token]) -> int | None:
     return None
 
 
+_AS_WORD: Final = re.compile(r"\bas\b", re.IGNORECASE)
+_LANGUAGE_WORD: Final = re.compile(r"\blanguage\b", re.IGNORECASE)
+"""Cheap tests before reading a whole statement: the words ``AS`` and ``LANGUAGE`` as the
+lexer reads them are always words to these expressions too (every character that continues
+a PostgreSQL name is a word character here), so a statement without one has no such token."""
+
+
 def _postgresql(sql: str, session: _Session) -> Verdict:
-    tokens = postgresql_tokens(sql)
+    tokens = postgresql_tokens(sql, limit=12)
     if not tokens:
         return Verdict("skip", "comment", sql)
     after = _pg_restrict(sql, tokens)
@@ -412,7 +434,7 @@ def _postgresql(sql: str, session: _Session) -> Verdict:
         rest = sql[after:].lstrip()
         verdict = _postgresql(rest, session)
         return verdict if verdict.action != "skip" else Verdict("skip", "psql \\restrict", "")
-    words = _Words(tokens)
+    words = _Words(tokens, lambda: postgresql_tokens(sql))
     first = words.word()
     if first in ("CREATE", "ALTER", "DROP"):
         words.at += 1
@@ -426,12 +448,18 @@ def _postgresql(sql: str, session: _Session) -> Verdict:
         kind = f"{first} {phrase}"
         if action != "run":
             return Verdict(action, kind, sql)
-        if first == "CREATE" and phrase == "TABLE" and _as_query(words):
-            return Verdict("procedural", "CREATE TABLE AS", sql)
-        if first == "CREATE" and phrase in ("FUNCTION", "PROCEDURE") and _pg_c_language(words):
+        table = first == "CREATE" and phrase == "TABLE"
+        if table and _AS_WORD.search(sql) and "AS" in postgresql_outer_words(sql):
+            return Verdict("procedural", "CREATE TABLE AS", sql)  # CREATE TABLE ... AS query
+        if (
+            first == "CREATE"
+            and phrase in ("FUNCTION", "PROCEDURE")
+            and _LANGUAGE_WORD.search(sql)
+            and _pg_c_language(words)
+        ):
             return Verdict("outside", f"{kind} in LANGUAGE C (a shared library)", sql)
         if first == "CREATE" and phrase == "MATERIALIZED VIEW" and not session.procedural:
-            return Verdict("run", kind, _pg_materialized(sql, tokens))
+            return Verdict("run", kind, _pg_materialized(sql, words.all()))
         return Verdict("run", kind, sql)
     if first == "COMMENT":
         words.take("COMMENT", "ON")
@@ -443,7 +471,7 @@ def _postgresql(sql: str, session: _Session) -> Verdict:
         words.at += 1
         action, kind = _pg_set(words)
         return Verdict(action, kind, sql)
-    if first == "SELECT" and _pg_set_config(sql, tokens):
+    if first == "SELECT" and _pg_set_config(sql, words.all()):
         return Verdict("run", "SELECT set_config('search_path', ...)", sql)
     if first == "PREPARE" and words.word(1) == "TRANSACTION":
         return Verdict("outside", "PREPARE TRANSACTION", sql)
@@ -462,8 +490,8 @@ def _postgresql(sql: str, session: _Session) -> Verdict:
 
 
 def _as_query(words: _Words) -> bool:
-    """Whether a CREATE TABLE (PostgreSQL, SQLite) is ``CREATE TABLE ... AS query``: an
-    ``AS`` outside the parentheses of its definitions."""
+    """Whether a SQLite CREATE TABLE is ``CREATE TABLE ... AS query``: an ``AS`` outside
+    the parentheses of its definitions."""
     return any(t.kind == "word" and t.value == "AS" and t.depth == 0 for t in words.rest())
 
 

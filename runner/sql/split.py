@@ -37,6 +37,7 @@ def split_postgresql(script: str) -> list[Piece]:
     # in a statement that starts CREATE [OR REPLACE] FUNCTION|PROCEDURE, BEGIN and CASE open
     # a block that END closes, and a semicolon inside one does not end the statement.
     head: list[str] = []  # the statement's first words, upper case (at most four)
+    routine = False  # the statement creates a function or a procedure
     depth = 0
     while i < n:
         ch = script[i]
@@ -59,14 +60,16 @@ def split_postgresql(script: str) -> list[Piece]:
             if i - name.start() == 1 and ch in "eE" and script.startswith("'", i):
                 i = skip_quoted(script, i, backslash=True)  # E'...': backslashes escape
                 continue
-            word = name.group(0).upper() if name.group(0).isascii() else ""
             if len(head) < 4:
-                head.append(word)
-            routine = tuple(w for w in head if w not in ("OR", "REPLACE"))[:2] in _ROUTINE_HEADS
-            if routine and word in ("BEGIN", "CASE") and len(head) > 1:
-                depth += 1
-            elif routine and word == "END" and depth > 0:
-                depth -= 1
+                head.append(name.group(0).upper())
+                kept = tuple(w for w in head if w not in ("OR", "REPLACE"))[:2]
+                routine = kept in _ROUTINE_HEADS
+            if routine:
+                word = name.group(0).upper()
+                if word in ("BEGIN", "CASE") and len(head) > 1:
+                    depth += 1
+                elif word == "END" and depth > 0:
+                    depth -= 1
         elif ch == "$" and (match := _DOLLAR.match(script, i)):
             tag = match.group(0)
             end = script.find(tag, match.end())
@@ -75,7 +78,7 @@ def split_postgresql(script: str) -> list[Piece]:
             emit_piece(script, start, i, pieces, lines, _strip_comments)
             i += 1
             start = i
-            head = []
+            head, routine = [], False
         else:
             i += 1
     emit_piece(script, start, n, pieces, lines, _strip_comments)

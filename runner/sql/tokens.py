@@ -17,7 +17,14 @@ from dataclasses import dataclass
 
 from runner.sql.split_mysql import MysqlLexing
 
-__all__ = ["Token", "Unreadable", "mysql_tokens", "postgresql_tokens", "sqlite_tokens"]
+__all__ = [
+    "Token",
+    "Unreadable",
+    "mysql_tokens",
+    "postgresql_outer_words",
+    "postgresql_tokens",
+    "sqlite_tokens",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +43,6 @@ class Unreadable(Exception):
 
 
 _SPACE = re.compile(r"\s+")
-_PG_WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
-_PG_NUMBER = re.compile(r"[0-9.][0-9A-Za-z_.]*")
-_PG_DOLLAR = re.compile(r"\$([A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$")
-_PG_PARAM = re.compile(r"\$[0-9]+")
 _PLAIN_STRING = re.compile(r"'(?:[^']|'')*(?:'|$)")
 _ESCAPE_STRING = re.compile(r"'(?:[^'\\]|\\.|'')*(?:'|\\?\Z)", re.DOTALL)
 _DOUBLE_NAME = re.compile(r'"(?:[^"]|"")*(?:"|$)')
@@ -74,72 +77,109 @@ def _block_end(sql: str, i: int, nested: bool) -> int:
     return i
 
 
-def postgresql_tokens(sql: str) -> list[Token]:
+_PG_TOKEN = re.compile(
+    r"""
+      (?P<space>\s+)
+    | (?P<line>--[^\n]*)
+    | (?P<block>/\*)
+    | (?P<escape>[eE](?='))
+    | (?P<unicode>[uU]&(?=['"]))
+    | (?P<prefix>[bBxXnN](?='))
+    | (?P<string>'(?:[^']|'')*(?:'|\Z))
+    | (?P<name>"(?:[^"]|"")*(?:"|\Z))
+    | (?P<param>\$[0-9]+)
+    | (?P<dollar>\$(?:[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$)
+    | (?P<word>[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*)
+    | (?P<number>(?:[0-9]|\.[0-9])[0-9A-Za-z_.]*)
+    | (?P<symbol>.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+"""One PostgreSQL token at a token's start (a string prefix is read with its string: ``E``
+only where a word would start, so ``a$E'..'`` is the name ``a$E`` and a plain string)."""
+
+
+def postgresql_tokens(sql: str, limit: int | None = None) -> list[Token]:
     """PostgreSQL's lexer, as far as a classification needs it (``standard_conforming_strings``
-    on, which the runner sets and no allowed statement changes)."""
+    on, which the runner sets and no allowed statement changes); the first ``limit`` tokens
+    only, if given."""
     tokens: list[Token] = []
     i, n, depth = 0, len(sql), 0
-    while i < n:
-        ch = sql[i]
-        if ch.isspace():
-            i = _SPACE.match(sql, i).end()  # type: ignore[union-attr]
+    match = _PG_TOKEN.match
+    while i < n and (limit is None or len(tokens) < limit):
+        found = match(sql, i)
+        assert found is not None  # the last alternative takes any character
+        kind, start, i = found.lastgroup, i, found.end()
+        if kind in ("space", "line"):
             continue
-        if sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
-            continue
-        if sql.startswith("/*", i):
-            i = _block_end(sql, i, nested=True)
-            continue
-        start = i
-        if ch == "'":
+        if kind == "block":
+            i = _block_end(sql, start, nested=True)
+        elif kind == "word":
+            tokens.append(Token("word", found.group().upper(), start, i, depth))
+        elif kind == "string":
+            tokens.append(Token("string", _unquote(found.group(), "'"), start, i, depth))
+        elif kind == "name":
+            tokens.append(Token("name", _unquote(found.group(), '"'), start, i, depth))
+        elif kind == "escape":
+            i = _ESCAPE_STRING.match(sql, i).end()  # type: ignore[union-attr]
+            tokens.append(Token("string", sql[start + 2 : i - 1], start, i, depth))
+        elif kind == "unicode":
+            quote = sql[i]
+            pattern = _PLAIN_STRING if quote == "'" else _DOUBLE_NAME
+            i = pattern.match(sql, i).end()  # type: ignore[union-attr]
+            value = _unquote(sql[start + 2 : i], quote)
+            tokens.append(Token("string" if quote == "'" else "name", value, start, i, depth))
+        elif kind == "prefix":
             i = _PLAIN_STRING.match(sql, i).end()  # type: ignore[union-attr]
-            tokens.append(Token("string", _unquote(sql[start:i], "'"), start, i, depth))
-        elif ch == '"':
-            i = _DOUBLE_NAME.match(sql, i).end()  # type: ignore[union-attr]
-            tokens.append(Token("name", _unquote(sql[start:i], '"'), start, i, depth))
-        elif ch == "$":
-            dollar = _PG_DOLLAR.match(sql, i)
-            param = _PG_PARAM.match(sql, i)
-            if param is not None:
-                i = param.end()
-                tokens.append(Token("param", sql[start:i], start, i, depth))
-            elif dollar is not None:
-                end = sql.find(dollar.group(0), dollar.end())
-                i = n if end < 0 else end + len(dollar.group(0))
-                body = sql[dollar.end() : end if end >= 0 else n]
-                tokens.append(Token("string", body, start, i, depth))
-            else:
-                i += 1
-                tokens.append(Token("symbol", "$", start, i, depth))
-        elif (word := _PG_WORD.match(sql, i)) is not None:
-            i = word.end()
-            text = word.group(0)
-            following = sql[i : i + 2]
-            if text in ("E", "e") and following[:1] == "'":
-                i = _ESCAPE_STRING.match(sql, i).end()  # type: ignore[union-attr]
-                tokens.append(Token("string", sql[start + 2 : i - 1], start, i, depth))
-            elif text in ("U", "u") and following in ("&'", '&"'):
-                pattern = _PLAIN_STRING if following == "&'" else _DOUBLE_NAME
-                i = pattern.match(sql, i + 1).end()  # type: ignore[union-attr]
-                kind = "string" if following == "&'" else "name"
-                tokens.append(Token(kind, sql[start + 3 : i - 1], start, i, depth))
-            elif text in ("B", "b", "X", "x", "N", "n") and following[:1] == "'":
-                i = _PLAIN_STRING.match(sql, i).end()  # type: ignore[union-attr]
-                tokens.append(Token("string", _unquote(sql[start + 1 : i], "'"), start, i, depth))
-            else:
-                tokens.append(Token("word", text.upper(), start, i, depth))
-        elif ch.isdigit() or (ch == "." and sql[i + 1 : i + 2].isdigit()):
-            i = _PG_NUMBER.match(sql, i).end()  # type: ignore[union-attr]
-            tokens.append(Token("number", sql[start:i], start, i, depth))
+            tokens.append(Token("string", _unquote(sql[start + 1 : i], "'"), start, i, depth))
+        elif kind == "dollar":
+            tag = found.group()
+            end = sql.find(tag, i)
+            body = sql[i : end if end >= 0 else n]
+            i = n if end < 0 else end + len(tag)
+            tokens.append(Token("string", body, start, i, depth))
+        elif kind in ("param", "number"):
+            tokens.append(Token(kind, found.group(), start, i, depth))
         else:
-            i += 1
+            ch = found.group()
             if ch == ")":
                 depth = max(0, depth - 1)
             tokens.append(Token("symbol", ch, start, i, depth))
             if ch == "(":
                 depth += 1
     return tokens
+
+
+def postgresql_outer_words(sql: str) -> set[str]:
+    """The words (upper case) outside every parenthesis of a PostgreSQL statement: what
+    :func:`postgresql_tokens` would give at depth 0, read without building the tokens (a
+    large schema's CREATE TABLE statements are read whole for the ``AS`` of a query)."""
+    words: set[str] = set()
+    i, n, depth = 0, len(sql), 0
+    match = _PG_TOKEN.match
+    while i < n:
+        found = match(sql, i)
+        assert found is not None
+        kind, i = found.lastgroup, found.end()
+        if kind == "word":
+            if depth == 0:
+                words.add(found.group().upper())
+        elif kind == "symbol":
+            ch = found.group()
+            depth = depth + 1 if ch == "(" else max(0, depth - 1) if ch == ")" else depth
+        elif kind == "block":
+            i = _block_end(sql, found.start(), nested=True)
+        elif kind == "escape":
+            i = _ESCAPE_STRING.match(sql, i).end()  # type: ignore[union-attr]
+        elif kind == "unicode":
+            pattern = _PLAIN_STRING if sql[i] == "'" else _DOUBLE_NAME
+            i = pattern.match(sql, i).end()  # type: ignore[union-attr]
+        elif kind == "prefix":
+            i = _PLAIN_STRING.match(sql, i).end()  # type: ignore[union-attr]
+        elif kind == "dollar":
+            end = sql.find(found.group(), i)
+            i = n if end < 0 else end + len(found.group())
+    return words
 
 
 def _mysql_comment_dash(sql: str, i: int) -> bool:
