@@ -36,9 +36,9 @@ def _pass(world: World) -> tuple[str, list[PlanSettings]]:
     return f"{report.phases['shop/orders']}/{report.reasons['shop/orders']}", executor.plans
 
 
-def _status_table(world: World) -> str:
+def _seshat(world: World, *args: str) -> str:
     done = subprocess.run(
-        [SESHAT, "status", "--repo", str(world.remote.remote_url)],
+        [SESHAT, *args, "--repo", str(world.remote.remote_url)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -68,7 +68,12 @@ def test_a_procedural_statement_blocks_until_the_declaration_opts_in(world: Worl
     assert plan["proceduralSchema"] is True and "sandboxIsolation" not in plan
     recorded = json.loads(world.show("seshat/status", plan["path"]))
     assert recorded["procedural_schema"] is True
-    assert "(procedural)" in _status_table(world)
+    assert "(procedural)" in _seshat(world, "status")
+    shown = _seshat(world, "plan", "show", "shop/orders")
+    assert "ran as       proceduralSchema: procedural statements of the desired schema ran" in (
+        shown
+    )
+    assert "-- proceduralSchema: procedural statements of the desired schema ran" in shown
 
 
 def test_a_sandbox_without_its_jail_is_recorded_and_shown(world: World) -> None:
@@ -87,7 +92,8 @@ def test_a_sandbox_without_its_jail_is_recorded_and_shown(world: World) -> None:
     assert unjailed["sandboxIsolation"] == "none"
     assert unjailed["id"] != jailed["id"]  # the same statements, another plan
     assert unjailed["statements"] == jailed["statements"]
-    assert "(no jail)" in _status_table(world)
+    assert "(no jail)" in _seshat(world, "status")
+    assert "-- sandbox isolation: none" in _seshat(world, "plan", "show", "shop/orders")
 
 
 def test_a_pull_requests_own_opt_in_is_left_out_of_its_preview(world: World) -> None:
