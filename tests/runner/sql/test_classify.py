@@ -127,6 +127,7 @@ POSTGRESQL = [
 MYSQL = [
     ("CREATE TABLE t (a int) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4", "run", "CREATE TABLE"),
     ("CREATE TABLE cars (id int, engine varchar(20)) ENGINE MyISAM", "run", "CREATE TABLE"),
+    ("CREATE TABLE cars (id int, engine multipolygon, engine2 vector(3))", "run", None),
     ("ALTER TABLE t ADD COLUMN engine int, CHANGE engine motor int", "run", "ALTER TABLE"),
     ("CREATE TABLE t (a int, b int AS (a * 2) VIRTUAL) WITH SYSTEM VERSIONING", "run", None),
     (
