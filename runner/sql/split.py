@@ -33,12 +33,14 @@ def split_postgresql(script: str) -> list[Piece]:
     pieces: list[Piece] = []
     lines = [0, 1]
     i, n, start = 0, len(script), 0
-    # A SQL-standard routine body (``BEGIN ATOMIC ... END``) holds semicolons: as psql does,
-    # in a statement that starts CREATE [OR REPLACE] FUNCTION|PROCEDURE, BEGIN and CASE open
-    # a block that END closes, and a semicolon inside one does not end the statement.
+    # A SQL-standard routine body (``BEGIN ATOMIC ... END``) holds semicolons. As psql counts
+    # them: in a statement that starts CREATE [OR REPLACE] FUNCTION|PROCEDURE, outside
+    # parentheses, BEGIN opens a block, CASE inside one opens another, END closes one, and a
+    # semicolon inside a block does not end the statement.
     head: list[str] = []  # the statement's first words, upper case (at most four)
     routine = False  # the statement creates a function or a procedure
-    depth = 0
+    body = 0  # blocks open
+    parens = 0  # parentheses open (in a routine)
     while i < n:
         ch = script[i]
         if ch == "-" and script.startswith("--", i):
@@ -64,22 +66,24 @@ def split_postgresql(script: str) -> list[Piece]:
                 head.append(name.group(0).upper())
                 kept = tuple(w for w in head if w not in ("OR", "REPLACE"))[:2]
                 routine = kept in _ROUTINE_HEADS
-            if routine:
+            if routine and parens == 0:
                 word = name.group(0).upper()
-                if word in ("BEGIN", "CASE") and len(head) > 1:
-                    depth += 1
-                elif word == "END" and depth > 0:
-                    depth -= 1
+                if word == "BEGIN" or (word == "CASE" and body > 0):
+                    body += 1
+                elif word == "END" and body > 0:
+                    body -= 1
         elif ch == "$" and (match := _DOLLAR.match(script, i)):
             tag = match.group(0)
             end = script.find(tag, match.end())
             i = n if end < 0 else end + len(tag)
-        elif ch == ";" and depth == 0:
+        elif ch == ";" and body == 0:
             emit_piece(script, start, i, pieces, lines, _strip_comments)
             i += 1
             start = i
-            head, routine = [], False
+            head, routine, parens = [], False, 0
         else:
+            if routine and ch in "()":
+                parens = parens + 1 if ch == "(" else max(0, parens - 1)
             i += 1
     emit_piece(script, start, n, pieces, lines, _strip_comments)
     return pieces

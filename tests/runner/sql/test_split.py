@@ -83,6 +83,18 @@ SERVER_READINGS = {
             "SELECT 3",
         ],
     ),
+    "a comment inside a routine body leaves it open": (
+        "CREATE FUNCTION g() RETURNS int LANGUAGE sql BEGIN ATOMIC /* c */ SELECT 1; END;"
+        "\nSELECT 2;",
+        [
+            "CREATE FUNCTION g() RETURNS int LANGUAGE sql BEGIN ATOMIC /* c */ SELECT 1; END",
+            "SELECT 2",
+        ],
+    ),
+    "a parameter named begin opens no body": (
+        "CREATE FUNCTION f(begin int) RETURNS int LANGUAGE sql RETURN 1; SELECT 2;",
+        ["CREATE FUNCTION f(begin int) RETURNS int LANGUAGE sql RETURN 1", "SELECT 2"],
+    ),
     "BEGIN outside a routine is a statement of its own": (
         "BEGIN; CREATE TABLE t (a int); COMMIT;",
         ["BEGIN", "CREATE TABLE t (a int)", "COMMIT"],
