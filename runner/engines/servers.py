@@ -58,6 +58,9 @@ __all__ = [
 
 Isolation = Literal["jail", "none"]
 ISOLATIONS: Final = ("jail", "none")
+"""How a private sandbox server is isolated: ``jail`` (the default: an OS jail around it) or
+``none`` (an operator's explicit acceptance of the risk, for trusted artifacts; recorded in
+the plan)."""
 
 _ENVIRONMENT: Final = {
     "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",

@@ -1,9 +1,8 @@
 """Splitting a PostgreSQL script into statements, with the line each one starts on.
 
 Semicolons inside string literals (``'...'``, ``E'...'``), quoted identifiers, dollar-quoted
-bodies (``$$ ... $$``, ``$fn$ ... $fn$``), comments (``--`` and nested ``/* */``) and the
-``BEGIN ATOMIC ... END`` body of a ``CREATE FUNCTION`` or ``PROCEDURE`` do not end a
-statement.
+bodies (``$$ ... $$``, ``$fn$ ... $fn$``) and comments (``--`` and nested ``/* */``) do not
+end a statement.
 """
 
 from __future__ import annotations
@@ -14,9 +13,11 @@ from dataclasses import dataclass
 
 __all__ = ["Piece", "emit_piece", "skip_quoted", "split_postgresql", "strip_block_comments"]
 
-_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
-_WORD = re.compile(r"[^\W\d][\w$]*")
-_ROUTINE = re.compile(r"^CREATE (?:OR REPLACE )?(?:FUNCTION|PROCEDURE)\b")
+_DOLLAR = re.compile(r"\$([A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$")
+_NAME = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
+"""An unquoted name or keyword, as the server reads one: read whole, so ``a$E'...'`` is the
+name ``a$E`` and a plain string (not an escape string), and ``x$$`` is a name (not the
+start of a dollar quote)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +26,21 @@ class Piece:
     line: int  # 1-based line of the statement's first character
 
 
+_ROUTINE_HEADS = (("CREATE", "FUNCTION"), ("CREATE", "PROCEDURE"))
+
+
 def split_postgresql(script: str) -> list[Piece]:
     pieces: list[Piece] = []
     lines = [0, 1]
     i, n, start = 0, len(script), 0
-    words: list[str] = []  # the statement's first words, upper case
-    depth = 0  # inside a BEGIN ATOMIC body
+    # A SQL-standard routine body (``BEGIN ATOMIC ... END``) holds semicolons. As psql counts
+    # them: in a statement that starts CREATE [OR REPLACE] FUNCTION|PROCEDURE, outside
+    # parentheses, BEGIN opens a block, CASE inside one opens another, END closes one, and a
+    # semicolon inside a block does not end the statement.
+    head: list[str] = []  # the statement's first words, upper case (at most four)
+    routine = False  # the statement creates a function or a procedure
+    body = 0  # blocks open
+    parens = 0  # parentheses open (in a routine)
     while i < n:
         ch = script[i]
         if ch == "-" and script.startswith("--", i):
@@ -46,52 +56,37 @@ def split_postgresql(script: str) -> list[Piece]:
                 else:
                     i += 1
         elif ch in ("'", '"'):
-            backslash = (
-                ch == "'"
-                and i > 0
-                and script[i - 1] in "eE"
-                and (i < 2 or not (script[i - 2].isalnum() or script[i - 2] == "_"))
-            )
-            i = skip_quoted(script, i, backslash=backslash)
-        elif (
-            ch == "$"
-            and (match := _DOLLAR.match(script, i))
-            and not (i > 0 and (script[i - 1].isalnum() or script[i - 1] == "_"))
-        ):
+            i = skip_quoted(script, i, backslash=False)
+        elif (name := _NAME.match(script, i)) is not None:
+            i = name.end()
+            if i - name.start() == 1 and ch in "eE" and script.startswith("'", i):
+                i = skip_quoted(script, i, backslash=True)  # E'...': backslashes escape
+                continue
+            if len(head) < 4:
+                head.append(name.group(0).upper())
+                kept = tuple(w for w in head if w not in ("OR", "REPLACE"))[:2]
+                routine = kept in _ROUTINE_HEADS
+            if routine and parens == 0:
+                word = name.group(0).upper()
+                if word == "BEGIN" or (word == "CASE" and body > 0):
+                    body += 1
+                elif word == "END" and body > 0:
+                    body -= 1
+        elif ch == "$" and (match := _DOLLAR.match(script, i)):
             tag = match.group(0)
             end = script.find(tag, match.end())
             i = n if end < 0 else end + len(tag)
-        elif ch == ";" and depth == 0:
+        elif ch == ";" and body == 0:
             emit_piece(script, start, i, pieces, lines, _strip_comments)
             i += 1
-            start, words, depth = i, [], 0
-        elif (ch.isalpha() or ch == "_") and not (
-            i > 0 and (script[i - 1].isalnum() or script[i - 1] in "_$")
-        ):
-            match = _WORD.match(script, i)
-            assert match is not None
-            word = match.group(0).upper()
-            if len(words) < 4:
-                words.append(word)
-            depth = _body_depth(words, word, depth)
-            i = match.end()
+            start = i
+            head, routine, parens = [], False, 0
         else:
+            if routine and ch in "()":
+                parens = parens + 1 if ch == "(" else max(0, parens - 1)
             i += 1
     emit_piece(script, start, n, pieces, lines, _strip_comments)
     return pieces
-
-
-def _body_depth(words: list[str], word: str, depth: int) -> int:
-    """How deep ``word`` leaves a routine's ``BEGIN ATOMIC ... END`` body, whose ``;`` do
-    not end the statement (counted as psql counts them: ``BEGIN`` in ``CREATE FUNCTION`` or
-    ``PROCEDURE`` opens, ``CASE`` inside one opens too, ``END`` closes)."""
-    if word == "BEGIN" and _ROUTINE.match(" ".join(words)):
-        return depth + 1
-    if word == "CASE" and depth > 0:
-        return depth + 1
-    if word == "END" and depth > 0:
-        return depth - 1
-    return depth
 
 
 def skip_quoted(script: str, i: int, *, backslash: bool) -> int:

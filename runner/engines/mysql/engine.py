@@ -286,24 +286,25 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         named: list[str] = []  # the statements as written, for the definers they name
         qualifier = re.compile(r"(?<![\w`$])(`?)" + re.escape(self.database) + r"\1(?=\s*\.)")
         try:
-            for file, text in files:
-                for piece in split_mysql(text):
-                    if match := _USE.match(piece.sql):
-                        if match.group(1) != self.database:
-                            raise DesiredSchemaError(
-                                f"{file}:{piece.line}: USE names another database"
-                            )
-                        continue
-                    sql = piece.sql
-                    if grant_statement(sql) is not None:
-                        granted = self._grant_in_sandbox(sandbox, file, piece.line, sql)
-                        if granted is None:
-                            continue  # grants nothing to a managed account: left alone
-                        sql = granted
-                    else:
-                        named.append(sql)
-                    sql = rewrite_definers(qualifier.sub(ident(name), sql))
-                    pieces.append(LoadPiece(file, piece.line, sql))
+            with self._server_errors(), conn.cursor() as cur:
+                # How quotes are read, as the classifier reads them (runner/sql/classify.py).
+                cur.execute("SET SESSION sql_mode = %s", (sandbox.facts.sql_mode,))
+            for piece in self.declared(files, sandbox.facts.sql_mode):
+                file = piece.file
+                if match := _USE.match(piece.sql):
+                    if match.group(1) != self.database:
+                        raise DesiredSchemaError(f"{file}:{piece.line}: USE names another database")
+                    continue
+                sql = piece.sql
+                if grant_statement(sql) is not None:
+                    granted = self._grant_in_sandbox(sandbox, file, piece.line, sql)
+                    if granted is None:
+                        continue  # grants nothing to a managed account: left alone
+                    sql = granted
+                else:
+                    named.append(sql)
+                sql = rewrite_definers(qualifier.sub(ident(name), sql))
+                pieces.append(LoadPiece(file, piece.line, sql))
 
             def run(piece: LoadPiece) -> str | None:
                 try:
@@ -347,6 +348,11 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     def split(self, text: str) -> list[tuple[int, str]]:
         return [(piece.line, piece.sql) for piece in split_mysql(text)]
+
+    def classifier_mode(self, facts: ServerFacts) -> str:
+        """The target's ``sql_mode``: the loader sets it on its session (so an explicit
+        sandbox reads quotes as the target does, and as the classifier does)."""
+        return facts.sql_mode
 
     def _accounts_exist(self, desired: Database) -> None:
         """Refuse (``unknown_role``) a desired grant to an account the target lacks:

@@ -98,11 +98,12 @@ class _Session:
 
 def _load(
     session: _Session,
-    files: list[tuple[str, str]],
+    pieces: Sequence[LoadPiece],
     schemas: Callable[[], Sequence[str]] = list,
 ) -> None:
-    """Run the desired schema in the sandbox database of ``session``
-    (:func:`~runner.engines.core.load_retrying`).
+    """Run the desired schema's classified ``pieces`` (:meth:`Engine.declared
+    <runner.engines.core.Engine.declared>`) in the sandbox database of ``session``
+    (:func:`~runner.engines.core.load_retrying`), each as exactly one statement.
 
     What the statements need from the administrator (roles, extensions) is made first,
     from the statements read (:meth:`Sandbox.prepare`). The first pass sends statements in
@@ -114,11 +115,6 @@ def _load(
     with conn.cursor() as cur:
         cur.execute("SET check_function_bodies = off")
     _follow_search_path(conn, sandbox.search_path)
-    pieces = [
-        LoadPiece(name, piece.line, piece.sql)
-        for name, text in files
-        for piece in split_postgresql(text)
-    ]
     try:
         sandbox.prepare(
             session.database, [(f"{p.file}:{p.line}", p.sql) for p in pieces], desired=True
@@ -283,7 +279,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             return [d.definition for d in live if d.kind == "schema"]
 
         with connection(database) as conn, watching(conn.cancel_safe) as watch:
-            _load(_Session(conn, sandbox, database, watch), files, schemas)
+            _load(_Session(conn, sandbox, database, watch), self.declared(files), schemas)
         # Read back in a new session: nothing the desired SQL set on its own carries over.
         try:
             with connection(database) as conn:
