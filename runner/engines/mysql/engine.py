@@ -308,8 +308,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
             def run(piece: LoadPiece) -> str | None:
                 try:
-                    with watch.statement():
-                        _execute(conn, piece.sql)
+                    _watched(watch, conn, piece.sql)
                 except pymysql.MySQLError as error:
                     return self._scrub(watch.explain(error_text(error)))
                 return None
@@ -442,8 +441,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         stand = self._stand_ins(sandbox) if self.privileges.active else {}
 
         def execute(sql: str) -> None:
-            with watch.statement():
-                _execute(conn, sql)
+            _watched(watch, conn, sql)
 
         def here(statement: PlanStatement) -> str:
             """The statement as the sandbox runs it: definers its own, grants to stand-ins."""
@@ -575,6 +573,15 @@ def _interrupted_message(finished: list[int], unknown: int | None) -> str:
     if unknown is not None:
         text += f"; the outcome of statement {unknown + 1} is unknown"
     return text + "; inspect the database and plan again"
+
+
+def _watched(watch: Watchdog, conn: Any, sql: str) -> None:
+    """``sql`` under the watchdog's deadline. A statement the watchdog ended fails, even
+    where MariaDB answers success (an interrupted ``DO SLEEP()`` or ``BENCHMARK()`` does)."""
+    with watch.statement():
+        _execute(conn, sql)
+    if watch.fired:
+        raise pymysql.err.OperationalError(1317, "Query execution was interrupted")
 
 
 def _merged(statements: Sequence[PlanStatement]) -> list[PlanStatement]:
