@@ -60,8 +60,9 @@ CREATE TABLE attack_1 PARTITION OF attack FOR VALUES FROM (seshat_attack()) TO (
 
 
 def _plan(db: PostgresDatabase, desired: Path) -> None:
+    """A plan with no jail around the sandbox server: the second wall stands alone."""
     engine = PostgresEngine(parse_url(db.server.url(db.name)), isolation="none")
-    engine.plan(desired, PlanOptions())
+    engine.plan(desired, PlanOptions(sandbox_isolation="none"))
 
 
 @pytest.mark.parametrize("role", ["seshat_admin", "pg_execute_server_program"])
@@ -82,21 +83,31 @@ def test_a_forged_missing_role_error_grants_nothing(
     assert not marker.exists()
 
 
+_READ_LITERALS_THE_OTHER_WAY = """
+CREATE FUNCTION seshat_setting() RETURNS int LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+  EXECUTE format('ALTER DATABASE %I SET standard_conforming_strings = off',
+                 current_database());
+  RETURN 1;
+END $fn$;
+CREATE TABLE setting (a int) PARTITION BY RANGE (a);
+CREATE TABLE setting_1 PARTITION OF setting FOR VALUES FROM (seshat_setting()) TO (10);
+"""
+
+
 def test_an_extension_comment_is_never_rerun_by_the_administrator(
     postgres_database: PostgresDatabase, marker: Path, tmp_path: Path
 ) -> None:
-    """Read with standard_conforming_strings off, this COMMENT is two statements, the second
-    making the sandbox role superuser; the runner's splitter sees one literal."""
+    """Read with standard_conforming_strings off (which code the DDL runs sets on the
+    scratch database: no statement of the file does it), this COMMENT is two statements,
+    the second making the sandbox role superuser; the runner's splitter sees one literal."""
     trick = "COMMENT ON EXTENSION plpgsql IS 'x\\'' ; ALTER ROLE seshat_sandbox SUPERUSER; --';\n"
     payload = _payload(
         marker,
         "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)",
         "not superuser yet",
     )
-    desired = write(
-        tmp_path / "schema.sql",
-        "ALTER DATABASE seshat_d1 SET standard_conforming_strings = off;\n" + trick + payload,
-    )
+    desired = write(tmp_path / "schema.sql", _READ_LITERALS_THE_OTHER_WAY + trick + payload)
     with pytest.raises((DesiredSchemaError, PlanRefused)):
         _plan(postgres_database, desired)
     assert not marker.exists()
