@@ -62,6 +62,18 @@ def _mode_options(command: F) -> F:
             "(sandbox templates, planning cache); without one each Job plans cold.",
         ),
         click.option(
+            "--runner-sandbox-security",
+            default="runtime-default",
+            show_default=True,
+            metavar="runtime-default|unconfined|localhost:PROFILE",
+            help="Kubernetes: the seccomp profile of the Jobs that plan (Observe, Plan), whose "
+            "private sandbox server runs in a bubblewrap jail that needs user namespaces: "
+            "runtime-default refuses them (such plans are Blocked/SandboxUnavailable unless "
+            "the declaration names a dev database), unconfined allows them (AppArmor "
+            "unconfined too), localhost:PROFILE names a node's profile that does "
+            "(docs/kubernetes.md).",
+        ),
+        click.option(
             "--registry-plain-http",
             metavar="HOST[:PORT]",
             multiple=True,

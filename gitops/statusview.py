@@ -28,7 +28,7 @@ from gitops.writeback.recorded import (
 )
 from gitops.writeback.status_files import binding_path, plan_paths, status_path
 from runner.digests import Digest, sha256_digest
-from runner.engines.plan import PlanDocument, comment_text, plan_sql
+from runner.engines.plan import PlanDocument, comment_text, plan_sql, sandbox_notes
 from runner.errors import CanNotRunError
 from runner.options import format_option
 
@@ -133,7 +133,8 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
     table = Table("resource", "kind", "phase", "reason", "database", "plan", "last applied")
     for document in documents:
         resource, state = document["resource"], document.get("status", {})
-        plan = (state.get("plan") or {}).get("id", "")
+        current = state.get("plan") or {}
+        plan = current.get("id", "")[:19] + _plan_marks(current)
         last = state.get("lastApplied") or {}
         applied = f"{last.get('planId', '')[:19]} {last.get('outcome', '')}".strip()
         table.add_row(
@@ -142,7 +143,7 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
             state.get("phase", ""),
             _ready(state),
             _database(state),
-            plan[:19],
+            plan,
             applied,
         )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
@@ -154,6 +155,16 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
                 f"not accepted: {rejected.get('reason')}: {rejected.get('detail', '')}"
             )
             click.echo(comment_text(said))  # repository text: no control characters
+
+
+def _plan_marks(plan: dict[str, Any]) -> str:
+    """How a plan's desired schema ran, when not as by default: ``procedural`` (the
+    declaration let procedural statements run), ``no jail`` (the sandbox server ran without
+    its OS jail, ``spec.dev.isolation: none``)."""
+    marks = ["procedural"] if plan.get("proceduralSchema") else []
+    if plan.get("sandboxIsolation") == "none":
+        marks.append("no jail")
+    return f" ({', '.join(marks)})" if marks else ""
 
 
 @click.group(name="plan")
@@ -210,6 +221,8 @@ def plan_show(target: str, source: str, status_branch: str) -> None:
         f"statements   {shown.summary.statements}; destructive: "
         f"{shown.summary.destructive}; hazards: {hazards}"
     )
+    for note in sandbox_notes(shown):
+        click.echo(f"ran as       {note.removeprefix('-- ')}")
     click.echo(f"approve with seshat approve {target} --plan {plan_id} --key KEY\n")
     click.echo(plan_sql(shown, plan_id), nl=False)
 

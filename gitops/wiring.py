@@ -82,16 +82,21 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
     if not options["runner_image"]:
         raise click.UsageError("--executor kubernetes needs --runner-image")
     from gitops.kubernetes.api import load_api
-    from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor
+    from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor, sandbox_security
     from gitops.kubernetes.leases import KubernetesLeases
     from gitops.kubernetes.status import publish_phase, publish_statuses
 
+    try:
+        jail = sandbox_security(options["runner_sandbox_security"])
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
     api = load_api(options["kubeconfig"])
     settings = JobSettings(
         image=options["runner_image"],
         service_account=options["runner_service_account"],
         cache_claim=options["runner_cache_claim"],
         registry_secret=options["registry_secret"],
+        sandbox_security=jail,
     )
     publish = progress = None
     if options["publish_status"]:

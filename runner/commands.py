@@ -93,13 +93,26 @@ def _resolve_url(url: str | None, url_env: str | None) -> DatabaseURL:
     return parsed
 
 
-def _engine(url: DatabaseURL, dev_url: DatabaseURL | None, no_cache: bool = False) -> Any:
+def _engine(
+    url: DatabaseURL,
+    dev_url: DatabaseURL | None,
+    no_cache: bool = False,
+    *,
+    procedural: bool = False,
+    isolation: str = "jail",
+) -> Any:
     from runner.engines.base import engine_for
     from runner.engines.cache import planning_cache
     from runner.errors import ConfigurationError
 
     try:
-        return engine_for(url, dev_url, cache=planning_cache(disabled=no_cache))
+        return engine_for(
+            url,
+            dev_url,
+            cache=planning_cache(disabled=no_cache),
+            procedural=procedural,
+            isolation=isolation,
+        )
     except ConfigurationError as error:
         _output().fail(str(error))
 
@@ -223,6 +236,21 @@ manage_ownership_option = click.option(
     is_flag=True,
     help="Plan ALTER ... OWNER TO for owners the desired schema sets.",
 )
+procedural_option = click.option(
+    "--procedural-schema",
+    is_flag=True,
+    help="Let procedural statements of the desired schema run in the sandbox (DO blocks, "
+    "CALL, queries, DML, CREATE TABLE AS); the plan records it. By default a desired schema "
+    "holds declarations only (docs/engine.md).",
+)
+isolation_option = click.option(
+    "--sandbox-isolation",
+    type=click.Choice(["jail", "none"]),
+    default="jail",
+    show_default=True,
+    help="How a private sandbox server is isolated: none runs it without its OS jail, for "
+    "trusted artifacts only (the plan records it; docs/engine.md).",
+)
 
 
 @schema.command()
@@ -241,6 +269,8 @@ manage_ownership_option = click.option(
 @scope_options
 @managed_role_option
 @manage_ownership_option
+@procedural_option
+@isolation_option
 @format_option("json", "sql")
 @click.option(
     "--output",
@@ -260,6 +290,8 @@ def plan(
     exclude_schema: tuple[str, ...],
     managed_roles: tuple[str, ...],
     manage_ownership: bool,
+    procedural_schema: bool,
+    sandbox_isolation: str,
     output_format: str,
     output: Path | None,
 ) -> None:
@@ -275,7 +307,13 @@ def plan(
     from runner.engines.planner import PlanOptions, PlanRefused
 
     target = _resolve_url(url, url_env)
-    engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
+    engine = _engine(
+        target,
+        _resolve_url(dev_url, None) if dev_url else None,
+        no_cache,
+        procedural=procedural_schema,
+        isolation=sandbox_isolation,
+    )
     options = PlanOptions(
         allow_destructive,
         protected_table,
@@ -284,6 +322,8 @@ def plan(
         exclude_schema,
         managed_roles=managed_roles,
         manage_ownership=manage_ownership,
+        procedural_schema=procedural_schema,
+        sandbox_isolation=sandbox_isolation,
     )
     try:
         document = _run(lambda: engine.plan(desired, options))
@@ -382,6 +422,8 @@ def apply(
 @scope_options
 @managed_role_option
 @manage_ownership_option
+@procedural_option
+@isolation_option
 def drift(
     url: str | None,
     url_env: str | None,
@@ -393,6 +435,8 @@ def drift(
     exclude_schema: tuple[str, ...],
     managed_roles: tuple[str, ...],
     manage_ownership: bool,
+    procedural_schema: bool,
+    sandbox_isolation: str,
 ) -> None:
     """Report how the database differs from the desired schema (the target is only read;
     the desired schema is loaded in a sandbox, as for plan).
@@ -405,7 +449,13 @@ def drift(
     from runner.engines.scope import Scope
 
     target = _resolve_url(url, url_env)
-    engine = _engine(target, _resolve_url(dev_url, None) if dev_url else None, no_cache)
+    engine = _engine(
+        target,
+        _resolve_url(dev_url, None) if dev_url else None,
+        no_cache,
+        procedural=procedural_schema,
+        isolation=sandbox_isolation,
+    )
     scope = Scope.of(exclude, schema, exclude_schema)
     privileges = PrivilegeScope.of(managed_roles, manage_ownership)
     try:

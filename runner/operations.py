@@ -197,11 +197,15 @@ def _execute(
     from runner.engines.planner import PlanOptions, PlanRefused, model_document
     from runner.errors import ConfigurationError
 
+    settings = request.settings
+    procedural = bool(settings.procedural_schema)
+    isolation = settings.sandbox_isolation or "jail"
     try:
-        engine = engine_for(url, dev_url, cache=planning_cache())
+        engine = engine_for(
+            url, dev_url, cache=planning_cache(), procedural=procedural, isolation=isolation
+        )
     except ConfigurationError as error:
         raise _Failure(ErrorCode.UNSUPPORTED_ENGINE, str(error)) from None
-    settings = request.settings
     options = PlanOptions(
         settings.allow_destructive,
         tuple(settings.protected_tables),
@@ -210,6 +214,8 @@ def _execute(
         tuple(settings.exclude_schemas),
         managed_roles=tuple(settings.managed_roles or ()),
         manage_ownership=bool(settings.manage_ownership),
+        procedural_schema=procedural,
+        sandbox_isolation=isolation,
     )
     try:
         if request.operation == "inspect":

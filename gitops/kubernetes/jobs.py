@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from gitops.execution.executor import (
     Asked,
@@ -116,10 +116,42 @@ class JobSettings:
     """A PersistentVolumeClaim every Job mounts at ``cache_mount`` for the runner's cache
     (sandbox templates, planning cache); without one, each Job plans cold."""
     cache_mount: str = "/var/cache/seshat"
+    sandbox_security: Json | None = None
+    """The container ``securityContext`` fields of a Job that plans (its operations start a
+    private sandbox server in a bubblewrap jail, which needs user namespaces): None keeps
+    the pod's ``RuntimeDefault`` seccomp profile, which refuses them
+    (:func:`sandbox_security`)."""
     registry_secret: str | None = None
     """A ``kubernetes.io/dockerconfigjson`` Secret in the resource's namespace: the registry
     credential of the Jobs that read an artifact (Resolve, Verify, Observe, Plan, the
     migration operations), mounted for them alone; the controller never reads it."""
+
+
+SANDBOX_OPERATIONS: Final = frozenset({"drift", "plan"})
+"""The runner operations that may start a private sandbox server (docs/engine.md)."""
+
+
+def sandbox_security(choice: str) -> Json | None:
+    """``--runner-sandbox-security`` as container ``securityContext`` fields:
+    ``runtime-default`` (None: nothing added), ``unconfined`` (seccomp and AppArmor
+    unconfined, which lets bubblewrap make user and network namespaces),
+    ``localhost:PROFILE`` (a seccomp profile on the node that allows them; AppArmor
+    unconfined, since the runtime's default AppArmor profile denies the jail's mounts)."""
+    if choice == "runtime-default":
+        return None
+    unconfined: Json = {"type": "Unconfined"}
+    if choice == "unconfined":
+        return {"seccompProfile": unconfined, "appArmorProfile": unconfined}
+    kind, _, profile = choice.partition(":")
+    if kind == "localhost" and profile and not profile.startswith("/") and ".." not in profile:
+        return {
+            "seccompProfile": {"type": "Localhost", "localhostProfile": profile},
+            "appArmorProfile": unconfined,
+        }
+    raise ValueError(
+        f"--runner-sandbox-security {choice!r}: runtime-default, unconfined or "
+        "localhost:PROFILE (a path relative to the kubelet's seccomp folder)"
+    )
 
 
 def job_name(op_id: str) -> str:
@@ -316,6 +348,8 @@ class KubernetesExecutor(Executor):
                     f"{variable}: a value from the controller's environment is never copied "
                     "into a Job; use secretKeyRef"
                 )
+        planning = any(r.operation in SANDBOX_OPERATIONS for r in requests)
+        jail = s.sandbox_security if planning else None
         job: Json = {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -353,6 +387,7 @@ class KubernetesExecutor(Executor):
                                     "allowPrivilegeEscalation": False,
                                     "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]},
+                                    **(jail or {}),
                                 },
                                 "volumeMounts": mounts,
                             }

@@ -127,6 +127,7 @@ class SchemaPreviewPass(SchemaPass):
         previous: DatabaseSchemaStatus | None,
         target: Target,
         dev: DevDatabase | None,
+        procedural: bool = False,
     ) -> None:
         super().__init__(loaded, ctx, previous)
         self.planned: PlanPreview | None = None
@@ -134,8 +135,31 @@ class SchemaPreviewPass(SchemaPass):
         self.spec = self.resource.spec.model_copy(
             update={"target": runner_target(target), "dev": dev}
         )
+        self.base_procedural = procedural  # the base's proceduralSchema, never the head's
+
+    def procedural(self) -> bool:
+        """The base branch's ``proceduralSchema``: a pull request that sets it is previewed
+        without it, since its review is the merge (docs/preview.md)."""
+        return self.base_procedural
 
     def lifecycle(self) -> Verdict:
+        try:
+            return self._previewed()
+        except Stop as stop:
+            verdict = stop.verdict
+            if (
+                verdict.reason is Reason.ARTIFACT_REFUSED
+                and self.resource.spec.policy.procedural_schema
+                and not self.base_procedural
+            ):
+                note = (
+                    "; this pull request sets spec.policy.proceduralSchema, which a preview "
+                    "leaves out until the pull request is merged"
+                )
+                raise Stop(verdict.phase, verdict.reason, verdict.message + note) from None
+            raise
+
+    def _previewed(self) -> Verdict:
         spec = self.resource.spec
         desired, artifact_digest, verification = self.resolve_and_verify()
         document, _, target_identity = self._refresh(desired)

@@ -244,12 +244,22 @@ class _Session:
             previous = self.previous(loaded)
             if isinstance(loaded.resource, DatabaseSchema):
                 assert previous is None or isinstance(previous, DatabaseSchemaStatus)
-                made = SchemaPreviewPass(loaded, self.ctx, previous, target, dev)
+                made = SchemaPreviewPass(
+                    loaded, self.ctx, previous, target, dev, self.base_procedural(loaded)
+                )
             else:
                 assert previous is None or isinstance(previous, DatabaseMigrationStatus)
                 made = MigrationPreviewPass(loaded, self.ctx, previous, target)
         self.passes[loaded.key] = made
         return made
+
+    def base_procedural(self, loaded: LoadedResource) -> bool:
+        """Whether the base branch's declaration of ``loaded`` lets procedural statements of
+        its desired schema run: a pull request's own ``proceduralSchema: true`` is reviewed
+        by its merge, so its preview runs without it (and says so if it is refused)."""
+        before = self.base.find(loaded.key.kind, loaded.key.namespace, loaded.key.name)
+        declared = before.resource if before is not None else None
+        return isinstance(declared, DatabaseSchema) and declared.spec.policy.procedural_schema
 
     def reach(self, loaded: LoadedResource) -> tuple[Target, DevDatabase | None] | None:
         """The target (and a schema's dev sandbox) the preview may use, from the base only:

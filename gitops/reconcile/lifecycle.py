@@ -248,7 +248,7 @@ class ResourcePass(Generic[StatusT]):
             url, env = executor.bind(self.spec.target.url, "url")
             urls: dict[str, object] = {"url": url}
             dev = getattr(self.spec, "dev", None)
-            if dev is not None:
+            if dev is not None and dev.url is not None:
                 dev_url, dev_env = executor.bind(dev.url, "dev_url")
                 urls["dev_url"] = dev_url
                 env = {**env, **dev_env}

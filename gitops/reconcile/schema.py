@@ -29,7 +29,7 @@ from gitops.reconcile.lifecycle import (
 )
 from gitops.repo.loader import LoadedResource
 from gitops.resources.database import ApplyPolicy
-from gitops.resources.schema import DatabaseSchema
+from gitops.resources.schema import DatabaseSchema, DevDatabase, SandboxIsolation
 from gitops.resources.status import (
     DatabaseSchemaStatus,
     DriftSummary,
@@ -54,7 +54,7 @@ from runner.protocol.results import (
 __all__ = ["SchemaPass", "plan_binding", "schema_policy_digest"]
 
 
-_PRIVILEGE_POLICY = {"managedRoles": [], "manageOwnership": False}
+_PRIVILEGE_POLICY = {"managedRoles": [], "manageOwnership": False, "proceduralSchema": False}
 """Policy fields left out of the digest while unset, so a policy without them digests as it
 did before they existed (no resource re-plans for an upgrade alone)."""
 
@@ -113,6 +113,8 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "unknown_role": Reason.CONFIGURATION_ERROR,
         "unsupported_option": Reason.CONFIGURATION_ERROR,
         "transaction_mode_unsupported": Reason.CONFIGURATION_ERROR,
+        "statement_not_declarative": Reason.ARTIFACT_REFUSED,
+        "sandbox_limit_exceeded": Reason.ARTIFACT_REFUSED,
     }
 
     def __init__(
@@ -130,6 +132,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
 
     def settings(self) -> PlanSettings:
         policy = self.resource.spec.policy
+        dev: DevDatabase | None = getattr(self.spec, "dev", None)  # a preview's: the base's
         return PlanSettings(
             allow_destructive=policy.allow_destructive,
             protected_tables=list(policy.protected_tables),
@@ -138,9 +141,18 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             exclude_schemas=list(policy.exclude_schemas),
             managed_roles=list(policy.managed_roles) or None,  # unset: left out of the input
             manage_ownership=policy.manage_ownership or None,
+            procedural_schema=self.procedural() or None,  # unset: left out of the input
+            sandbox_isolation="none"
+            if dev is not None and dev.isolation is SandboxIsolation.NONE
+            else None,
             lock_timeout_ms=policy.lock_timeout * 1000,
             transaction_mode=policy.transaction_mode.value,
         )
+
+    def procedural(self) -> bool:
+        """Whether the declaration lets procedural statements of its desired schema run
+        (``spec.policy.proceduralSchema``)."""
+        return self.resource.spec.policy.procedural_schema
 
     # -- the lifecycle -------------------------------------------------------------------
 
@@ -183,6 +195,8 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                     destructive=document.summary.destructive,
                     privilege_changes=list(document.summary.privilege_changes),
                     path=json_path,
+                    procedural_schema=document.procedural_schema,
+                    sandbox_isolation=document.sandbox_isolation,
                 )
             }
         )

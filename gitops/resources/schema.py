@@ -17,7 +17,13 @@ from gitops.resources.database import (
 )
 from gitops.resources.status import DatabaseSchemaStatus
 
-__all__ = ["DatabaseSchema", "DatabaseSchemaSpec", "DevDatabase", "SchemaPolicy"]
+__all__ = [
+    "DatabaseSchema",
+    "DatabaseSchemaSpec",
+    "DevDatabase",
+    "SandboxIsolation",
+    "SchemaPolicy",
+]
 
 TABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?$"
 SchemaName = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -67,14 +73,34 @@ class SchemaPolicy(Model):
     ``app`` meaning ``app@%``)."""
     manage_ownership: bool = False
     """Plan ``ALTER ... OWNER TO`` for owners the schema declares. PostgreSQL only."""
+    procedural_schema: bool = False
+    """Let procedural statements of the desired schema run in the sandbox (DO blocks, CALL,
+    queries, DML, CREATE TABLE AS, ...); by default a desired schema holds declarations
+    only, and anything else is refused ``statement_not_declarative`` (docs/engine.md). The
+    plan records it. A pull request that sets it is previewed without it: the opt-in counts
+    once it is reviewed and merged."""
     timeouts: OperationTimeouts = Field(default_factory=OperationTimeouts)
     """How long each operation may take (not part of the policy digest)."""
 
 
-class DevDatabase(Model):
-    """A scratch database of the same engine used to normalize the desired schema."""
+class SandboxIsolation(StrEnum):
+    """How a private sandbox server is isolated from the host.
 
-    url: UrlReference
+    ``jail`` (the default) runs it in an OS jail; ``none`` runs it without one, an
+    operator's acceptance of the risk for trusted artifacts where no jail can be made. The
+    plan records ``none``, and ``seshat status`` shows it (docs/engine.md, "Sandboxes").
+    """
+
+    JAIL = "jail"
+    NONE = "none"
+
+
+class DevDatabase(Model):
+    """Where the desired schema is normalized: an explicit scratch database of the same
+    engine (``url``), or the runner's private sandbox server and how it is isolated."""
+
+    url: UrlReference | None = None
+    isolation: SandboxIsolation = SandboxIsolation.JAIL
 
 
 class DatabaseSchemaSpec(DatabaseSpec):

@@ -201,6 +201,10 @@ class PlanSummary(Model):
     destructive: bool = False
     privilege_changes: list[str] = Field(default_factory=list)
     path: str = ""
+    procedural_schema: Literal[True] | None = None
+    """The plan let procedural statements of the desired schema run (absent otherwise)."""
+    sandbox_isolation: Literal["none"] | None = None
+    """The plan was made with a sandbox server outside its OS jail (absent otherwise)."""
 
 
 class RejectionReason(StrEnum):

@@ -22,9 +22,16 @@ SchemaEngine = Engine[Any, Any]
 
 
 def engine_for(
-    url: DatabaseURL, dev_url: DatabaseURL | None = None, *, cache: PlanCache | None = None
+    url: DatabaseURL,
+    dev_url: DatabaseURL | None = None,
+    *,
+    cache: PlanCache | None = None,
+    procedural: bool = False,
+    isolation: str = "jail",
 ) -> SchemaEngine:
-    """The engine for ``url``'s engine (a parsed URL names only engines Seshat has)."""
+    """The engine for ``url``'s engine (a parsed URL names only engines Seshat has);
+    ``procedural`` and ``isolation`` are :class:`~runner.engines.core.Engine`'s."""
+    policy: dict[str, Any] = {"cache": cache, "procedural": procedural, "isolation": isolation}
     if dev_url is not None and dev_url.engine != url.engine:
         raise ConfigurationError(
             f"the dev database is {dev_url.engine}, the target is {url.engine}: they must match"
@@ -32,12 +39,12 @@ def engine_for(
     if url.engine == "postgresql":
         from runner.engines.postgresql.engine import PostgresEngine
 
-        return PostgresEngine(url, dev_url, cache=cache)
+        return PostgresEngine(url, dev_url, **policy)
     if url.engine == "sqlite":
         from runner.engines.sqlite.engine import SqliteEngine
 
-        return SqliteEngine(url, dev_url, cache=cache)
+        return SqliteEngine(url, dev_url, **policy)
     assert url.engine == "mysql", url.engine
     from runner.engines.mysql.engine import MysqlEngine
 
-    return MysqlEngine(url, dev_url, cache=cache)
+    return MysqlEngine(url, dev_url, **policy)

@@ -64,13 +64,16 @@ MAX_ENTRY: Final = 256 * 1024 * 1024
 
 @cache
 def engine_version() -> str:
-    """A digest of the engine's own code: a cached result is only reused by the code that
-    made it (and a changed engine never reads an old normalization)."""
+    """A digest of the engine's own code and of the SQL text handling it loads desired files
+    with (``runner/sql``: the splitters, what a desired schema may hold): a cached result is
+    only reused by the code that made it (and a changed engine never reads an old
+    normalization)."""
     root = Path(__file__).resolve().parent
     hasher = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        hasher.update(path.relative_to(root).as_posix().encode() + b"\0")
-        hasher.update(path.read_bytes() + b"\0")
+    for folder in (root, root.parent / "sql"):
+        for path in sorted(folder.rglob("*.py")):
+            hasher.update(path.relative_to(root.parent).as_posix().encode() + b"\0")
+            hasher.update(path.read_bytes() + b"\0")
     return "sha256:" + hasher.hexdigest()
 
 

@@ -56,11 +56,12 @@ from runner.engines.renamed import Renamed, Spelling, renamed
 from runner.engines.renames import Naming, read_hints, resolve
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
-from runner.engines.servers import SandboxRefusal
+from runner.engines.servers import ISOLATIONS, SandboxRefusal
 from runner.errors import ConfigurationError
+from runner.sql.classify import NotDeclarative, declared
 from runner.url import DatabaseURL
 
-__all__ = ["Engine", "LoadPiece", "load_retrying"]
+__all__ = ["ISOLATIONS", "Engine", "LoadPiece", "load_retrying"]
 
 FactsT = TypeVar("FactsT")
 SandboxT = TypeVar("SandboxT")
@@ -114,9 +115,21 @@ class Engine(Generic[FactsT, SandboxT]):
         dev_url: DatabaseURL | None = None,
         *,
         cache: PlanCache | None = None,
+        procedural: bool = False,
+        isolation: str = "jail",
     ) -> None:
+        if isolation not in ISOLATIONS:
+            raise ConfigurationError(
+                f"sandbox isolation {isolation!r} is not one of {', '.join(ISOLATIONS)}"
+            )
         self.url = url
         self.dev_url = dev_url
+        self.procedural = procedural
+        """Whether procedural statements of the desired schema run (the declaration's
+        ``spec.policy.proceduralSchema``; :mod:`runner.sql.classify`)."""
+        self.isolation = isolation
+        """How a private sandbox server is isolated (:data:`ISOLATIONS`)."""
+        self._classified: tuple[object, object, list[LoadPiece]] | None = None
         self.cache = cache if cache is not None else PlanCache(Path("."), enabled=False)
         self.scratch_names: list[str] = []  # never printed: the caller redacts them
         self.used_live = False  # the last normalization needed the live model
@@ -225,6 +238,39 @@ class Engine(Generic[FactsT, SandboxT]):
                     f"{', '.join(map(str, alone[:10]))} cannot run inside a transaction",
                 )
 
+    def classifier_mode(self, facts: FactsT) -> str:
+        """The session mode the desired SQL is read in (MySQL: the ``sql_mode`` the loader
+        sets, which decides how quotes are read); empty for dialects without one."""
+        return ""
+
+    def declared(self, files: list[tuple[str, str]], sql_mode: str = "") -> list[LoadPiece]:
+        """The statements of the desired ``files`` that may run, each exactly as it runs
+        (:func:`runner.sql.classify.declared`; ``sql_mode``: :meth:`classifier_mode`); a
+        statement that is not a declaration is the refusal ``statement_not_declarative``,
+        before anything runs. Classified once per plan: the core asks before it opens a
+        sandbox, the dialect's loader again for the pieces it runs. A normalized model the
+        cache holds needs no classification: its key binds the files, this code (runner/sql
+        included), the policy and the server's mode, so they passed when it was made."""
+        if self._classified is not None and self._classified[:2] == (files, sql_mode):
+            return self._classified[2]
+        try:
+            found = declared(self.dialect, files, procedural=self.procedural, sql_mode=sql_mode)
+        except NotDeclarative as refusal:
+            raise PlanRefused(refusal.reason, str(refusal)) from None
+        pieces = [LoadPiece(s.file, s.line, s.sql) for s in found]
+        self._classified = (files, sql_mode, pieces)
+        return pieces
+
+    def policy_key(self) -> dict[str, object]:
+        """What of the engine's own policy decides a normalization or a dry run, for cache
+        keys: nothing for the defaults, so what was keyed before they existed keeps its key."""
+        key: dict[str, object] = {}
+        if self.procedural:
+            key["proceduralSchema"] = True
+        if self.isolation != "jail":
+            key["sandboxIsolation"] = self.isolation
+        return key
+
     def live_model(self) -> Database:
         """The live model, for a normalization that needs it (PostgreSQL: a schema only the
         live database has); it waits for the read. Such a normalization sets
@@ -277,11 +323,16 @@ class Engine(Generic[FactsT, SandboxT]):
                 "engine": engine_version(),
                 **scope.key(),
                 **privilege_fields(self.privileges),
+                **self.policy_key(),
             },
         )
         found = self.cache.desired(key)
         if found is not None:
+            # Made by this code from these files under the same policy and server mode:
+            # their classification passed then, and would now.
             return found
+        # Refused (statement_not_declarative) before a sandbox starts and anything runs.
+        self.declared(files, self.classifier_mode(facts))
         self._live, self.used_live = live, False
         model = self.normalize(lazy.get(), files, scope)
         if not self.used_live:  # a normalization that borrowed from the live schema is not
@@ -343,6 +394,7 @@ class Engine(Generic[FactsT, SandboxT]):
                 "engine": engine_version(),
                 **options.scope.key(),
                 **privilege_fields(options.privileges),
+                **self.policy_key(),
             },
         )
 
@@ -351,6 +403,14 @@ class Engine(Generic[FactsT, SandboxT]):
         docstring); :class:`~runner.engines.planner.PlanRefused` when it may not be made."""
         self._check_scope(options.scope)
         self.manage(options.privileges)
+        if (options.procedural_schema, options.sandbox_isolation) != (
+            self.procedural,
+            self.isolation,
+        ):
+            raise ConfigurationError(
+                "the plan's options and the engine disagree on proceduralSchema or the "
+                "sandbox isolation: the plan must record what the engine does"
+            )
         facts = self.facts()
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(options.scope))

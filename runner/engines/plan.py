@@ -40,6 +40,7 @@ __all__ = [
     "plan_header",
     "plan_sql",
     "read_plan",
+    "sandbox_notes",
 ]
 
 FORMAT_VERSION = 1
@@ -96,6 +97,9 @@ class PlanDocument(_Frozen):
     statements: list[PlanStatement]
     summary: PlanSummary
     privileges: PlanPrivileges | None = None  # absent (not null) when none are managed
+    # How the desired schema ran; absent (not null) for the defaults, like ``privileges``.
+    procedural_schema: Literal[True] | None = None  # procedural statements ran (opt-in)
+    sandbox_isolation: Literal["none"] | None = None  # the sandbox server ran without a jail
 
     @property
     def empty(self) -> bool:
@@ -107,12 +111,19 @@ class PlanDocument(_Frozen):
         return Scope.of(self.exclude, self.schemas or (), self.exclude_schemas or ())
 
 
+_OPTIONAL: Final = (
+    "privileges",
+    "schemas",
+    "exclude_schemas",
+    "procedural_schema",
+    "sandbox_isolation",
+)
+
+
 def plan_bytes(document: PlanDocument) -> bytes:
-    """The exact bytes of ``plan.json``. ``privileges``, ``schemas`` and ``exclude_schemas``
-    are left out when unset: a plan that uses none of them is byte for byte what it was
-    before they existed."""
-    unset = {"privileges"} if document.privileges is None else set()
-    unset |= {name for name in ("schemas", "exclude_schemas") if getattr(document, name) is None}
+    """The exact bytes of ``plan.json``. The fields of :data:`_OPTIONAL` are left out when
+    unset: a plan that uses none of them is byte for byte what it was before they existed."""
+    unset = {name for name in _OPTIONAL if getattr(document, name) is None}
     return canonical_json(document.model_dump(mode="json", exclude=unset)) + b"\n"
 
 
@@ -191,6 +202,17 @@ def plan_header(document: PlanDocument, plan_id: str | None) -> str:
     return f"-- Seshat plan {UNRECORDED}; content {plan_digest(document)}"
 
 
+def sandbox_notes(document: PlanDocument) -> list[str]:
+    """Comment lines saying how the desired schema ran, when not as by default: procedural
+    statements allowed (``proceduralSchema``), a sandbox server without its jail."""
+    notes: list[str] = []
+    if document.procedural_schema:
+        notes.append("-- proceduralSchema: procedural statements of the desired schema ran")
+    if document.sandbox_isolation == "none":
+        notes.append("-- sandbox isolation: none (the sandbox server ran without its OS jail)")
+    return notes
+
+
 def plan_sql(document: PlanDocument, plan_id: str | None = None) -> str:
     """``plan.sql``: a commented SQL rendering of the document and nothing else; its header
     names ``plan_id`` (:func:`plan_header`)."""
@@ -199,6 +221,7 @@ def plan_sql(document: PlanDocument, plan_id: str | None = None) -> str:
         f"-- {comment_text(str(document.dialect))} {document.server_major}; "
         f"{document.summary.statements} statements"
         + ("; DESTRUCTIVE" if document.summary.destructive else ""),
+        *sandbox_notes(document),
         "",
     ]
     for number, statement in enumerate(document.statements, start=1):

@@ -70,6 +70,10 @@ class PlanOptions:
     exclude_schemas: tuple[str, ...] = ()
     managed_roles: tuple[str, ...] = ()
     manage_ownership: bool = False
+    procedural_schema: bool = False
+    """Procedural statements of the desired schema ran (``spec.policy.proceduralSchema``)."""
+    sandbox_isolation: str = "jail"
+    """How the private sandbox server was isolated (``spec.dev.isolation``)."""
 
     @property
     def scope(self) -> Scope:
@@ -87,7 +91,18 @@ class PlanOptions:
             **self.scope.key(),
         }
         value.update(privilege_fields(self.privileges))
+        value.update(self.sandbox_fields())
         return digest("plan-options", value)
+
+    def sandbox_fields(self) -> dict[str, object]:
+        """How the desired schema ran, in a digest: nothing for the defaults (declarations
+        only, a jailed sandbox), so a plan made with them keeps the digest it always had."""
+        value: dict[str, object] = {}
+        if self.procedural_schema:
+            value["proceduralSchema"] = True
+        if self.sandbox_isolation != "jail":
+            value["sandboxIsolation"] = self.sandbox_isolation
+        return value
 
 
 def privilege_fields(scope: PrivilegeScope) -> dict[str, object]:
@@ -248,6 +263,8 @@ class Planned:
             schemas=sorted(set(options.schemas)) or None,
             exclude_schemas=sorted(set(options.exclude_schemas)) or None,
             privileges=_plan_privileges(options.privileges),
+            procedural_schema=True if options.procedural_schema else None,
+            sandbox_isolation="none" if options.sandbox_isolation == "none" else None,
             statements=list(self.statements),
             summary=PlanSummary(
                 statements=len(self.statements),

@@ -3,18 +3,26 @@
 What the dialect sandboxes share (:mod:`runner.engines.postgresql.sandbox`,
 :mod:`runner.engines.mysql.sandbox`):
 
-* **An unprivileged owner.** Database servers refuse to run as root, and a sandbox should
-  not run as the runner's user either when that user is root: the server runs as
-  ``SESHAT_SANDBOX_USER`` if set, else the engine's usual system user (``postgres``,
-  ``mysql``), else ``nobody``. A runner that is not root runs its sandboxes as itself.
-* **A private directory.** Each server lives in a fresh ``0700`` directory owned by that
-  user (data, Unix socket, log); no TCP port is opened; the directory is removed afterwards.
+* **A jail** (:mod:`runner.engines.jail`, the default, ``isolation="jail"``): every
+  program of a sandbox server, its template build included, runs inside bubblewrap: its own
+  network, mount, PID, IPC and user namespaces, a size-bounded tmpfs as its only writable
+  folder, resource limits, a uid that owns nothing, and it dies with the runner. Where no
+  jail can be made, planning is refused (``sandbox_unavailable``).
+* **No jail, by explicit choice** (``isolation="none"``, ``--sandbox-isolation none``,
+  ``spec.dev.isolation: none``): for trusted artifacts where namespaces are not allowed.
+  The server runs as ``SESHAT_SANDBOX_USER`` or ``nobody`` when the runner is root (never
+  ``postgres`` or ``mysql``, whose files are real servers' data), else as the runner's
+  user, in a fresh ``0700`` folder in memory, with a clean environment; it is sent SIGKILL
+  when the runner dies. The plan records the choice.
 * **A cached template.** Initializing a data directory is the slow part (about a second),
-  so it is done once per server version and settings into the cache
-  (:func:`cache_root`, ``SESHAT_CACHE_DIR``) and copied for each use. A template is
-  published by an atomic rename, so a reader never sees half of one; it is safe to delete.
-* **A clean environment.** The server's processes get ``PATH`` and ``LANG`` only: no
-  database password and nothing else of the runner's environment.
+  so it is done once per server version and settings, archived into the cache
+  (:func:`cache_root`, ``SESHAT_CACHE_DIR``, ``0600``, the runner's) by an atomic rename.
+  Each server reads the archive from its standard input, opened by the runner, and
+  extracts its own copy: a jail into its tmpfs, never seeing where the archive lives, so no
+  template is ever written by a server that ran desired SQL.
+* **Nothing left behind.** A jail's data lives in the jail. A folder on the host (a template
+  being built, a server without a jail) holds a lock its runner keeps; a later runner
+  removes every such folder whose lock is free (its runner died).
 """
 
 from __future__ import annotations
@@ -28,126 +36,45 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
-from runner.engines.planner import PlanRefused
+from runner.engines import jail
+from runner.engines.jail import SandboxUnavailable
 
 __all__ = [
-    "Owner",
+    "ISOLATIONS",
+    "Isolation",
+    "Place",
     "SandboxRefusal",
     "SandboxUnavailable",
     "cache_root",
-    "cached_template",
-    "copy_tree",
-    "owner_for",
-    "private_data",
-    "private_dir",
-    "run_as",
+    "private_folder",
+    "template",
 ]
 
-_ENVIRONMENT: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C", "LC_ALL": "C"}
+Isolation = Literal["jail", "none"]
+ISOLATIONS: Final = ("jail", "none")
+"""How a private sandbox server is isolated: ``jail`` (the default: an OS jail around it) or
+``none`` (an operator's explicit acceptance of the risk, for trusted artifacts; recorded in
+the plan)."""
+
+_ENVIRONMENT: Final = {
+    "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C",
+    "LC_ALL": "C",
+    "TZ": "UTC",
+}
+_PREFIX: Final = "seshat-"
+_LOCK: Final = ".runner.lock"
 
 
 class SandboxRefusal(Exception):
     """The sandbox will not do this: an explicit sandbox that may not be used (the target
     itself, or not empty), or a statement it will not run (an extension not on the list)."""
-
-
-class SandboxUnavailable(PlanRefused):
-    """No sandbox can be had: no local server binaries for this version, and no dev URL."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("sandbox_unavailable", message)
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """Who a private server runs as (None: the runner's own user)."""
-
-    uid: int | None
-    gid: int | None
-    name: str
-
-
-def owner_for(usual: str) -> Owner:
-    """The unprivileged user a private server runs as (see the module docstring)."""
-    if os.geteuid() != 0:
-        return Owner(None, None, pwd.getpwuid(os.geteuid()).pw_name)
-    for name in (os.environ.get("SESHAT_SANDBOX_USER"), usual, "nobody"):
-        if not name:
-            continue
-        try:
-            entry = pwd.getpwnam(name)
-        except KeyError:
-            continue
-        if entry.pw_uid != 0:
-            return Owner(entry.pw_uid, entry.pw_gid, name)
-    raise SandboxUnavailable("no unprivileged user to run a sandbox server as")
-
-
-def run_as(
-    owner: Owner,
-    args: Sequence[str],
-    *,
-    timeout: float = 120,
-    what: str = "",
-) -> subprocess.CompletedProcess[str]:
-    """Run ``args`` as ``owner`` with a clean environment; :class:`SandboxUnavailable` with
-    the tail of its output when it fails."""
-    try:
-        done = subprocess.run(
-            list(args),
-            capture_output=True,
-            text=True,
-            env=dict(_ENVIRONMENT),
-            timeout=timeout,
-            check=False,
-            cwd="/",
-            user=owner.uid,
-            group=owner.gid,
-            extra_groups=[] if owner.uid is not None else None,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise SandboxUnavailable(f"{what or args[0]} could not run: {error}") from None
-    if done.returncode != 0:
-        tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])[:400]
-        raise SandboxUnavailable(f"{what or Path(args[0]).name} failed: {tail}")
-    return done
-
-
-def _give(path: Path, owner: Owner) -> None:
-    if owner.uid is not None and owner.gid is not None:
-        os.chown(path, owner.uid, owner.gid)
-
-
-MAX_SOCKET_DIR: Final = 80
-"""A Unix socket's path must fit 107 bytes; its directory is kept shorter than this."""
-
-
-def _bases() -> list[str]:
-    """Where private directories may go, best first: memory (a data directory is copied and
-    removed for every use, which a disk makes slow), then the temporary folder, then /tmp."""
-    found = []
-    for base in ("/dev/shm", tempfile.gettempdir(), "/tmp"):
-        if base not in found and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
-            found.append(base)
-    return found
-
-
-def private_dir(owner: Owner, prefix: str) -> Path:
-    """A fresh ``0700`` directory owned by ``owner``, in memory where possible, with a path
-    short enough for a Unix socket inside it."""
-    for base in _bases():
-        if len(base) + len(prefix) + 9 > MAX_SOCKET_DIR:
-            continue
-        path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-        path.chmod(0o700)
-        _give(path, owner)
-        return path
-    raise SandboxUnavailable("no writable temporary folder with a short enough path")
 
 
 def cache_root() -> Path:
@@ -180,71 +107,306 @@ def private_folder(folder: Path) -> Path:
     return folder
 
 
-def copy_tree(source: Path, destination: Path) -> None:
-    """``cp -a``: a data directory copied with its modes and owner."""
+# -- folders on the host, and what a dead runner left --------------------------------------
+
+
+def _bases() -> list[str]:
+    """Where host folders may go, best first: memory (a data directory is copied for every
+    use, which a disk makes slow), then the temporary folder, then /tmp."""
+    found = []
+    for base in ("/dev/shm", tempfile.gettempdir(), "/tmp"):
+        if base not in found and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            found.append(base)
+    return found
+
+
+MAX_SOCKET_DIR: Final = 80
+"""A Unix socket's path must fit 107 bytes; a host folder's path is kept shorter than this."""
+
+
+def sweep() -> None:
+    """Remove the host folders of runners that died (their lock is free)."""
+    for base in _bases():
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith(_PREFIX):
+                continue
+            folder = Path(base) / name
+            lock = folder / _LOCK
+            try:
+                info = folder.lstat()
+                if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                    continue
+                fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # its runner is alive
+            finally:
+                os.close(fd)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _host_folder(kind: str) -> Iterator[Path]:
+    """A fresh ``0711`` folder of the runner's in memory, locked while it is in use, with a
+    path short enough for a Unix socket inside it; removed afterwards."""
+    sweep()
+    for base in _bases():
+        if len(base) + len(_PREFIX) + len(kind) + 12 > MAX_SOCKET_DIR:
+            continue
+        folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{kind}-", dir=base))
+        break
+    else:
+        raise SandboxUnavailable("no writable temporary folder with a short enough path")
+    try:
+        folder.chmod(0o711)
+        fd = os.open(folder / _LOCK, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield folder
+        finally:
+            os.close(fd)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _owned(path: Path, uid: int | None, gid: int | None) -> Path:
+    path.mkdir(mode=0o700, exist_ok=True)
+    if uid is not None and gid is not None and os.geteuid() == 0:
+        os.chown(path, uid, gid)
+    return path
+
+
+def _archive(data: Path, destination: Path) -> None:
+    """The data directory ``data`` as an uncompressed tar archive ``destination`` (what a
+    server's copy is extracted from, by the server's user, in its own folder)."""
     subprocess.run(
-        ["cp", "-a", str(source), str(destination)],
+        ["tar", "-cf", str(destination), "-C", str(data), "."],
         check=True,
         capture_output=True,
         env=dict(_ENVIRONMENT),
     )
+    destination.chmod(0o600)
 
 
-@contextlib.contextmanager
-def cached_template(
-    key: str, owner: Owner, build: Callable[[Path], None], *, cache: bool = True
-) -> Iterator[Path]:
-    """A data directory template for ``key``: from the cache, or built by ``build(folder)``
-    in a private folder of ``owner``'s and published to the cache (see the module
-    docstring). Yields a directory to copy from; with ``cache=False`` it is built fresh
-    and removed afterwards."""
-    if not cache:
-        folder = private_dir(owner, "seshat-template-")
+# -- where a server runs: a jail, or bare -----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Bare:
+    """Who a server without a jail runs as (None: the runner's own user)."""
+
+    uid: int | None
+    gid: int | None
+
+
+def _bare_user() -> _Bare:
+    if os.geteuid() != 0:
+        return _Bare(None, None)
+    for name in (os.environ.get("SESHAT_SANDBOX_USER"), "nobody"):
+        if not name:
+            continue
         try:
-            build(folder / "data")
-            yield folder / "data"
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        return
-    root = private_folder(private_folder(cache_root()) / "sandbox")
-    published = root / key
-    if not published.is_dir():
-        with (root / f".{key}.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one builder; the others wait and reuse it
-            if not published.is_dir():
-                folder = private_dir(owner, "seshat-template-")
-                try:
-                    build(folder / "data")
-                    partial = root / f".{key}.partial"
-                    shutil.rmtree(partial, ignore_errors=True)
-                    copy_tree(folder / "data", partial)
-                    partial.rename(published)
-                finally:
-                    shutil.rmtree(folder, ignore_errors=True)
-    yield published
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        if entry.pw_uid != 0 and entry.pw_name not in ("postgres", "mysql"):
+            return _Bare(entry.pw_uid, entry.pw_gid)
+    raise SandboxUnavailable("no unprivileged user to run a sandbox server as")
+
+
+class Place:
+    """Where a sandbox server's programs run: in a jail, or (isolation ``none``) bare.
+
+    Both take the same programs, written against a folder (:meth:`run` for a template
+    build, :meth:`serve` for a server) whose path they are given: inside a jail it is
+    :data:`~runner.engines.jail.BUILD` or :data:`~runner.engines.jail.RUN`, bare it is a
+    folder on the host.
+    """
+
+    def __init__(self, isolation: str, limits: jail.Limits = jail.LIMITS) -> None:
+        if isolation not in ISOLATIONS:
+            raise SandboxUnavailable(f"unknown sandbox isolation {isolation!r}")
+        self.isolation = isolation
+        self.limits = limits
+        self.user = jail.jail_user()  # one per place: a template's programs share their files
+        if isolation == "jail":
+            jail.check(self.user)
+
+    def run(
+        self,
+        argv: Callable[[str], Sequence[str]],
+        folder: Path,
+        *,
+        stdin: str | None = None,
+        what: str = "",
+        timeout: float = 300,
+    ) -> str:
+        """Run ``argv(path)`` to the end, the host ``folder`` (made writable for it) at
+        ``path``; its output."""
+        if self.isolation == "jail":
+            _owned(folder, self.user.uid, self.user.gid)
+            return jail.run_jailed(
+                list(argv(jail.BUILD)),
+                self.user,
+                build=folder,
+                stdin=stdin,
+                timeout=timeout,
+                limits=self.limits,
+                what=what,
+            )
+        bare = _bare_user()
+        _owned(folder, bare.uid, bare.gid)
+        return _run_bare(list(argv(str(folder))), bare, stdin=stdin, what=what, timeout=timeout)
+
+    @contextlib.contextmanager
+    def serve(
+        self,
+        argv: Callable[[str], Sequence[str]],
+        template: Path,
+        ready: Callable[[Path], bool],
+        *,
+        what: str,
+        folders: Sequence[str] = (),
+        timeout: float = 60,
+    ) -> Iterator[Path]:
+        """``argv(folder)`` serving on a copy of the archive ``template`` extracted at
+        ``folder/data`` (and empty ``folders`` beside it), until the block ends; yields the
+        host path of ``folder`` once ``ready(path)`` says so."""
+        with contextlib.ExitStack() as stack:
+            log = Path(stack.enter_context(_log_file()))
+
+            def extracted(inner: str) -> list[str]:
+                data = f"{inner}/data"
+                made = " ".join(f"{inner}/{name}" for name in ("data", *folders))
+                unpack = f'mkdir -m 700 {made} && tar -xf - -C {data} && exec "$@" </dev/null'
+                return ["/bin/sh", "-c", unpack, "sandbox", *argv(inner)]
+
+            if self.isolation == "jail":
+                running = stack.enter_context(
+                    jail.jailed(
+                        extracted(jail.RUN),
+                        self.user,
+                        stdin=template,
+                        log=log,
+                        limits=self.limits,
+                    )
+                )
+                folder, alive = running.path(jail.RUN), running.alive
+            else:
+                bare = _bare_user()
+                host = stack.enter_context(_host_folder("server"))
+                folder = _owned(host / "run", bare.uid, bare.gid)
+                process = stack.enter_context(
+                    _bare_server(extracted(str(folder)), bare, log, template)
+                )
+                alive = lambda: process.poll() is None  # noqa: E731
+            deadline = time.monotonic() + timeout
+            while not ready(folder):
+                if not alive():
+                    tail = log.read_text(errors="replace")[-600:].strip()
+                    raise SandboxUnavailable(f"the sandbox {what} exited: {tail}")
+                if time.monotonic() > deadline:
+                    raise SandboxUnavailable(f"the sandbox {what} did not start in {timeout:.0f} s")
+                time.sleep(0.02)
+            yield folder
 
 
 @contextlib.contextmanager
-def private_data(
+def _log_file() -> Iterator[str]:
+    fd, name = tempfile.mkstemp(prefix="seshat-server-", suffix=".log")
+    os.close(fd)
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def _run_bare(argv: list[str], bare: _Bare, *, stdin: str | None, what: str, timeout: float) -> str:
+    try:
+        done = subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=dict(_ENVIRONMENT),
+            timeout=timeout,
+            check=False,
+            cwd="/",
+            user=bare.uid,
+            group=bare.gid,
+            extra_groups=[] if bare.uid is not None else None,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SandboxUnavailable(f"{what or argv[0]} could not run: {error}") from None
+    if done.returncode != 0:
+        tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])[:400]
+        raise SandboxUnavailable(f"{what or Path(argv[0]).name} failed: {tail}")
+    return done.stdout
+
+
+@contextlib.contextmanager
+def _bare_server(
+    argv: list[str], bare: _Bare, log: Path, stdin: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as output, stdin.open("rb") as source:
+        process = subprocess.Popen(
+            ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--", *argv],  # dies with the runner
+            stdin=source,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=dict(_ENVIRONMENT),
+            cwd="/",
+            user=bare.uid,
+            group=bare.gid,
+            extra_groups=[] if bare.uid is not None else None,
+        )
+    try:
+        yield process
+    finally:
+        process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(30)
+
+
+# -- templates -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def template(
     name: str,
     settings: str,
-    user: str,
-    build: Callable[[Owner], Callable[[Path], None]],
+    build: Callable[[Path], None],
     *,
-    prefix: str,
     cache: bool = True,
-) -> Iterator[tuple[Owner, Path]]:
-    """The data directory one private server runs on, and the owner it runs as
-    (:func:`owner_for` ``user``): a copy of the template for ``name`` and ``settings``
-    (:func:`cached_template`, built by ``build(owner)``) in a fresh private directory
-    (:func:`private_dir`, named ``prefix``), removed afterwards: data in which a desired
-    schema ran is never reused."""
-    owner = owner_for(user)
+) -> Iterator[Path]:
+    """The template for ``name`` and ``settings``, an archive of a data directory: from the
+    cache, or made by ``build(folder)`` (which leaves a data directory at ``folder/data``)
+    and published to it, the runner's own, by an atomic rename (see the module docstring).
+    With ``cache=False`` it is built fresh and removed afterwards."""
     key = f"{name}-{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
-    with cached_template(key, owner, build(owner), cache=cache) as template:
-        work = private_dir(owner, prefix)
-        try:
-            copy_tree(template, work / "data")
-            yield owner, work / "data"
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    if not cache:
+        with _host_folder("template") as folder:
+            build(folder / "build")
+            _archive(folder / "build" / "data", folder / "template.tar")
+            yield folder / "template.tar"
+        return
+    root = private_folder(private_folder(cache_root()) / "sandbox")
+    published = root / f"{key}.tar"
+    if not published.is_file():
+        with (root / f".{key}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one builder; the others wait and reuse it
+            if not published.is_file():
+                with _host_folder("template") as folder:
+                    build(folder / "build")
+                    partial = root / f".{key}.partial"
+                    _archive(folder / "build" / "data", partial)
+                    partial.rename(published)
+    yield published

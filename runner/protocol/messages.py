@@ -111,6 +111,12 @@ class PlanSettings(_Frozen):
         | None
     ) = None
     manage_ownership: bool | None = None
+    # Unset unless the declaration says otherwise, likewise (docs/engine.md, "What a
+    # desired schema may hold"; "Sandboxes").
+    procedural_schema: bool | None = None
+    """Let procedural statements of the desired schema run (``spec.policy.proceduralSchema``)."""
+    sandbox_isolation: Literal["jail", "none"] | None = None
+    """How a private sandbox server is isolated (``spec.dev.isolation``); unset, ``jail``."""
     lock_timeout_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
     out_of_order: bool = False  # migrations: accept pending versions below an applied one
     transaction_mode: Literal["auto", "file", "all", "none"] | None = None

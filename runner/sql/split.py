@@ -13,7 +13,11 @@ from dataclasses import dataclass
 
 __all__ = ["Piece", "emit_piece", "skip_quoted", "split_postgresql", "strip_block_comments"]
 
-_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+_DOLLAR = re.compile(r"\$([A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$")
+_NAME = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
+"""An unquoted name or keyword, as the server reads one: read whole, so ``a$E'...'`` is the
+name ``a$E`` and a plain string (not an escape string), and ``x$$`` is a name (not the
+start of a dollar quote)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,10 +26,21 @@ class Piece:
     line: int  # 1-based line of the statement's first character
 
 
+_ROUTINE_HEADS = (("CREATE", "FUNCTION"), ("CREATE", "PROCEDURE"))
+
+
 def split_postgresql(script: str) -> list[Piece]:
     pieces: list[Piece] = []
     lines = [0, 1]
     i, n, start = 0, len(script), 0
+    # A SQL-standard routine body (``BEGIN ATOMIC ... END``) holds semicolons. As psql counts
+    # them: in a statement that starts CREATE [OR REPLACE] FUNCTION|PROCEDURE, outside
+    # parentheses, BEGIN opens a block, CASE inside one opens another, END closes one, and a
+    # semicolon inside a block does not end the statement.
+    head: list[str] = []  # the statement's first words, upper case (at most four)
+    routine = False  # the statement creates a function or a procedure
+    body = 0  # blocks open
+    parens = 0  # parentheses open (in a routine)
     while i < n:
         ch = script[i]
         if ch == "-" and script.startswith("--", i):
@@ -41,26 +56,34 @@ def split_postgresql(script: str) -> list[Piece]:
                 else:
                     i += 1
         elif ch in ("'", '"'):
-            backslash = (
-                ch == "'"
-                and i > 0
-                and script[i - 1] in "eE"
-                and (i < 2 or not (script[i - 2].isalnum() or script[i - 2] == "_"))
-            )
-            i = skip_quoted(script, i, backslash=backslash)
-        elif (
-            ch == "$"
-            and (match := _DOLLAR.match(script, i))
-            and not (i > 0 and (script[i - 1].isalnum() or script[i - 1] == "_"))
-        ):
+            i = skip_quoted(script, i, backslash=False)
+        elif (name := _NAME.match(script, i)) is not None:
+            i = name.end()
+            if i - name.start() == 1 and ch in "eE" and script.startswith("'", i):
+                i = skip_quoted(script, i, backslash=True)  # E'...': backslashes escape
+                continue
+            if len(head) < 4:
+                head.append(name.group(0).upper())
+                kept = tuple(w for w in head if w not in ("OR", "REPLACE"))[:2]
+                routine = kept in _ROUTINE_HEADS
+            if routine and parens == 0:
+                word = name.group(0).upper()
+                if word == "BEGIN" or (word == "CASE" and body > 0):
+                    body += 1
+                elif word == "END" and body > 0:
+                    body -= 1
+        elif ch == "$" and (match := _DOLLAR.match(script, i)):
             tag = match.group(0)
             end = script.find(tag, match.end())
             i = n if end < 0 else end + len(tag)
-        elif ch == ";":
+        elif ch == ";" and body == 0:
             emit_piece(script, start, i, pieces, lines, _strip_comments)
             i += 1
             start = i
+            head, routine, parens = [], False, 0
         else:
+            if routine and ch in "()":
+                parens = parens + 1 if ch == "(" else max(0, parens - 1)
             i += 1
     emit_piece(script, start, n, pieces, lines, _strip_comments)
     return pieces

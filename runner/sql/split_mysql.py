@@ -11,10 +11,22 @@ changes the delimiter until the next one; the command itself is not a statement.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from runner.sql.split import Piece, emit_piece, skip_quoted, strip_block_comments
 
-__all__ = ["split_mysql"]
+__all__ = ["MysqlLexing", "split_mysql"]
+
+
+@dataclass(frozen=True, slots=True)
+class MysqlLexing:
+    """How a session reads quotes: its ``sql_mode`` decides (``NO_BACKSLASH_ESCAPES``: a
+    backslash escapes nothing; ``ANSI_QUOTES``: double quotes name an identifier, in which a
+    backslash escapes nothing either)."""
+
+    backslash_escapes: bool = True
+    ansi_quotes: bool = False
+
 
 # A word is an unquoted identifier or keyword: MySQL's identifier characters include
 # U+0080 and up, so `größe` is one word (and `À` no longer fails to match where isalpha()
@@ -35,7 +47,15 @@ def _skip_space(script: str, i: int) -> int:
     return i
 
 
-def split_mysql(script: str) -> list[Piece]:
+def _dash_comment(script: str, i: int) -> bool:
+    """``--`` starts a comment when a blank or a control character follows (or nothing), as
+    the server reads it."""
+    after = script[i + 2 : i + 3]
+    return script.startswith("--", i) and (not after or ord(after) <= 32 or after == "\x7f")
+
+
+def split_mysql(script: str, lexing: MysqlLexing = MysqlLexing()) -> list[Piece]:
+    """The statements of ``script``, quotes read as a session with ``lexing`` reads them."""
     pieces: list[Piece] = []
     lines = [0, 1]  # (position, line) of the last piece emitted
     delimiter = ";"
@@ -56,16 +76,17 @@ def split_mysql(script: str) -> list[Piece]:
             i += len(delimiter)
             start, first_word = i, True
             continue
-        if ch == "#" or (
-            ch == "-" and script.startswith("--", i) and (i + 2 >= n or script[i + 2] in " \t\r\n")
-        ):
+        if ch == "#" or (ch == "-" and _dash_comment(script, i)):
             end = script.find("\n", i)
             i = n if end < 0 else end + 1
         elif ch == "/" and script.startswith("/*", i):
             end = script.find("*/", i + 2)
             i = n if end < 0 else end + 2
         elif ch in ("'", '"', "`"):
-            i = skip_quoted(script, i, backslash=ch != "`")
+            backslash = lexing.backslash_escapes and not (
+                ch == "`" or (ch == '"' and lexing.ansi_quotes)
+            )
+            i = skip_quoted(script, i, backslash=backslash)
             first_word = False
         elif (match := _WORD.match(script, i)) is not None:
             word = _keyword(match.group(0))
@@ -89,5 +110,5 @@ def split_mysql(script: str) -> list[Piece]:
 
 
 def _strip_comments(text: str) -> str:
-    text = re.sub(r"(--[ \t][^\n]*|--$|#[^\n]*)", "", text, flags=re.MULTILINE)
+    text = re.sub(r"(--(?=[\x00-\x20\x7f]|$)[^\n]*|#[^\n]*)", "", text, flags=re.MULTILINE)
     return strip_block_comments(text, keep="!")

@@ -651,6 +651,16 @@ def test_the_image_is_python_slim_with_git_ssh_and_the_whole_distribution() -> N
     assert (ROOT / ".dockerignore").exists() or not any(c == "." for c in copied)
 
 
+def test_the_image_carries_the_sandbox_servers_and_their_jail() -> None:
+    """A plan's private sandbox server runs only inside bubblewrap (docs/engine.md): an image
+    without it would refuse every plan (sandbox_unavailable)."""
+    runs = " ".join(arguments for op, arguments in dockerfile() if op == "RUN")
+    installed = re.search(r"apt-get install ([^&]*)", runs)
+    assert installed is not None
+    packages = set(installed.group(1).split())
+    assert {"postgresql-15", "mariadb-server", "bubblewrap", "util-linux"} <= packages
+
+
 def test_the_image_runs_as_the_manifests_non_root_uid_and_holds_no_secret() -> None:
     instructions = dockerfile()
     users = [arguments for op, arguments in instructions if op == "USER"]
@@ -674,3 +684,17 @@ def test_no_file_under_deploy_carries_a_secret_value() -> None:
         assert "-----BEGIN" not in text, path
         assert not re.search(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})", text), path
         assert not re.search(r"://[^/\s:@]+:[^/\s@]+@", text), f"{path}: a URL with a password"
+
+
+def test_the_jobs_that_plan_may_make_the_sandbox_jail() -> None:
+    """The controller tells the Jobs that plan to allow user namespaces (their private
+    sandbox server runs in a bubblewrap jail); with the default they would all be refused
+    (docs/kubernetes.md, "The sandbox jail")."""
+    from gitops.kubernetes.jobs import sandbox_security
+
+    args = _container()["args"]
+    choice = args[args.index("--runner-sandbox-security") + 1]
+    assert sandbox_security(choice) == {
+        "seccompProfile": {"type": "Unconfined"},
+        "appArmorProfile": {"type": "Unconfined"},
+    }

@@ -4,13 +4,17 @@ taking the lease, a note of what the status branch held)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from gitops.execution.executor import Dispatch, EnvValue, LocalExecutor, Outcome
 from gitops.resources.approvals import ResourceRef
-from runner.protocol.messages import OperationInput
+from runner.protocol.messages import OperationInput, PlanSettings
 
-__all__ = ["HookedExecutor"]
+__all__ = ["HookedExecutor", "RecordingExecutor"]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class HookedExecutor(LocalExecutor):
@@ -47,3 +51,19 @@ class HookedExecutor(LocalExecutor):
         )
         self.after(requests, environment)
         return outcomes
+
+
+class RecordingExecutor(HookedExecutor):
+    """This checkout's runner (whatever ``seshat-runner`` is installed), recording the
+    settings each plan was sent."""
+
+    def __init__(self, work: Path) -> None:
+        command = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+                   "from runner.cli import main; main()"]  # fmt: skip
+        super().__init__(work / "operations", command=command)
+        self.plans: list[PlanSettings] = []
+
+    def before(
+        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
+    ) -> None:
+        self.plans += [r.settings for r in requests if r.operation == "plan"]

@@ -2,7 +2,9 @@
 
 The URL is ``mysql://user@host:port/db`` (or ``mariadb://``; ``?unix_socket=PATH`` for a
 socket); the password comes from the URL or from ``MYSQL_PWD``. Every session uses utf8mb4
-and autocommit: MySQL DDL commits implicitly anyway.
+and autocommit: MySQL DDL commits implicitly anyway. No session asks for multi-statements
+(``CLIENT.MULTI_STATEMENTS``): a text the server reads as two statements is an error, so
+what runs is exactly what the desired schema's classifier saw (:mod:`runner.sql.classify`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pymysql
+from pymysql.constants import CLIENT
 
 from runner.errors import CanNotRunError, ConfigurationError
 from runner.url import DatabaseURL
@@ -33,7 +36,7 @@ def connect(url: DatabaseURL, database: str | None = None, *, env_password: bool
     target's) ``MYSQL_PWD``."""
     socket = url.param("unix_socket")
     try:
-        return pymysql.connect(
+        conn = pymysql.connect(
             host=url.host or "localhost",
             port=url.port or 3306,
             unix_socket=socket,
@@ -43,9 +46,14 @@ def connect(url: DatabaseURL, database: str | None = None, *, env_password: bool
             charset="utf8mb4",
             autocommit=True,
             connect_timeout=10,
+            client_flag=0,
         )
     except pymysql.MySQLError as error:
         raise CanNotRunError(f"cannot connect to the database: {error_text(error)}") from None
+    if conn.client_flag & CLIENT.MULTI_STATEMENTS:  # PyMySQL never adds it of its own accord
+        conn.close()
+        raise CanNotRunError("a MySQL session must not allow several statements per query")
+    return conn
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,6 +60,7 @@ from runner.engines.renamed import Renamed, Spelling
 from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
+from runner.engines.watchdog import Watchdog, watching
 from runner.errors import CanNotRunError
 from runner.sql.split_mysql import split_mysql
 
@@ -268,7 +269,11 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     @contextlib.contextmanager
     def sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
-        opened = dev_sandbox(self.dev_url, facts) if self.dev_url else private_sandbox(facts)
+        opened = (
+            dev_sandbox(self.dev_url, facts)
+            if self.dev_url
+            else private_sandbox(facts, isolation=self.isolation)
+        )
         with self._server_errors(), self.entered(opened) as sandbox:
             yield sandbox
 
@@ -281,35 +286,37 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         named: list[str] = []  # the statements as written, for the definers they name
         qualifier = re.compile(r"(?<![\w`$])(`?)" + re.escape(self.database) + r"\1(?=\s*\.)")
         try:
-            for file, text in files:
-                for piece in split_mysql(text):
-                    if match := _USE.match(piece.sql):
-                        if match.group(1) != self.database:
-                            raise DesiredSchemaError(
-                                f"{file}:{piece.line}: USE names another database"
-                            )
-                        continue
-                    sql = piece.sql
-                    if grant_statement(sql) is not None:
-                        granted = self._grant_in_sandbox(sandbox, file, piece.line, sql)
-                        if granted is None:
-                            continue  # grants nothing to a managed account: left alone
-                        sql = granted
-                    else:
-                        named.append(sql)
-                    sql = rewrite_definers(qualifier.sub(ident(name), sql))
-                    pieces.append(LoadPiece(file, piece.line, sql))
+            with self._server_errors(), conn.cursor() as cur:
+                # How quotes are read, as the classifier reads them (runner/sql/classify.py).
+                cur.execute("SET SESSION sql_mode = %s", (sandbox.facts.sql_mode,))
+            for piece in self.declared(files, sandbox.facts.sql_mode):
+                file = piece.file
+                if match := _USE.match(piece.sql):
+                    if match.group(1) != self.database:
+                        raise DesiredSchemaError(f"{file}:{piece.line}: USE names another database")
+                    continue
+                sql = piece.sql
+                if grant_statement(sql) is not None:
+                    granted = self._grant_in_sandbox(sandbox, file, piece.line, sql)
+                    if granted is None:
+                        continue  # grants nothing to a managed account: left alone
+                    sql = granted
+                else:
+                    named.append(sql)
+                sql = rewrite_definers(qualifier.sub(ident(name), sql))
+                pieces.append(LoadPiece(file, piece.line, sql))
 
             def run(piece: LoadPiece) -> str | None:
                 try:
-                    _execute(conn, piece.sql)
+                    _watched(watch, conn, piece.sql)
                 except pymysql.MySQLError as error:
-                    return self._scrub(error_text(error))
+                    return self._scrub(watch.explain(error_text(error)))
                 return None
 
             with self._server_errors():
                 _execute(conn, "SET SESSION foreign_key_checks = 0")
-            load_retrying(pieces, run)
+            with watching(sandbox.canceller(conn)) as watch:
+                load_retrying(pieces, run)
         finally:
             conn.close()
         # Read back in a new session: nothing the desired SQL set on its own carries over.
@@ -340,6 +347,11 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     def split(self, text: str) -> list[tuple[int, str]]:
         return [(piece.line, piece.sql) for piece in split_mysql(text)]
+
+    def classifier_mode(self, facts: ServerFacts) -> str:
+        """The target's ``sql_mode``: the loader sets it on its session (so an explicit
+        sandbox reads quotes as the target does, and as the classifier does)."""
+        return facts.sql_mode
 
     def _accounts_exist(self, desired: Database) -> None:
         """Refuse (``unknown_role``) a desired grant to an account the target lacks:
@@ -408,7 +420,10 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             conn, name = sandbox.fresh()
             self.scratch_names.append(name)
             try:
-                probed, result = self._probe_run(conn, name, baseline, statements, sandbox)
+                with watching(sandbox.canceller(conn)) as watch:
+                    probed, result = self._probe_run(
+                        conn, name, baseline, statements, sandbox, watch
+                    )
             finally:
                 conn.close()
         account = sandbox.facts.account
@@ -421,8 +436,12 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         baseline: Database,
         statements: Sequence[PlanStatement],
         sandbox: Sandbox,
+        watch: Watchdog,
     ) -> tuple[list[PlanStatement], Database]:
         stand = self._stand_ins(sandbox) if self.privileges.active else {}
+
+        def execute(sql: str) -> None:
+            _watched(watch, conn, sql)
 
         def here(statement: PlanStatement) -> str:
             """The statement as the sandbox runs it: definers its own, grants to stand-ins."""
@@ -443,26 +462,24 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         _execute(conn, "SET SESSION foreign_key_checks = 0")
         try:
             for statement in copy.statements:
-                _execute(conn, here(statement))
+                execute(here(statement))
         except pymysql.MySQLError as error:
+            why = watch.explain(error_text(error))
             raise PlanRefused(
                 "dry_run_failed",
-                self._scrub(
-                    f"could not rebuild the live schema for the dry run: {error_text(error)}"
-                ),
+                self._scrub(f"could not rebuild the live schema for the dry run: {why}"),
             ) from None
         finally:
             _execute(conn, "SET SESSION foreign_key_checks = 1")
         probed: list[PlanStatement] = []
         for index, statement in enumerate(statements):
             try:
-                algorithm = _probe(conn, here(statement))
+                algorithm = _probe(execute, here(statement))
             except pymysql.MySQLError as error:
+                why = watch.explain(error_text(error))
                 raise PlanRefused(
                     "dry_run_failed",
-                    self._scrub(
-                        f"statement {index + 1} failed in the dry run: {error_text(error)}"
-                    ),
+                    self._scrub(f"statement {index + 1} failed in the dry run: {why}"),
                 ) from None
             probed.append(probed_hazards(statement, algorithm))
         return probed, self._read(conn, name, EVERYTHING, {v: k for k, v in stand.items()})
@@ -558,6 +575,15 @@ def _interrupted_message(finished: list[int], unknown: int | None) -> str:
     return text + "; inspect the database and plan again"
 
 
+def _watched(watch: Watchdog, conn: Any, sql: str) -> None:
+    """``sql`` under the watchdog's deadline. A statement the watchdog ended fails, even
+    where MariaDB answers success (an interrupted ``DO SLEEP()`` or ``BENCHMARK()`` does)."""
+    with watch.statement():
+        _execute(conn, sql)
+    if watch.fired:
+        raise pymysql.err.OperationalError(1317, "Query execution was interrupted")
+
+
 def _merged(statements: Sequence[PlanStatement]) -> list[PlanStatement]:
     """One statement where several changes of one column render the same SQL."""
     merged: list[PlanStatement] = []
@@ -575,14 +601,14 @@ def _merged(statements: Sequence[PlanStatement]) -> list[PlanStatement]:
     return merged
 
 
-def _probe(conn: Any, sql: str) -> str | None:
+def _probe(execute: Callable[[str], None], sql: str) -> str | None:
     """Run ``sql`` in the cheapest algorithm accepted; ``None`` for other than ALTER TABLE."""
     if not re.match(r"ALTER\s+TABLE\b", sql, re.IGNORECASE):
-        _execute(conn, sql)
+        execute(sql)
         return None
     for algorithm, clause in ALGORITHMS:
         try:
-            _execute(conn, sql + clause)
+            execute(sql + clause)
             return algorithm
         except pymysql.MySQLError:
             if not clause:

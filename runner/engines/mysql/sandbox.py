@@ -34,8 +34,7 @@ import re
 import secrets
 import shutil
 import subprocess
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -45,7 +44,7 @@ import pymysql
 from runner.engines.mysql.acl import GRANT_TABLES
 from runner.engines.mysql.connection import connection, rows
 from runner.engines.mysql.quoting import ident
-from runner.engines.servers import Owner, SandboxRefusal, SandboxUnavailable, private_data, run_as
+from runner.engines.servers import Place, SandboxRefusal, SandboxUnavailable, template
 from runner.errors import CanNotRunError
 from runner.url import DatabaseURL
 
@@ -60,7 +59,7 @@ __all__ = [
 ]
 
 ROLE: Final = "seshat_sandbox"
-TEMPLATE: Final = 2
+TEMPLATE: Final = 3
 """How templates are built; part of their cache key (bumped when the build changes)."""
 _DEFINER = re.compile(
     r"\bDEFINER\s*=\s*(?:CURRENT_USER(?:\s*\(\s*\))?|"
@@ -162,6 +161,19 @@ class Sandbox:
                 user, _, host = stand_in.rpartition("@")
                 cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
         self.accounts.clear()
+
+    def canceller(self, session: Any) -> Callable[[], None]:
+        """How the runner cancels the statement running on ``session`` (a watchdog's
+        ``KILL QUERY`` from another session: the sandbox's administrator, or an explicit
+        sandbox's own credential, which may end its own statements)."""
+        thread = int(session.thread_id())
+
+        def cancel() -> None:
+            url = self.admin if self.admin is not None else self.server
+            with connection(url, env_password=False) as conn, conn.cursor() as cur:
+                cur.execute(f"KILL QUERY {thread}")
+
+        return cancel
 
     def fresh(self) -> tuple[Any, str]:
         """A session on a new, empty schema (with the target's character set and
@@ -279,105 +291,92 @@ def _unavailable(facts: ServerFacts, detail: str) -> SandboxUnavailable:
     )
 
 
-def _server_args(data: Path, run: Path, facts: ServerFacts) -> list[str]:
-    return [
-        "--no-defaults",
-        f"--datadir={data}",
-        f"--socket={run / 'mysqld.sock'}",
-        f"--pid-file={run / 'mysqld.pid'}",
-        f"--log-error={run / 'error.log'}",
-        "--skip-networking",
-        "--skip-name-resolve",
-        "--skip-log-bin",
-        f"--lower-case-table-names={facts.lower_case_table_names}",
-        "--innodb-flush-log-at-trx-commit=0",
-        "--innodb-doublewrite=0",
-        "--innodb-buffer-pool-size=32M",
-        "--innodb-log-file-size=8M",
-        f"--tmpdir={run / 'tmp'}",  # its own: a server removes leftover #sql files in it
-        "--max-connections=20",
-        "--max-statement-time=120",
-        f"--secure-file-priv={run / 'files'}",  # an empty folder (and no FILE grant anyway)
-        "--local-infile=0",
-    ]
-
-
-@contextlib.contextmanager
-def _running(server: Path, owner: Owner, data: Path, facts: ServerFacts) -> Iterator[Path]:
-    run = data.parent
-    for folder in ("files", "tmp"):
-        (run / folder).mkdir(exist_ok=True)
-        if owner.uid is not None and owner.gid is not None:
-            os.chown(run / folder, owner.uid, owner.gid)
-    args = [str(server), *_server_args(data, run, facts)]
-    if facts.sql_mode:
-        args.append(f"--sql-mode={facts.sql_mode}")
-    process = subprocess.Popen(
-        args,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"},
-        cwd="/",
-        user=owner.uid,
-        group=owner.gid,
-        extra_groups=[] if owner.uid is not None else None,
-    )
-    try:
-        socket = run / "mysqld.sock"
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                log = run / "error.log"
-                tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
-                raise SandboxUnavailable(f"the sandbox mariadbd exited: {tail.strip()}")
-            if socket.exists():
-                try:
-                    pymysql.connect(unix_socket=str(socket), user="root", connect_timeout=2).close()
-                    break
-                except pymysql.MySQLError:
-                    pass
-            if time.monotonic() > deadline:
-                raise SandboxUnavailable("the sandbox mariadbd did not start within 60 s")
-            time.sleep(0.05)
-        yield socket
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
-def _build(server: Path, install: Path, owner: Owner, facts: ServerFacts) -> Any:
-    def build(data: Path) -> None:
+def _server(server: Path, facts: ServerFacts) -> Any:
+    def argv(path: str) -> list[str]:
         args = [
-            str(install),
+            str(server),
             "--no-defaults",
-            f"--datadir={data}",
-            "--auth-root-authentication-method=normal",
-            "--skip-test-db",
+            f"--datadir={path}/data",
+            f"--socket={path}/mysqld.sock",
+            f"--pid-file={path}/mysqld.pid",
+            "--skip-networking",
+            "--skip-name-resolve",
+            "--skip-log-bin",
+            "--skip-symbolic-links",  # DATA/INDEX DIRECTORY cannot point out of the data
+            "--event-scheduler=OFF",  # nothing the desired SQL schedules runs
             f"--lower-case-table-names={facts.lower_case_table_names}",
+            "--innodb-flush-log-at-trx-commit=0",
+            "--innodb-doublewrite=0",
+            "--innodb-buffer-pool-size=32M",
             "--innodb-log-file-size=8M",
-            f"--tmpdir={data.parent}",
+            f"--tmpdir={path}/tmp",  # its own: a server removes leftover #sql files in it
+            "--max-connections=20",
+            f"--secure-file-priv={path}/files",  # an empty folder (and no FILE grant anyway)
+            "--local-infile=0",
         ]
-        if owner.name and owner.uid is not None:
-            args.append(f"--user={owner.name}")
-        run_as(owner, args, what="mariadb-install-db", timeout=300)
-        with _running(server, owner, data, facts) as socket:
-            conn = pymysql.connect(unix_socket=str(socket), user="root", autocommit=True)
-            try:
-                with conn.cursor() as cur:
-                    cur.execute(f"CREATE USER '{ROLE}'@'localhost'")
-                    cur.execute("FLUSH PRIVILEGES")
-            finally:
-                conn.close()
+        if facts.sql_mode:
+            args.append(f"--sql-mode={facts.sql_mode}")
+        return args
+
+    return argv
+
+
+def _ready(folder: Path) -> bool:
+    socket = folder / "mysqld.sock"
+    if not socket.exists():
+        return False
+    try:
+        pymysql.connect(unix_socket=str(socket), user="root", connect_timeout=2).close()
+    except pymysql.MySQLError:
+        return False
+    return True
+
+
+_TEMPLATE_SQL: Final = f"""FLUSH PRIVILEGES;
+CREATE USER '{ROLE}'@'localhost';
+"""
+
+
+def _build(place: Place, server: Path, install: Path, facts: ServerFacts) -> Any:
+    def build(folder: Path) -> None:
+        place.run(
+            lambda path: [
+                str(install),
+                "--no-defaults",
+                f"--datadir={path}/data",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+                f"--lower-case-table-names={facts.lower_case_table_names}",
+                "--innodb-log-file-size=8M",
+                f"--tmpdir={path}",
+            ],
+            folder,
+            what="mariadb-install-db",
+        )
+        place.run(
+            lambda path: [
+                str(server),
+                "--no-defaults",
+                "--bootstrap",
+                f"--datadir={path}/data",
+                f"--lower-case-table-names={facts.lower_case_table_names}",
+                "--innodb-log-file-size=8M",
+                f"--tmpdir={path}",
+                "--skip-networking",
+            ],
+            folder,
+            stdin=_TEMPLATE_SQL,
+            what="mariadbd --bootstrap",
+        )
 
     return build
 
 
 @contextlib.contextmanager
-def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandbox]:
+def private_sandbox(
+    facts: ServerFacts, *, cache: bool = True, isolation: str = "jail"
+) -> Iterator[Sandbox]:
     """A private ``mariadbd`` matching ``facts`` (see the module docstring)."""
     if facts.flavor != "mariadb":
         raise _unavailable(facts, "the runner starts only MariaDB sandboxes")
@@ -387,19 +386,17 @@ def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandb
     series = _local_version(server)
     if series != facts.series:
         raise _unavailable(facts, f"this machine's mariadbd is {series or 'of unknown version'}")
+    place = Place(isolation)
     settings = f"{TEMPLATE}|{series}|{facts.lower_case_table_names}|{server}"
     with (
-        private_data(
-            f"mariadb-{series}",
-            settings,
-            "mysql",
-            lambda owner: _build(server, install, owner, facts),
-            prefix="seshat-mariadb-",
-            cache=cache,
-        ) as (owner, data),
-        _running(server, owner, data, facts) as socket,
+        template(
+            f"mariadb-{series}", settings, _build(place, server, install, facts), cache=cache
+        ) as data,
+        place.serve(
+            _server(server, facts), data, _ready, what="mariadbd", folders=("tmp", "files")
+        ) as folder,
     ):
-        params = (("unix_socket", str(socket)),)
+        params = (("unix_socket", str(folder / "mysqld.sock")),)
         as_role = DatabaseURL(
             "mariadb", "mysql", user=ROLE, host="localhost", database="mysql", params=params
         )

@@ -33,6 +33,7 @@ from runner.engines.postgresql.introspect import introspect, prepare_session
 from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.sandbox import (
+    PrepareFailed,
     Sandbox,
     ServerFacts,
     dev_sandbox,
@@ -45,6 +46,7 @@ from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
+from runner.engines.watchdog import Watchdog, watching
 from runner.errors import CanNotRunError
 from runner.sql.split import split_postgresql
 from runner.url import DatabaseURL
@@ -62,67 +64,92 @@ def _error_text(error: psycopg.Error) -> str:
     return primary
 
 
+class _Session:
+    """Statements on one sandbox session, as the sandbox role: each exactly one statement
+    (the extended protocol refuses a text that holds two, so what ran is what was read),
+    each cancelled by the runner after the sandbox's statement limit, and those the
+    sandbox does for itself (:meth:`Sandbox.instead`) in their place."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        sandbox: Sandbox,
+        database: DatabaseURL,
+        watch: Watchdog,
+    ) -> None:
+        self.conn, self.sandbox, self.database, self.watch = conn, sandbox, database, watch
+
+    def one(self, sql: str) -> None:
+        """``sql`` (or what the sandbox runs instead) on its own."""
+        replaced = self.sandbox.instead(self.database, sql)
+        for text in [sql] if replaced is None else replaced:
+            with self.watch.statement():
+                self.conn.execute(text.encode("utf-8"), binary=True)
+
+    def together(self, texts: Sequence[str]) -> None:
+        """``texts`` in one transaction and one round trip; all or nothing."""
+        with self.watch.statement(), self.conn.transaction(), self.conn.pipeline():
+            for text in texts:
+                self.conn.execute(text.encode("utf-8"), binary=True)
+
+    def error(self, error: psycopg.Error) -> str:
+        return self.watch.explain(_error_text(error))
+
+
 def _load(
-    conn: psycopg.Connection[Any],
-    files: list[tuple[str, str]],
-    sandbox: Sandbox,
-    database: DatabaseURL,
+    session: _Session,
+    pieces: Sequence[LoadPiece],
     schemas: Callable[[], Sequence[str]] = list,
 ) -> None:
-    """Run the desired schema in the sandbox database ``conn``
-    (:func:`~runner.engines.core.load_retrying`).
+    """Run the desired schema's classified ``pieces`` (:meth:`Engine.declared
+    <runner.engines.core.Engine.declared>`) in the sandbox database of ``session``
+    (:func:`~runner.engines.core.load_retrying`), each as exactly one statement.
 
-    The first pass sends statements in batches (one round trip and one commit each); what a
-    failing batch held runs one by one after it. A ``CREATE EXTENSION`` goes through the
-    sandbox (:meth:`Sandbox.run`), never as written. A role a statement names is made in the
-    sandbox, and schemas only the live database has are created when nothing else lets the
-    load progress (schemas are never dropped, so a desired schema may use one).
+    What the statements need from the administrator (roles, extensions) is made first,
+    from the statements read (:meth:`Sandbox.prepare`). The first pass sends statements in
+    batches (one round trip and one transaction each); what a failing batch held runs one
+    by one after it. Schemas only the live database has are created when nothing else lets
+    the load progress (schemas are never dropped, so a desired schema may use one).
     """
+    conn, sandbox = session.conn, session.sandbox
     with conn.cursor() as cur:
         cur.execute("SET check_function_bodies = off")
     _follow_search_path(conn, sandbox.search_path)
-    pieces = [
-        LoadPiece(name, piece.line, piece.sql)
-        for name, text in files
-        for piece in split_postgresql(text)
-    ]
+    try:
+        sandbox.prepare(
+            session.database, [(f"{p.file}:{p.line}", p.sql) for p in pieces], desired=True
+        )
+    except (SandboxRefusal, PrepareFailed) as refusal:
+        raise DesiredSchemaError(str(refusal)) from None
     left: list[LoadPiece] = []
     for start in range(0, len(pieces), _BATCH):
         chunk = pieces[start : start + _BATCH]
         if len(chunk) > 1 and not any(sandbox.intercepts(p.sql) for p in chunk):
             try:
-                with conn.cursor() as cur:
-                    cur.execute(";\n".join(p.sql for p in chunk).encode("utf-8"))
+                session.together([p.sql for p in chunk])
                 continue
             except psycopg.Error:
                 pass
         left += chunk
-    made_role = False
     missing_schemas: list[str] | None = None  # asked of the live model only when stuck
 
     def run(piece: LoadPiece) -> str | None:
-        nonlocal made_role
-        while True:  # once more after each role it names is made: the order stays the file's
+        try:
+            session.one(piece.sql)
+        except SandboxRefusal as refusal:
+            raise DesiredSchemaError(f"{piece.file}:{piece.line}: {refusal}") from None
+        except psycopg.Error as error:
+            lent = _lent_create(piece.sql, error)
+            if lent is None:
+                return session.error(error)
             try:
-                _run_one(conn, sandbox, database, piece.sql)
-            except SandboxRefusal as refusal:
-                raise DesiredSchemaError(f"{piece.file}:{piece.line}: {refusal}") from None
-            except psycopg.Error as error:
-                if sandbox.missing_role(error):
-                    made_role = True
-                    continue
-                lent = _lent_create(piece.sql, error)
-                if lent is not None:
-                    piece = LoadPiece(piece.file, piece.line, lent)
-                    continue
-                return _error_text(error)
-            return None
+                session.together(lent)
+            except psycopg.Error as again:
+                return session.error(again)
+        return None
 
     def when_stuck() -> bool:
-        nonlocal made_role, missing_schemas
-        if made_role:
-            made_role = False
-            return True
+        nonlocal missing_schemas
         if missing_schemas is not None:
             return False
         missing_schemas = list(schemas())
@@ -130,7 +157,6 @@ def _load(
             return False
         try:
             with conn.cursor() as cur:
-                cur.execute("RESET ROLE")  # whatever role the desired SQL set
                 for schema in missing_schemas:
                     cur.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}".encode())
         except psycopg.Error as error:
@@ -182,33 +208,23 @@ _OWNER_TO = re.compile(
 _NO_CREATE = re.compile(r"^permission denied for schema (.+)$")
 
 
-def _lent_create(sql: str, error: psycopg.Error) -> str | None:
+def _lent_create(sql: str, error: psycopg.Error) -> list[str] | None:
     """In a sandbox, ``ALTER ... OWNER TO r`` that failed because ``r`` may not create in
-    the object's schema (which PostgreSQL demands of a new owner), as a statement that lends
-    ``r`` that privilege for the change only. The sandbox invents roles and rebuilds only the
-    privileges of managed ones, so it cannot know what the target grants ``r``; the target
-    itself is asked when the plan is applied."""
+    the object's schema (which PostgreSQL demands of a new owner), as statements that lend
+    ``r`` that privilege for the change only, run like it as the sandbox role (which can
+    lend only what it holds). The sandbox invents roles and rebuilds only the privileges of
+    managed ones, so it cannot know what the target grants ``r``; the target itself is asked
+    when the plan is applied."""
     owner = _OWNER_TO.match(sql)
     schema = _NO_CREATE.match(error.diag.message_primary or "")
     if owner is None or schema is None:
         return None
     role, name = owner.group(1), ident(schema.group(1))
-    return (
-        f"GRANT CREATE ON SCHEMA {name} TO {role};\n{sql.rstrip().rstrip(';')};\n"
-        f"REVOKE CREATE ON SCHEMA {name} FROM {role}"
-    )
-
-
-def _run_one(
-    conn: psycopg.Connection[Any], sandbox: Sandbox, database: DatabaseURL, sql: str
-) -> None:
-    """One statement in the sandbox: an extension through the sandbox's door, the rest as
-    the sandbox role."""
-    if sandbox.intercepts(sql):
-        sandbox.run(database, sql)
-        return
-    with conn.cursor() as cur:
-        cur.execute(sql.encode("utf-8"))
+    return [
+        f"GRANT CREATE ON SCHEMA {name} TO {role}",
+        sql.rstrip().rstrip(";"),
+        f"REVOKE CREATE ON SCHEMA {name} FROM {role}",
+    ]
 
 
 class PostgresEngine(Engine[ServerFacts, Sandbox]):
@@ -244,7 +260,11 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     @contextlib.contextmanager
     def sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
-        opened = dev_sandbox(self.dev_url, facts) if self.dev_url else private_sandbox(facts)
+        opened = (
+            dev_sandbox(self.dev_url, facts)
+            if self.dev_url
+            else private_sandbox(facts, isolation=self.isolation)
+        )
         with self.entered(opened) as sandbox:
             yield sandbox
 
@@ -258,8 +278,8 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             live = self.live_model().definitions.values()
             return [d.definition for d in live if d.kind == "schema"]
 
-        with connection(database) as conn:
-            _load(conn, files, sandbox, database, schemas)
+        with connection(database) as conn, watching(conn.cancel_safe) as watch:
+            _load(_Session(conn, sandbox, database, watch), self.declared(files), schemas)
         # Read back in a new session: nothing the desired SQL set on its own carries over.
         try:
             with connection(database) as conn:
@@ -311,24 +331,30 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     ) -> tuple[list[PlanStatement], Database]:
         """Rebuild ``baseline`` in a fresh sandbox database, run ``statements`` there."""
         database = sandbox.fresh()
-        with connection(database) as conn:
+        with connection(database) as conn, watching(conn.cancel_safe) as watch:
+            session = _Session(conn, sandbox, database, watch)
 
             def run(steps: Sequence[PlanStatement], failed: str, batch: int | None = None) -> None:
                 """``steps`` in the sandbox database; a failure refuses the plan, ``failed``
                 (a template naming the statement's ``number`` and the ``error``) says how."""
                 try:
-                    _execute(
-                        conn,
-                        [(s.sql, s.transactional) for s in steps],
-                        batch=batch,
-                        sandbox=(sandbox, database),
-                    )
+                    _sandbox_execute(session, [(s.sql, s.transactional) for s in steps], batch)
                 except _StatementFailed as failure:
                     why = failed.format(number=failure.index + 1, error=failure.error)
                     raise PlanRefused("dry_run_failed", why) from None
 
             empty = introspect(conn, self.privileges)
             copy = plan_changes(empty, baseline, PlanOptions(allow_destructive=True), render)
+            try:
+                sandbox.prepare(
+                    database,
+                    [(f"rebuild statement {i + 1}", s.sql) for i, s in enumerate(copy.statements)]
+                    + [(f"statement {i + 1}", s.sql) for i, s in enumerate(statements)],
+                    desired=False,
+                )
+            except (SandboxRefusal, PrepareFailed) as refusal:
+                why = f"the dry run cannot start: {refusal}"
+                raise PlanRefused("dry_run_failed", why) from None
             # Committed in batches: one transaction over a large schema would exhaust the
             # server's lock table, and the copy needs no atomicity.
             run(
@@ -398,91 +424,92 @@ class _StatementFailed(Exception):
 _BATCH = 200
 
 
-def _one(
-    conn: psycopg.Connection[Any], sql: str, sandbox: tuple[Sandbox, DatabaseURL] | None
-) -> None:
-    """One statement on its own; in a sandbox, an extension through its door, and once more
-    after a role it names was made."""
-    for _ in range(2):
-        try:
-            if sandbox is not None and sandbox[0].intercepts(sql):
-                sandbox[0].run(sandbox[1], sql)
-            else:
-                conn.execute(sql.encode("utf-8"))
-            return
-        except psycopg.Error as error:
-            if sandbox is None or not sandbox[0].missing_role(error):
-                raise
-    conn.execute(sql.encode("utf-8"))
-
-
 def _execute(
     conn: psycopg.Connection[Any],
     statements: Sequence[tuple[str, bool]],
-    report: ApplyReport | None = None,
-    batch: int | None = None,
-    sandbox: tuple[Sandbox, DatabaseURL] | None = None,
+    report: ApplyReport,
 ) -> None:
-    """Run statements: consecutive transactional ones in one transaction, others alone.
-
-    With ``batch``, a run of transactional statements is committed every ``batch``
-    statements instead of once (for rebuilding a copy, where atomicity is not needed). In a
-    ``sandbox``, the statements it intercepts (extensions) run through it, each on its own.
-    """
+    """Run the approved statements on the target: consecutive transactional ones in one
+    transaction, others alone."""
     prepare_session(conn)
-
-    def alone(sql: str) -> bool:
-        return sandbox is not None and sandbox[0].intercepts(sql)
-
     index = 0
-    texts = [sql for sql, _ in statements]  # a sandbox may lend a new owner CREATE
     while index < len(statements):
         sql, transactional = statements[index]
-        if not transactional or alone(sql):
+        if not transactional:
             try:
-                _one(conn, sql, sandbox)
+                conn.execute(sql.encode("utf-8"))
             except psycopg.Error as error:
                 raise _StatementFailed(index, _error_text(error)) from None
-            except SandboxRefusal as refusal:
-                raise _StatementFailed(index, str(refusal)) from None
-            if report is not None:
-                report.ran.append(index)
+            report.ran.append(index)
             index += 1
             continue
         group: list[int] = []
-        while index < len(statements) and statements[index][1] and not alone(statements[index][0]):
+        while index < len(statements) and statements[index][1]:
+            group.append(index)
+            index += 1
+        current = group[0]
+        try:
+            with conn.transaction():
+                for current in group:
+                    conn.execute(statements[current][0].encode("utf-8"))
+        except psycopg.Error as error:
+            report.rolled_back = [i for i in group if i < current]
+            raise _StatementFailed(current, _error_text(error)) from None
+        report.ran.extend(group)
+
+
+def _sandbox_execute(
+    session: _Session, statements: Sequence[tuple[str, bool]], batch: int | None
+) -> None:
+    """Run statements in a sandbox as :func:`_execute` runs them on a target, each exactly
+    one statement (:class:`_Session`); with ``batch``, a run of transactional statements is
+    committed every ``batch`` statements instead of once (for rebuilding a copy, where
+    atomicity is not needed)."""
+    prepare_session(session.conn)
+    sandbox = session.sandbox
+    index = 0
+    while index < len(statements):
+        sql, transactional = statements[index]
+        if not transactional or sandbox.intercepts(sql):
+            try:
+                session.one(sql)
+            except psycopg.Error as error:
+                raise _StatementFailed(index, session.error(error)) from None
+            except SandboxRefusal as refusal:
+                raise _StatementFailed(index, str(refusal)) from None
+            index += 1
+            continue
+        group: list[int] = []
+        while (
+            index < len(statements)
+            and statements[index][1]
+            and not sandbox.intercepts(statements[index][0])
+        ):
             group.append(index)
             index += 1
             if batch is not None and len(group) >= batch:
                 break
-        done = False
-        if batch is not None and len(group) > 1:
-            # A copy's statements go in one round trip; if that fails, they run again one by
-            # one below (the batch was rolled back whole), which names the failing one.
+        texts = [[statements[i][0]] for i in group]
+        if len(group) > 1:
             try:
-                with conn.transaction():
-                    conn.execute(";\n".join(statements[i][0] for i in group).encode("utf-8"))
-                done = True
+                session.together([statements[i][0] for i in group])
+                continue
             except psycopg.Error:
-                pass
-        while not done:
-            current = group[0]
+                pass  # once more one by one below (it was rolled back whole): which failed?
+        while True:
+            current = 0
             try:
-                with conn.transaction():
-                    for current in group:
-                        conn.execute(texts[current].encode("utf-8"))
+                with session.conn.transaction():
+                    for current in range(len(group)):
+                        for text in texts[current]:
+                            with session.watch.statement():
+                                session.conn.execute(text.encode("utf-8"), binary=True)
                 break
             except psycopg.Error as error:
-                # In a sandbox, a role the statements name is made there, and they run again;
-                # so do they when a new owner may not create in the schema (_lent_create).
-                if sandbox is not None and sandbox[0].missing_role(error):
-                    continue
-                lent = _lent_create(texts[current], error) if sandbox is not None else None
-                if lent is not None:
+                # A new owner that may not create in the object's schema is lent that right
+                # for the change (_lent_create), and the statements run again.
+                lent = _lent_create(statements[group[current]][0], error)
+                if lent is not None and len(texts[current]) == 1:
                     texts[current] = lent
                     continue
-                if report is not None:
-                    report.rolled_back = [i for i in group if i < current]
-                raise _StatementFailed(current, _error_text(error)) from None
-        if report is not None:
-            report.ran.extend(group)
+                raise _StatementFailed(group[current], session.error(error)) from None

@@ -3,35 +3,47 @@
 The desired schema (an artifact's SQL), the rebuild of the live schema and the dry run
 never run on the target server or with the target's credential. They run in one of:
 
-* **a private server** (the default): started by the runner from the locally installed
-  binaries of the target's major version (``/usr/lib/postgresql/<major>/bin``, or
-  ``SESHAT_PG_BINDIR``), on a copy of a cached, initialized data directory with the
-  target's encoding and collation (C if this machine lacks them), listening on a Unix socket
-  in a ``0700`` directory only, with ``fsync`` off (:mod:`runner.engines.servers`). Everything
-  runs as ``seshat_sandbox``, a role with no superuser, ``CREATEDB`` or ``CREATEROLE``
-  that owns each scratch database and has a statement timeout: ``COPY ... PROGRAM``,
-  ``pg_read_file``, untrusted languages, ``ALTER SYSTEM``, ``dblink`` and role changes fail
-  there. Every scratch database is new: one in which artifact SQL ran is never reused;
+* **a private server** (the default): ``postgres`` from the locally installed binaries of
+  the target's major version (``/usr/lib/postgresql/<major>/bin``, or ``SESHAT_PG_BINDIR``),
+  on a copy of a cached, initialized data directory with the target's encoding and
+  collation (C if this machine lacks them), listening on a Unix socket only, with ``fsync``
+  off, inside an OS jail (:mod:`runner.engines.servers`, :mod:`runner.engines.jail`).
+  Every statement of the artifact runs as ``seshat_sandbox``, a role with no superuser,
+  ``CREATEDB`` or ``CREATEROLE`` that owns nothing a later step trusts: the scratch
+  databases belong to the administrator (the role may connect and create schemas there,
+  never change a database's settings or drop one), so ``COPY ... PROGRAM``,
+  ``pg_read_file``, untrusted languages, ``ALTER SYSTEM``, ``dblink``, role changes and
+  database settings fail there. Every scratch database is new: one in which artifact SQL
+  ran is never reused;
 * **an explicit sandbox** (``--dev-url``, ``spec.dev.url``) for versions this machine has
   no binaries for: refused if it is the target server itself (the same
-  ``system_identifier``) or its database is not empty.
+  ``system_identifier``), if that cannot be checked (``pg_control_system()`` refused on
+  either side), or if its database is not empty.
 
-``CREATE EXTENSION`` is not run as written: the runner itself creates, as the sandbox's
-administrator, extensions on :data:`EXTENSIONS` (never ``dblink``, ``postgres_fdw``,
-``file_fdw``, ``adminpack`` or an untrusted language), without ``CASCADE``. A role the
-desired schema names (``GRANT ... TO r``, ``OWNER TO r``) is created ``NOLOGIN`` there on
-first use. With neither a private server nor an explicit sandbox the plan is refused,
-``sandbox_unavailable``.
+Nothing derived from artifact text runs with more rights than the sandbox role. The roles
+and extensions a load or a dry run needs are read from its statements before any of them
+runs (:mod:`.statements`) and made by the administrator from those parsed names, quoted by
+the runner: roles ``NOLOGIN`` and granted to the sandbox role only when the sandbox made
+them (a role that exists, ``pg_read_server_files`` say, is never granted), extensions only
+those on :data:`EXTENSIONS` (never ``dblink``, ``postgres_fdw``, ``file_fdw``, ``adminpack``
+or an untrusted language), without ``CASCADE``, before any statement of the artifact has
+run. No statement of the artifact is ever run by the administrator; a ``COMMENT ON
+EXTENSION`` is rebuilt from its parsed name and text. Every sandbox session starts with the
+settings that decide how text is read fixed (:data:`SESSION_OPTIONS`), and every statement
+is cancelled by the runner after :data:`STATEMENT_SECONDS` (:mod:`runner.engines.watchdog`),
+whatever the session's own settings say. With neither a private server nor an explicit
+sandbox the plan is refused, ``sandbox_unavailable``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -40,7 +52,14 @@ import psycopg
 
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.quoting import ident, literal
-from runner.engines.servers import Owner, SandboxRefusal, SandboxUnavailable, private_data, run_as
+from runner.engines.postgresql.statements import (
+    ExtensionStatement,
+    extension_statement,
+    leading_words,
+    roles_named,
+    schema_created,
+)
+from runner.engines.servers import Place, SandboxRefusal, SandboxUnavailable, template
 from runner.errors import CanNotRunError
 from runner.url import DatabaseURL
 
@@ -48,9 +67,12 @@ __all__ = [
     "ADMIN",
     "EXTENSIONS",
     "ROLE",
+    "SESSION_OPTIONS",
+    "PrepareFailed",
     "Sandbox",
     "ServerFacts",
     "dev_sandbox",
+    "pinned",
     "private_sandbox",
     "server_facts",
 ]
@@ -58,11 +80,17 @@ __all__ = [
 ADMIN: Final = "seshat_admin"
 READY: Final = ("seshat_d1", "seshat_d2", "seshat_d3")
 """Empty databases a private server's template holds, handed out by :meth:`Sandbox.fresh`."""
-TEMPLATE: Final = 2
+TEMPLATE: Final = 3
 """How templates are built; part of their cache key (bumped when the build changes)."""
 ROLE: Final = "seshat_sandbox"
-STATEMENT_TIMEOUT: Final = "120s"
 MAX_ROLES: Final = 256
+SESSION_OPTIONS: Final = (
+    "-c standard_conforming_strings=on -c client_encoding=UTF8 -c backslash_quote=off "
+    "-c escape_string_warning=off"
+)
+"""Fixed for every sandbox session at connection start, where no database or role setting
+can override them: how the server reads string literals is how the runner's splitter and
+quoting read them."""
 
 EXTENSIONS: Final = frozenset(
     {
@@ -96,40 +124,14 @@ EXTENSIONS: Final = frozenset(
 )
 """Extensions the runner creates in a sandbox; any other ``CREATE EXTENSION`` is refused."""
 
-_NAME = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$-]*)'
-_CREATE_EXTENSION = re.compile(
-    rf"^\s*CREATE\s+EXTENSION\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<name>{_NAME})"
-    rf"(?:\s+WITH)?(?:\s+SCHEMA\s+(?P<schema>{_NAME}))?"
-    rf"(?:\s+VERSION\s+(?P<version>{_NAME}|'[^']*'))?(?P<cascade>\s+CASCADE)?\s*;?\s*$",
-    re.IGNORECASE,
-)
-_LOOKS_LIKE_EXTENSION = re.compile(
-    r"^\s*(?:CREATE|ALTER|DROP|COMMENT\s+ON)\s+EXTENSION\b", re.IGNORECASE
-)
-_OTHER_EXTENSION_STATEMENTS = (
-    re.compile(
-        rf"^\s*COMMENT\s+ON\s+EXTENSION\s+(?P<name>{_NAME})\s+IS\s+(?:E?'(?:[^']|'')*'|NULL)"
-        r"\s*;?\s*$",
-        re.IGNORECASE,
-    ),
-    re.compile(
-        rf"^\s*ALTER\s+EXTENSION\s+(?P<name>{_NAME})\s+(?:SET\s+SCHEMA\s+{_NAME}|UPDATE"
-        rf"(?:\s+TO\s+(?:{_NAME}|'[^']*'))?)\s*;?\s*$",
-        re.IGNORECASE,
-    ),
-    re.compile(
-        rf"^\s*DROP\s+EXTENSION\s+(?:IF\s+EXISTS\s+)?(?P<name>{_NAME})"
-        r"(?:\s+(?:CASCADE|RESTRICT))?\s*;?\s*$",
-        re.IGNORECASE,
-    ),
-)
-# PostgreSQL prints the name as it is, a ``"`` inside it not doubled (``role "a"b" does not
-# exist``): everything between the fixed words is the name, whatever it holds.
-_MISSING_ROLE = re.compile(r'^role "(.+)" does not exist$', re.DOTALL)
+_MAY_NAME_ROLES = re.compile(r"grant|revoke|owner|authorization|policy", re.IGNORECASE)
 
 
-def _unquote(name: str) -> str:
-    return name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
+def pinned(url: DatabaseURL) -> DatabaseURL:
+    """``url`` with :data:`SESSION_OPTIONS` added to its startup options."""
+    params = [(k, v) for k, v in url.params if k != "options"]
+    options = " ".join(filter(None, (url.param("options"), SESSION_OPTIONS)))
+    return dataclasses.replace(url, params=(*params, ("options", options)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,31 +180,45 @@ def _system_id(conn: psycopg.Connection[Any]) -> int | None:
     return int(row[0]) if row else None
 
 
+class PrepareFailed(Exception):
+    """The administrator could not make what the statements need (``where``: which one)."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where, self.message = where, message
+
+
 class Sandbox:
-    """Fresh databases to work in, and the one door for statements that need more than the
-    sandbox role may do (extensions, roles)."""
+    """Fresh databases to work in, and the one door for what needs more than the sandbox
+    role may do (roles, extensions): :meth:`prepare` before statements run, :meth:`instead`
+    while they do."""
 
     def __init__(self, server_url: DatabaseURL, admin_url: DatabaseURL | None) -> None:
-        self.server_url = server_url  # the role statements run as, on its server
-        self.admin_url = admin_url  # None: the explicit sandbox's own credential does all
+        self.server_url = pinned(server_url)  # the role statements run as, on its server
+        self.admin_url = pinned(admin_url) if admin_url else None  # None: the explicit
+        # sandbox's own credential does all
         self.names: list[str] = []  # scratch databases made (redacted by the caller)
-        self._roles: set[str] = set()
+        self._roles: set[str] = set()  # roles this sandbox made
+        self._schemas: dict[str, set[str]] = {}  # per database: schemas made for extensions
         self._lent = False  # an explicit sandbox's own database is in use
         self.public: PublicSchema | None = None  # how emptying it recreates ``public``
         self.ready: list[str] = []  # empty databases the template already holds
         self.search_path: tuple[str, ...] = ()  # the target's (:attr:`ServerFacts.search_path`)
 
     def fresh(self) -> DatabaseURL:
-        """A new, empty database owned by the sandbox role (never one reused). An explicit
-        sandbox whose credential may not create databases lends its own database instead,
-        emptied again before each later use."""
+        """A new, empty database the sandbox role may work in (never one reused): the
+        administrator's, on a private server. An explicit sandbox whose credential may not
+        create databases lends its own database instead, emptied again before each later
+        use."""
         if self.ready:
             return self.server_url.with_database(self.ready.pop(0))
         name = f"seshat_{secrets.token_hex(6)}"
-        owner = self.server_url.user or ROLE
         with connection(self.admin_url or self.server_url) as conn:
             try:
-                conn.execute(f"CREATE DATABASE {ident(name)} OWNER {ident(owner)}".encode())
+                conn.execute(f"CREATE DATABASE {ident(name)}".encode())
+                if self.admin_url is not None:
+                    grant = f"GRANT CONNECT, TEMPORARY, CREATE ON DATABASE {ident(name)} TO {ROLE}"
+                    conn.execute(grant.encode())
             except psycopg.errors.InsufficientPrivilege:
                 if self.admin_url is not None:
                     raise
@@ -217,60 +233,148 @@ class Sandbox:
         self.names.append(name)
         return self.server_url.with_database(name)
 
-    def intercepts(self, sql: str) -> bool:
-        """Whether ``sql`` is a statement the sandbox runs itself (see :meth:`run`)."""
-        return bool(_LOOKS_LIKE_EXTENSION.match(sql))
+    # -- before statements run ------------------------------------------------------------
 
-    def run(self, database: DatabaseURL, sql: str) -> None:
-        """Run an intercepted extension statement as the sandbox's administrator: a
-        ``CREATE EXTENSION`` rebuilt as the module docstring says, a ``COMMENT ON``,
-        ``ALTER`` or ``DROP EXTENSION`` only when it reads exactly; or raise
-        ``psycopg.Error`` (so a loader can retry it) / :class:`SandboxRefusal`."""
-        match = _CREATE_EXTENSION.match(sql)
-        if match is None:
-            if any(pattern.match(sql) for pattern in _OTHER_EXTENSION_STATEMENTS):
-                self._as_admin(database, sql)
-                return
-            raise SandboxRefusal("an extension statement Seshat cannot read exactly")
-        name = _unquote(match.group("name"))
-        if name not in EXTENSIONS:
-            raise SandboxRefusal(
-                f"extension {name!r} is not created in a sandbox (allowed: "
-                f"{', '.join(sorted(EXTENSIONS))})"
-            )
-        statement = f"CREATE EXTENSION IF NOT EXISTS {ident(name)}"
-        if match.group("schema"):
-            statement += f" WITH SCHEMA {ident(_unquote(match.group('schema')))}"
-        if match.group("version"):
-            version = match.group("version")
-            version = version[1:-1] if version.startswith("'") else _unquote(version)
-            statement += f" VERSION {literal(version)}"
-        self._as_admin(database, statement)
+    def prepare(
+        self, database: DatabaseURL, statements: Sequence[tuple[str, str]], *, desired: bool
+    ) -> None:
+        """Make what ``statements`` ((where, sql) pairs) need before any of them runs in
+        ``database``: the roles they name that do not exist, and the extensions they create
+        (see the module docstring). :class:`SandboxRefusal` for an extension that is not
+        allowed or a statement about one the runner cannot read exactly; ``desired``: the
+        statements are an artifact's, which may only create and comment on extensions."""
+        roles: set[str] = set()
+        extensions: list[tuple[str, ExtensionStatement]] = []
+        for where, sql in statements:
+            words = leading_words(sql, 3)
+            if "EXTENSION" in words[1:3]:
+                found = extension_statement(sql)
+                if found is None:
+                    raise SandboxRefusal(
+                        f"{where}: an extension statement Seshat cannot read exactly"
+                    )
+                if found.action == "create":
+                    _allowed(where, found.name)
+                    extensions.append((where, found))
+                elif desired and found.action != "comment":
+                    raise SandboxRefusal(
+                        f"{where}: a desired schema creates and comments on extensions; "
+                        "it does not alter or drop them"
+                    )
+            if _MAY_NAME_ROLES.search(sql):
+                roles |= roles_named(sql)
+        if self.admin_url is not None:
+            self._make_roles(roles)
+        if extensions:
+            self._make_extensions(database, extensions)
 
-    def _as_admin(self, database: DatabaseURL, statement: str) -> None:
-        admin = (
-            database if self.admin_url is None else self.admin_url.with_database(database.database)
-        )
-        with connection(admin) as conn:
-            conn.execute(statement.encode())
+    def _admin(self, database: DatabaseURL) -> DatabaseURL:
+        if self.admin_url is None:
+            return database
+        return self.admin_url.with_database(database.database)
 
-    def missing_role(self, error: psycopg.Error) -> bool:
-        """If ``error`` says a role does not exist, create it (``NOLOGIN``, granted to the
-        sandbox role) and say so, so the statement can be retried."""
-        if self.admin_url is None or len(self._roles) >= MAX_ROLES:
-            return False
-        found = _MISSING_ROLE.match(_text(error))
-        if found is None:
-            return False
-        role = found.group(1)
-        if role in self._roles:
-            return False  # made already: the statement fails for another reason
+    def _make_roles(self, named: set[str]) -> None:
+        wanted = sorted(r for r in named - self._roles if not r.startswith("pg_"))
+        if not wanted:
+            return
+        assert self.admin_url is not None
         with connection(self.admin_url) as conn:
-            with contextlib.suppress(psycopg.errors.DuplicateObject):
-                conn.execute(f"CREATE ROLE {ident(role)} NOLOGIN".encode())
-            conn.execute(f"GRANT {ident(role)} TO {ident(ROLE)}".encode())
-        self._roles.add(role)
+            existing = {
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (wanted,)
+                ).fetchall()
+            }
+            missing = [r for r in wanted if r not in existing]
+            if len(self._roles) + len(missing) > MAX_ROLES:
+                raise SandboxRefusal(f"more than {MAX_ROLES} roles named: Seshat stops there")
+            for role in missing:  # only roles the sandbox makes are ever granted to its role
+                conn.execute(
+                    f"CREATE ROLE {ident(role)} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
+                    "NOREPLICATION NOBYPASSRLS".encode()
+                )
+                conn.execute(f"GRANT {ident(role)} TO {ROLE}".encode())
+                self._roles.add(role)
+
+    def _make_extensions(
+        self, database: DatabaseURL, extensions: list[tuple[str, ExtensionStatement]]
+    ) -> None:
+        made = self._schemas.setdefault(database.database, set())
+        with connection(self._admin(database)) as conn:
+            if self.search_path:
+                path = ", ".join(ident(s) for s in self.search_path)
+                conn.execute(f"SET search_path = {path}".encode())
+            for where, extension in extensions:
+                try:
+                    if extension.schema is not None and self._make_schema(conn, extension.schema):
+                        made.add(extension.schema)
+                    statement = f"CREATE EXTENSION IF NOT EXISTS {ident(extension.name)}"
+                    if extension.schema is not None:
+                        statement += f" WITH SCHEMA {ident(extension.schema)}"
+                    if extension.version is not None:
+                        statement += f" VERSION {literal(extension.version)}"
+                    conn.execute(statement.encode())
+                except psycopg.Error as error:
+                    raise PrepareFailed(where, _text(error)) from None
+
+    def _make_schema(self, conn: psycopg.Connection[Any], schema: str) -> bool:
+        """Make ``schema`` (the sandbox role's) for an extension unless it exists; whether
+        it was made."""
+        if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone():
+            return False
+        owner = ROLE if self.admin_url is not None else "CURRENT_USER"
+        conn.execute(f"CREATE SCHEMA {ident(schema)} AUTHORIZATION {owner}".encode())
         return True
+
+    # -- while statements run ---------------------------------------------------------------
+
+    def intercepts(self, sql: str) -> bool:
+        """Whether :meth:`instead` may do something in place of ``sql`` (cheap, no effect)."""
+        words = leading_words(sql, 3)
+        return "EXTENSION" in words[1:3] or (
+            words[:2] == ("CREATE", "SCHEMA") and any(self._schemas.values())
+        )
+
+    def instead(self, database: DatabaseURL, sql: str) -> list[str] | None:
+        """What runs in place of ``sql`` on the sandbox role's session: None for ``sql``
+        itself. An extension statement is done here (made by :meth:`prepare`, or rebuilt
+        and run by the administrator), and a ``CREATE SCHEMA`` of a schema :meth:`prepare`
+        made for an extension becomes its ``ALTER SCHEMA ... OWNER TO``, or nothing."""
+        words = leading_words(sql, 3)
+        if words[:1] == ("CREATE",) and words[1:2] == ("SCHEMA",):
+            created = schema_created(sql)
+            if created is None or created[0] not in self._schemas.get(database.database, ()):
+                return None
+            name, owner = created
+            return [] if owner is None else [f"ALTER SCHEMA {ident(name)} OWNER TO {ident(owner)}"]
+        if "EXTENSION" not in words[1:3]:
+            return None
+        found = extension_statement(sql)
+        if found is None:
+            raise SandboxRefusal("an extension statement Seshat cannot read exactly")
+        if found.action == "create":
+            _allowed("", found.name)
+            return []  # made before anything ran (prepare)
+        name = ident(found.name)
+        if found.action == "comment":
+            text = "NULL" if found.comment is None else literal(found.comment)
+            statement = f"COMMENT ON EXTENSION {name} IS {text}"
+        elif found.action == "set_schema":
+            statement = f"ALTER EXTENSION {name} SET SCHEMA {ident(found.schema or '')}"
+        else:
+            statement = f"DROP EXTENSION IF EXISTS {name}"
+        with connection(self._admin(database)) as conn:
+            conn.execute(statement.encode())
+        return []
+
+
+def _allowed(where: str, name: str) -> None:
+    if name not in EXTENSIONS:
+        prefix = f"{where}: " if where else ""
+        raise SandboxRefusal(
+            f"{prefix}extension {name!r} is not created in a sandbox (allowed: "
+            f"{', '.join(sorted(EXTENSIONS))})"
+        )
 
 
 def _text(error: psycopg.Error) -> str:
@@ -291,79 +395,78 @@ def _locale_options(facts: ServerFacts, fallback: bool) -> list[str]:
     return [f"--lc-collate={facts.collate}", f"--lc-ctype={facts.ctype}", "--lc-messages=C"]
 
 
-def _build(bindir: Path, owner: Owner, facts: ServerFacts) -> Any:
-    def build(data: Path) -> None:
-        base = [str(bindir / "initdb"), "-D", str(data), "-U", ADMIN, "--auth=trust"]
-        base += ["-E", facts.encoding, "--no-sync", "--no-instructions", "--wal-segsize=1"]
+_TEMPLATE_SQL: Final = "\n".join(
+    [
+        f"CREATE ROLE {ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS",
+        "REVOKE ALL ON DATABASE postgres FROM PUBLIC",
+        # Every database is made from template1: its public schema is the sandbox role's,
+        # the database itself the administrator's.
+        f"ALTER SCHEMA public OWNER TO {ROLE}",
+        *(f"CREATE DATABASE {name} STRATEGY FILE_COPY" for name in READY),
+        *(f"GRANT CONNECT, TEMPORARY, CREATE ON DATABASE {name} TO {ROLE}" for name in READY),
+    ]
+)
+
+
+def _build(place: Place, bindir: Path, facts: ServerFacts) -> Any:
+    def build(folder: Path) -> None:
+        def initdb(fallback: bool) -> Any:
+            def argv(path: str) -> list[str]:
+                return [
+                    str(bindir / "initdb"),
+                    *("-D", f"{path}/data", "-U", ADMIN, "--auth=trust", "-E", facts.encoding),
+                    *("--no-sync", "--no-instructions", "--wal-segsize=1"),
+                    *_locale_options(facts, fallback),
+                ]
+
+            return argv
+
         try:
-            run_as(owner, [*base, *_locale_options(facts, False)], what="initdb")
+            place.run(initdb(False), folder, what="initdb")
         except SandboxUnavailable:  # this machine lacks the target's locale: C sorts alike
-            shutil.rmtree(data, ignore_errors=True)
-            run_as(owner, [*base, *_locale_options(facts, True)], what="initdb")
-        # The sandbox role is made once, in the template.
-        with _running(bindir, owner, data, keep=True) as socket_dir:
-            admin = DatabaseURL("postgresql", "postgresql", user=ADMIN, host=str(socket_dir))
-            with connection(admin.with_database("postgres")) as conn:
-                conn.execute(
-                    f"CREATE ROLE {ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
-                    "NOREPLICATION NOBYPASSRLS".encode()
-                )
-                timeout = literal(STATEMENT_TIMEOUT)
-                conn.execute(f"ALTER ROLE {ROLE} SET statement_timeout = {timeout}".encode())
-                conn.execute("REVOKE ALL ON DATABASE postgres FROM PUBLIC")
-                for name in READY:  # made once here, so a plan need not wait for them
-                    conn.execute(f"CREATE DATABASE {name} OWNER {ROLE} STRATEGY FILE_COPY".encode())
+            shutil.rmtree(folder / "data", ignore_errors=True)
+            place.run(initdb(True), folder, what="initdb")
+        # The roles and the ready databases, made once here by a single-user backend.
+        place.run(
+            lambda path: [
+                str(bindir / "postgres"),
+                *("--single", "-D", f"{path}/data", "-c", "fsync=off", "template1"),
+            ],
+            folder,
+            stdin=_TEMPLATE_SQL + "\n",
+            what="postgres --single",
+        )
 
     return build
 
 
-@contextlib.contextmanager
-def _running(bindir: Path, owner: Owner, data: Path, *, keep: bool = False) -> Iterator[Path]:
-    """``postgres`` on ``data``, listening on a Unix socket beside it only; stopped after,
-    at once (``immediate``), or cleanly when the data directory is kept (a template)."""
-    socket_dir = data.parent
-    options = (
-        f"-c listen_addresses='' -c unix_socket_directories='{socket_dir}' -c fsync=off "
-        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=20 "
-        "-c shared_buffers=32MB -c log_min_messages=warning -c max_wal_size=1GB "
-        "-c dynamic_shared_memory_type=mmap"
-    )
-    log = socket_dir / "server.log"
-    run_as(
-        owner,
-        [
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-w",
-            "-s",
-            "-l",
-            str(log),
-            "-o",
-            options,
-            "start",
-        ],
-        what="pg_ctl start",
-        timeout=60,
-    )
+def _server(bindir: Path) -> Any:
+    def argv(path: str) -> list[str]:
+        return [
+            str(bindir / "postgres"),
+            *("-D", f"{path}/data", "-c", "listen_addresses=", "-c"),
+            f"unix_socket_directories={path}",
+            *("-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"),
+            *("-c", "max_connections=20", "-c", "shared_buffers=32MB", "-c", "max_wal_size=1GB"),
+            *("-c", "log_min_messages=warning", "-c", "dynamic_shared_memory_type=mmap"),
+        ]
+
+    return argv
+
+
+def _ready(folder: Path) -> bool:
+    """Whether the server accepts connections (its ``postmaster.pid`` says ``ready``)."""
     try:
-        yield socket_dir
-    finally:
-        with contextlib.suppress(SandboxUnavailable):
-            run_as(
-                owner,
-                [
-                    str(bindir / "pg_ctl"),
-                    *("-D", str(data), "-w", "-s", "-m", "fast" if keep else "immediate"),
-                    "stop",
-                ],
-                what="pg_ctl stop",
-                timeout=60,
-            )
+        lines = (folder / "data" / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return False
+    return len(lines) > 7 and lines[7].strip() == "ready"
 
 
 @contextlib.contextmanager
-def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandbox]:
+def private_sandbox(
+    facts: ServerFacts, *, cache: bool = True, isolation: str = "jail"
+) -> Iterator[Sandbox]:
     """A private server matching ``facts`` (see the module docstring); removed after."""
     bindir = _bindir(facts.major)
     if not (bindir / "postgres").is_file() or not (bindir / "initdb").is_file():
@@ -373,17 +476,13 @@ def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandb
             f"postgresql-{facts.major}), or give an explicit sandbox: an empty database on "
             "another server (--dev-url, or spec.dev.url)"
         )
+    place = Place(isolation)
     settings = f"{TEMPLATE}|{facts.major}|{facts.encoding}|{facts.collate}|{facts.ctype}|{bindir}"
     with (
-        private_data(
-            f"postgresql-{facts.major}",
-            settings,
-            "postgres",
-            lambda owner: _build(bindir, owner, facts),
-            prefix="seshat-pg-",
-            cache=cache,
-        ) as (owner, data),
-        _running(bindir, owner, data) as socket_dir,
+        template(
+            f"postgresql-{facts.major}", settings, _build(place, bindir, facts), cache=cache
+        ) as data,
+        place.serve(_server(bindir), data, _ready, what="postgres") as socket_dir,
     ):
         server = DatabaseURL("postgresql", "postgresql", user=ROLE, host=str(socket_dir))
         admin = DatabaseURL("postgresql", "postgresql", user=ADMIN, host=str(socket_dir))
@@ -399,11 +498,17 @@ def private_sandbox(facts: ServerFacts, *, cache: bool = True) -> Iterator[Sandb
 @contextlib.contextmanager
 def dev_sandbox(dev_url: DatabaseURL, target: ServerFacts) -> Iterator[Sandbox]:
     """The explicit sandbox ``dev_url``: not the target server, and empty."""
-    with connection(dev_url) as conn:
+    with connection(pinned(dev_url)) as conn:
         facts = server_facts(conn)
-        if target.system_identifier is not None and (
-            facts.system_identifier == target.system_identifier
-        ):
+        if target.system_identifier is None or facts.system_identifier is None:
+            side = "target" if target.system_identifier is None else "dev database"
+            raise SandboxRefusal(
+                f"cannot check that the dev database is on another server than the target: "
+                f"pg_control_system() is refused on the {side}'s server (grant EXECUTE on it "
+                "to the runner's role there, or leave the dev URL out: the runner starts a "
+                "private sandbox)"
+            )
+        if facts.system_identifier == target.system_identifier:
             raise SandboxRefusal(
                 "the dev database is on the target server itself; a sandbox must be another "
                 "server (or leave it out: the runner starts a private one)"
@@ -419,7 +524,10 @@ def dev_sandbox(dev_url: DatabaseURL, target: ServerFacts) -> Iterator[Sandbox]:
     try:
         yield sandbox
     finally:
-        with contextlib.suppress(psycopg.Error, CanNotRunError), connection(dev_url) as conn:
+        with (
+            contextlib.suppress(psycopg.Error, CanNotRunError),
+            connection(pinned(dev_url)) as conn,
+        ):
             for name in sandbox.names:
                 conn.execute(f"DROP DATABASE IF EXISTS {ident(name)} WITH (FORCE)".encode())
             if sandbox._lent:

@@ -44,7 +44,7 @@ from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.sqlite.introspect import introspect, model_of, read_catalog, server_major
 from runner.engines.sqlite.rebuild import sqlite_diff
 from runner.engines.sqlite.render import render
-from runner.engines.sqlite.sandbox import copy_schema
+from runner.engines.sqlite.sandbox import copy_schema, limited
 from runner.engines.sqlite.sandbox import sandbox as open_sandbox
 from runner.engines.sqlite.sqltext import SqlTextError, ident, normalize, split_script
 from runner.errors import CanNotRunError, ConfigurationError
@@ -93,14 +93,11 @@ def _run(conn: sqlite3.Connection, statements: Sequence[PlanStatement]) -> None:
         )
 
 
-def _load(conn: sqlite3.Connection, files: list[tuple[str, str]]) -> None:
-    """Run the desired schema (:func:`~runner.engines.core.load_retrying`)."""
-    try:
-        pieces = [
-            LoadPiece(name, line, sql) for name, text in files for line, sql in split_script(text)
-        ]
-    except SqlTextError as error:
-        raise DesiredSchemaError(str(error)) from None
+def _load(conn: sqlite3.Connection, pieces: Sequence[LoadPiece]) -> None:
+    """Run the desired schema's classified ``pieces`` (:meth:`Engine.declared
+    <runner.engines.core.Engine.declared>`; :func:`~runner.engines.core.load_retrying`),
+    each with ``execute``, which runs exactly one statement (two are an error, before either
+    runs), never ``executescript``."""
 
     def run(piece: LoadPiece) -> str | None:
         try:
@@ -198,12 +195,22 @@ class SqliteEngine(Engine[None, None]):
 
     def normalize(self, sandbox: None, files: list[tuple[str, str]], scope: Scope) -> Database:
         """The desired schema, loaded into an in-memory sandbox and read back."""
+        pieces = self.declared(files)
         conn = open_sandbox()
         try:
-            _load(conn, files)
-            return apply_scope(introspect(conn), scope)
+            with limited():
+                _load(conn, pieces)
+                return apply_scope(introspect(conn), scope)
         finally:
             conn.close()
+
+    def declared(self, files: list[tuple[str, str]], sql_mode: str = "") -> list[LoadPiece]:
+        """:meth:`Engine.declared <runner.engines.core.Engine.declared>`; text the splitter
+        cannot tokenize is an invalid desired schema."""
+        try:
+            return super().declared(files, sql_mode)
+        except SqlTextError as error:
+            raise DesiredSchemaError(str(error)) from None
 
     def changes(
         self,
@@ -242,7 +249,8 @@ class SqliteEngine(Engine[None, None]):
             _session(conn)
             conn.execute("BEGIN IMMEDIATE")
             try:
-                _run(conn, statements)
+                with limited():
+                    _run(conn, statements)
             except _StatementFailed as failure:
                 conn.execute("ROLLBACK")
                 raise PlanRefused(
@@ -250,7 +258,8 @@ class SqliteEngine(Engine[None, None]):
                     f"statement {failure.index + 1} failed in the dry run: {failure.error}",
                 ) from None
             conn.execute("COMMIT")
-            result = introspect(conn)
+            with limited():
+                result = introspect(conn)
         finally:
             conn.close()
         return list(statements), result

@@ -5,19 +5,29 @@ The desired schema (an artifact's SQL) and the dry run execute in a connection t
 ``:memory:`` that cannot attach a file (the authorizer refuses ``ATTACH``, which also covers
 ``VACUUM INTO``, and the attached-database limit is zero), cannot load an extension
 (``load_extension`` refused, extension loading never enabled), cannot change where temporary
-files go or edit the schema table by hand, and is interrupted after :data:`DEADLINE` seconds
-of work. The dry run copies the live database's *schema* into such a connection (its stored
-``CREATE`` statements, never a row), so nothing of the live data ever leaves the file.
+files go or edit the schema table by hand, is interrupted after :data:`DEADLINE` seconds of
+work and may allocate :data:`HEAP_LIMIT` bytes (:func:`limited`). The dry run copies the
+live database's *schema* into such a connection (its stored ``CREATE`` statements, never a
+row), so nothing of the live data ever leaves the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from typing import Final
 
-__all__ = ["DEADLINE", "SandboxRefused", "copy_schema", "sandbox"]
+from runner.engines.planner import PlanRefused
+
+__all__ = ["DEADLINE", "HEAP_LIMIT", "SandboxRefused", "copy_schema", "limited", "sandbox"]
+
+HEAP_LIMIT: Final = 256 << 20
+"""Bytes SQLite may allocate in all (``PRAGMA hard_heap_limit``, which the sandbox refuses to
+desired SQL): past it a statement fails with ``SQLITE_NOMEM`` (Python's ``MemoryError``),
+refused as ``sandbox_limit_exceeded``, and the runner stays well under 1 GiB."""
 
 DEADLINE: Final = 120.0
 """Seconds of statement work a sandbox allows in all (a recursive CTE cannot run forever);
@@ -57,6 +67,7 @@ def sandbox(deadline: float | None = None) -> sqlite3.Connection:
     if deadline is None:
         deadline = float(os.environ.get("SESHAT_SQLITE_DEADLINE") or DEADLINE)
     conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute(f"PRAGMA hard_heap_limit = {HEAP_LIMIT}")  # for the whole process
     conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
     conn.set_authorizer(_authorizer)
     stop = time.monotonic() + deadline
@@ -79,3 +90,17 @@ def copy_schema(source: sqlite3.Connection, target: sqlite3.Connection) -> None:
     ).fetchall()
     for (sql,) in rows:
         target.execute(sql)
+
+
+@contextlib.contextmanager
+def limited() -> Iterator[None]:
+    """A sandbox step whose memory ran out (:data:`HEAP_LIMIT`) becomes a refusal,
+    ``sandbox_limit_exceeded``, not a traceback."""
+    try:
+        yield
+    except MemoryError:
+        raise PlanRefused(
+            "sandbox_limit_exceeded",
+            f"the SQLite sandbox ran out of the {HEAP_LIMIT >> 20} MiB it may use: the desired "
+            "schema (or the dry run) needs more memory than a schema should",
+        ) from None

@@ -30,7 +30,7 @@ from harness.registry import AuthRegistryServer, RegistryServer
 from gitops.execution.executor import CredentialUnavailable, Outcome
 from gitops.execution.leases import Leader
 from gitops.kubernetes.api import KubeApi, KubeError, load_api
-from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor, job_name
+from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor, job_name, sandbox_security
 from gitops.kubernetes.leases import KubernetesLeases, lease_name
 from gitops.reconcile.passes import PassReport, run_pass
 from gitops.resources.database import SecretKeyRef, UrlReference
@@ -820,3 +820,64 @@ def test_a_pod_that_only_carries_the_jobs_label_is_never_read(
     (event,) = kube.list("events", "shop")
     assert event["reason"] == "Tampering" and event["regarding"]["name"] == "a-forged-pod"
     assert any("a-forged-pod" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ("runtime-default", None),
+        ("unconfined", {"type": "Unconfined"}),
+        (
+            "localhost:profiles/seshat-runner.json",
+            {"type": "Localhost", "localhostProfile": "profiles/seshat-runner.json"},
+        ),
+    ],
+)
+def test_only_the_jobs_that_plan_may_make_the_sandbox_jail(
+    choice: str,
+    expected: dict[str, str] | None,
+    kube: FakeKubernetes,
+    api: KubeApi,
+    tmp_path: Path,
+) -> None:
+    """A Job whose operation starts a private sandbox server (plan, drift) gets the seccomp
+    and AppArmor profiles that let bubblewrap make user and network namespaces; every other
+    Job keeps the pod's RuntimeDefault. The API double validates every Job against the
+    official Kubernetes schema (no API server can run here)."""
+    database = _sqlite(tmp_path)
+    kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
+    executor = _executor(api, tmp_path, sandbox_security=sandbox_security(choice))
+    url, env = executor.bind(SECRET, "url")
+    desired = tmp_path / "desired"
+    desired.mkdir()
+    (desired / "schema.sql").write_text("CREATE TABLE items (id INTEGER PRIMARY KEY);\n")
+    for operation in ("plan", "inspect"):
+        request = OperationInput(
+            operation=operation,
+            id=f"{operation}-1",
+            url=url,
+            desired=str(desired) if operation == "plan" else None,
+        )
+        assert executor.run(request, env, 60, namespace="shop").kind == "done"
+    plan, inspect = kube.jobs_created
+    for job in (plan, inspect):
+        pod = job["spec"]["template"]["spec"]
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (planner,) = plan["spec"]["template"]["spec"]["containers"]
+    (reader,) = inspect["spec"]["template"]["spec"]["containers"]
+    assert "seccompProfile" not in reader["securityContext"]
+    assert "appArmorProfile" not in reader["securityContext"]
+    assert planner["securityContext"].get("seccompProfile") == expected
+    if expected is None:
+        assert "appArmorProfile" not in planner["securityContext"]
+    else:
+        assert planner["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
+    # Whatever the profile, nothing else of the container's lock-down moves.
+    assert planner["securityContext"]["allowPrivilegeEscalation"] is False
+    assert planner["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+@pytest.mark.parametrize("choice", ["Unconfined", "localhost:/etc/x.json", "localhost:../x", "x"])
+def test_an_unknown_sandbox_security_is_refused(choice: str) -> None:
+    with pytest.raises(ValueError, match="runtime-default, unconfined or localhost:PROFILE"):
+        sandbox_security(choice)

@@ -367,4 +367,4 @@ def test_the_rule_is_one_table_in_both_documents() -> None:
         tables.append(text[start : text.index("<!-- /preview-trust-rule -->", start)])
     assert tables[0] == tables[1]
     rows = [line for line in tables[0].splitlines() if line.startswith("| ") and "---" not in line]
-    assert len(rows) == 12  # the header and one row per input
+    assert len(rows) == 13  # the header and one row per input

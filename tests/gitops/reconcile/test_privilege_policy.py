@@ -2,38 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-
-from harness.executors import HookedExecutor
+from harness.executors import RecordingExecutor
 from harness.postgres import PostgresDatabase
 from harness.reconcile_world import World, schema_yaml
 from psycopg import sql
 
-from gitops.execution.executor import EnvValue
 from gitops.reconcile.passes import run_pass
-from runner.protocol.messages import OperationInput, PlanSettings
+from runner.protocol.messages import PlanSettings
 
-ROOT = Path(__file__).resolve().parents[3]
 READER = "policy_reader"
 SCHEMA = "CREATE TABLE accounts (id bigint PRIMARY KEY);\n"
-
-
-class RecordingExecutor(HookedExecutor):
-    """This checkout's runner (whatever ``seshat-runner`` is installed), recording what
-    settings each plan was sent."""
-
-    def __init__(self, work: Path) -> None:
-        command = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
-                   "from runner.cli import main; main()"]  # fmt: skip
-        super().__init__(work / "operations", command=command)
-        self.plans: list[PlanSettings] = []
-
-    def before(
-        self, requests: Sequence[OperationInput], environment: Mapping[str, EnvValue]
-    ) -> None:
-        self.plans += [r.settings for r in requests if r.operation == "plan"]
 
 
 def test_managed_roles_reach_the_runner_and_their_grants_need_an_approval(

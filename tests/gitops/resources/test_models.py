@@ -44,6 +44,7 @@ def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
         "transactionMode": "auto",
         "managedRoles": [],
         "manageOwnership": False,
+        "proceduralSchema": False,
         "timeouts": {"plan": "10m", "apply": "6h", "migrate": "6h"},
     }
     assert resource.metadata.namespace == "shop"
@@ -51,6 +52,24 @@ def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
     assert migration.spec.policy.lock_timeout == 300
     assert migration.spec.policy.out_of_order is False
     assert migration.spec.policy.timeouts.migrate == 6 * 3600
+
+
+def test_the_sandbox_settings_default_to_declarations_in_a_jail() -> None:
+    from gitops.reconcile.schema import schema_policy_digest
+
+    plain = DatabaseSchema.model_validate(schema())
+    assert plain.spec.policy.procedural_schema is False and plain.spec.dev is None
+    unjailed = DatabaseSchema.model_validate(schema(dev={"isolation": "none"}))
+    assert unjailed.spec.dev is not None and unjailed.spec.dev.url is None
+    assert unjailed.spec.dev.isolation == "none"
+    with pytest.raises(ValidationError, match="isolation"):
+        DatabaseSchema.model_validate(schema(dev={"isolation": "chroot"}))
+    # Unset, the opt-in is left out of the policy digest: existing plan ids stand.
+    opted = DatabaseSchema.model_validate(schema(policy={"proceduralSchema": True}))
+    assert schema_policy_digest(opted) != schema_policy_digest(plain)
+    assert schema_policy_digest(plain) == schema_policy_digest(
+        DatabaseSchema.model_validate(schema(policy={"proceduralSchema": False}))
+    )
 
 
 def test_timeouts_are_bounded_and_stay_out_of_the_policy_digest() -> None:

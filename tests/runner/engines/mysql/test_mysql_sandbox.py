@@ -4,7 +4,9 @@ Each attack is a valid desired schema plus statements that used to get past the 
 filter (a leading comment, a PREPARE built with CONCAT, a qualifier split by a comment),
 planned with the target's root credential (the worst case). The target server must be
 unchanged afterwards (schemas, users, rows, global settings, files), and the plan either
-refused with a stable reason or made without any effect there.
+refused with a stable reason or made without any effect there. Each runs as written (the
+classifier refuses what is not a declaration first) and with ``--procedural-schema`` (what is
+procedural then reaches the sandbox, which must hold alone).
 """
 
 from __future__ import annotations
@@ -71,9 +73,10 @@ ATTACKS = {
 }
 
 
+@pytest.mark.parametrize("procedural", [False, True], ids=["declarations", "procedural"])
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_an_attack_in_the_desired_schema_never_reaches_the_target(
-    attack: str, mariadb_database: MariaDBDatabase, victim: str, tmp_path: Path
+    attack: str, procedural: bool, mariadb_database: MariaDBDatabase, victim: str, tmp_path: Path
 ) -> None:
     db, server = mariadb_database, mariadb_database.server
     with server.connect(db.name) as conn, conn.cursor() as cur:
@@ -92,6 +95,7 @@ def test_an_attack_in_the_desired_schema_never_reaches_the_target(
         "TARGET_URL",
         "--desired",
         str(desired),
+        *(["--procedural-schema"] if procedural else []),
         env={"TARGET_URL": server.url(db.name)},  # root: the worst case
         timeout=300,
     )

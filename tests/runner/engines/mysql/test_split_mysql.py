@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from runner.sql.split_mysql import split_mysql
+import pytest
+
+from runner.sql.split_mysql import MysqlLexing, split_mysql
 
 
 def test_quotes_and_comments_do_not_end_a_statement() -> None:
@@ -57,3 +59,44 @@ def test_routine_bodies_with_loops_labels_handlers_and_case_statements() -> None
     pieces = split_mysql(f"{body};\n{function};\nSELECT f(1);\n")
     assert [p.sql for p in pieces] == [body, function, "SELECT f(1)"]
     assert [p.line for p in pieces] == [1, 13, 14]
+
+
+# How the session's sql_mode reads quotes (runner/sql/classify.py sets it and reads it so).
+LEXINGS = {
+    "backslash escapes a quote by default": (
+        MysqlLexing(),
+        "SELECT 'a\\'; b'; SELECT 2;",
+        ["SELECT 'a\\'; b'", "SELECT 2"],
+    ),
+    "NO_BACKSLASH_ESCAPES: a backslash escapes nothing": (
+        MysqlLexing(backslash_escapes=False),
+        "SELECT 'a\\'; SELECT 2;",
+        ["SELECT 'a\\'", "SELECT 2"],
+    ),
+    "ANSI_QUOTES: a double-quoted name has no escapes": (
+        MysqlLexing(ansi_quotes=True),
+        'SELECT "a\\"; SELECT 2;',
+        ['SELECT "a\\"', "SELECT 2"],
+    ),
+    "two dashes and a control character start a comment": (
+        MysqlLexing(),
+        "SELECT 1 --\x0b; not code\n; SELECT 2;",
+        ["SELECT 1 --\x0b; not code", "SELECT 2"],
+    ),
+    "two dashes and a letter are two minus signs": (
+        MysqlLexing(),
+        "SELECT 1 --1; SELECT 2;",
+        ["SELECT 1 --1", "SELECT 2"],
+    ),
+    "a comment line does not hide the next line": (
+        MysqlLexing(),
+        "--\n-- dump header\n--\n/*!40101 SET @a = @@sql_mode */;\nSELECT 2;",
+        ["--\n-- dump header\n--\n/*!40101 SET @a = @@sql_mode */", "SELECT 2"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEXINGS))
+def test_quotes_and_comments_read_as_the_session_reads_them(case: str) -> None:
+    lexing, script, statements = LEXINGS[case]
+    assert [p.sql for p in split_mysql(script, lexing)] == statements

@@ -3,7 +3,9 @@
 Each attack is a valid desired schema plus one more statement, planned with the target's
 *superuser* credential (the worst case); the target server must be unchanged afterwards
 (databases, roles, role and database settings, rows, files), and the plan either refused
-with a stable reason or made without any effect on the target.
+with a stable reason or made without any effect on the target. Each runs as written (the
+classifier refuses what is not a declaration before anything runs) and with
+``--procedural-schema`` (what is procedural then reaches the sandbox, which must hold alone).
 """
 
 from __future__ import annotations
@@ -80,9 +82,11 @@ ATTACKS = {
 }
 
 
+@pytest.mark.parametrize("procedural", [False, True], ids=["declarations", "procedural"])
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_an_attack_in_the_desired_schema_never_reaches_the_target(
     attack: str,
+    procedural: bool,
     postgres_database: PostgresDatabase,
     victim: str,
     tmp_path: Path,
@@ -105,6 +109,7 @@ def test_an_attack_in_the_desired_schema_never_reaches_the_target(
         "TARGET_URL",
         "--desired",
         str(desired),
+        *(["--procedural-schema"] if procedural else []),
         env={"TARGET_URL": superuser},
         timeout=300,
     )
@@ -117,7 +122,12 @@ def test_an_attack_in_the_desired_schema_never_reaches_the_target(
         assert all("accounts" not in s["sql"] for s in plan["statements"])
     else:
         assert result.returncode in (1, 2)
-        stable = ("desired_schema_invalid", "dry_run_failed", "destructive_disallowed")
+        stable = (
+            "desired_schema_invalid",
+            "dry_run_failed",
+            "destructive_disallowed",
+            "statement_not_declarative",
+        )
         assert result.returncode == 2 or json.loads(result.stdout)["refusal"]["code"] in stable
 
 
