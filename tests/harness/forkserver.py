@@ -1,19 +1,22 @@
-"""Starting ``seshat`` for a test without paying its imports every time.
+"""Starting ``seshat`` and ``seshat-runner`` for a test without paying their imports each time.
 
-A ``seshat`` process spends most of its CPU importing (pydantic models, GitPython, Sigstore:
-about half a second to a second); the suite starts well over a thousand of them. A fork
-server imports the CLI and every command's module once, then forks one child per call: the
-child takes the call's environment, working folder, arguments and standard streams and runs
-the same ``gitops.cli.main`` the console script runs, in a process of its own (its own pid,
-exit status, file descriptors; the runners and Git processes it starts are started as ever).
+A ``seshat`` process spends most of its CPU importing (pydantic models, GitPython: about half
+a second), a ``seshat-runner`` process a third of a second (the engines, sqlglot, the
+drivers), and the suite starts thousands of them. A fork server imports one program's
+modules once, then forks one child per call: the child takes the call's environment, working
+folder, arguments and standard streams and runs the same ``main`` the console script runs,
+in a process of its own (its own pid, exit status and file descriptors; the runners, servers
+and Git processes it starts are started as ever). The runners the reconciler starts for its
+operations are not forked: they are the product's own processes.
 
 What a child shares with its server is what a fresh interpreter would have computed the same
-way at import, plus one thing it would not: the hash seed. So the harness keeps two servers
-with different seeds and alternates between them, and two ``seshat`` calls in a row never
-share a seed (as two real processes almost never do); a call whose environment sets any
-``PYTHON*`` variable its server was not started with runs as a real process. Tests about
-starting ``seshat`` itself (``tests/gitops/test_cli_startup.py``, the console-script tests)
-start the real script.
+way at import, plus one thing it would not: the hash seed. ``seshat`` calls alternate
+between two servers with different seeds, so two calls in a row never share one (as two real
+processes almost never do); a runner call names its seed (``PYTHONHASHSEED``, as the
+runner's tests always do) and goes to a server started with that seed. A call whose
+environment sets any other ``PYTHON*`` value than its server's runs as a real process. Tests
+about starting a program itself (``tests/gitops/test_cli_startup.py``,
+``tests/runner/test_op_imports.py``, the console-script tests) start the real script.
 
 Protocol (one Unix socket per server; one connection per call): the client sends one JSON
 line ``{"argv", "env", "cwd", "stdout", "stderr"}`` (the two output paths are files the client
@@ -42,10 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ForkServers", "Forked"]
+__all__ = ["ForkServers", "Forked", "servers"]
 
 # Every module a command may need, imported by the server so its children import nothing.
-_PRELOAD = (
+_PRELOAD_SESHAT = (
     "gitops.cli",
     "gitops.approvals.cli",
     "gitops.artifacts.cli",
@@ -59,6 +62,22 @@ _PRELOAD = (
     "sigstore.verify",
     "sigstore.sign",
 )
+_PRELOAD_RUNNER = (
+    "runner.cli",
+    "runner.commands",
+    "runner.operations",
+    "runner.engines.base",
+    "runner.engines.postgresql.engine",
+    "runner.engines.mysql.engine",
+    "runner.engines.sqlite.engine",
+    "runner.migrations.apply",
+    "runner.migrations.stores",
+    "runner.artifacts.operations",
+)
+PROGRAMS = {
+    "seshat": ("gitops.cli", _PRELOAD_SESHAT),
+    "seshat-runner": ("runner.cli", _PRELOAD_RUNNER),
+}
 
 
 @dataclass(frozen=True)
@@ -73,7 +92,7 @@ class Forked:
 # -- the server (runs in its own process) ---------------------------------------------------
 
 
-def _child(request: Mapping[str, Any]) -> None:
+def _child(request: Mapping[str, Any], main: Any) -> None:
     """Become the ``seshat`` process ``request`` describes; never returns."""
     code = 1
     try:
@@ -89,8 +108,6 @@ def _child(request: Mapping[str, Any]) -> None:
             os.dup2(source, target)
             os.close(source)
         sys.argv = list(request["argv"])
-        from gitops.cli import main
-
         try:
             main()
             code = 0
@@ -113,7 +130,7 @@ def _child(request: Mapping[str, Any]) -> None:
         os._exit(code)
 
 
-def _handle(connection: socket.socket) -> None:
+def _handle(connection: socket.socket, main: Any) -> None:
     """One call: fork the child, report its pid, wait, report its status; never returns."""
     status = 1
     try:
@@ -121,7 +138,7 @@ def _handle(connection: socket.socket) -> None:
             request = json.loads(stream.readline())
             pid = os.fork()
             if pid == 0:
-                _child(request)
+                _child(request, main)
             stream.write(json.dumps({"pid": pid}).encode() + b"\n")
             stream.flush()
             _, wait_status = os.waitpid(pid, 0)
@@ -134,11 +151,13 @@ def _handle(connection: socket.socket) -> None:
         os._exit(status)
 
 
-def serve(path: str) -> None:
-    """Import everything, then answer calls on the Unix socket ``path`` until stdin closes
-    (the client stopping or dying). Single-threaded, so that a fork copies no held lock."""
-    for module in _PRELOAD:
+def serve(path: str, program: str = "seshat") -> None:
+    """Import ``program``'s modules, then answer calls on the Unix socket ``path`` until
+    stdin closes (the client stopping or dying). Single-threaded: a fork copies no held lock."""
+    entry, preload = PROGRAMS[program]
+    for module in preload:
         importlib.import_module(module)
+    main = importlib.import_module(entry).main
     # As the console script has it: its own folder first, not the current one ('' of -c).
     sys.path[:] = [str(Path(sys.executable).parent)] + [
         entry for entry in sys.path if entry not in ("", str(Path(__file__).parent))
@@ -157,7 +176,7 @@ def serve(path: str) -> None:
             if os.fork() == 0:
                 listener.close()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                _handle(connection)
+                _handle(connection, main)
             connection.close()
 
 
@@ -165,11 +184,14 @@ def serve(path: str) -> None:
 
 
 class _Server:
-    def __init__(self, folder: Path, seed: int) -> None:
-        self.socket = str(folder / f"seshat-{seed}.sock")
+    """One fork server of ``program``, started with ``PYTHONHASHSEED=seed``."""
+
+    def __init__(self, folder: Path, program: str, seed: int) -> None:
+        self.socket = str(folder / f"{program}-{seed}.sock")
+        self.seed = seed
         self.environment = {**os.environ, "PYTHONHASHSEED": str(seed)}
         code = f"import sys; sys.path[:0] = {[str(Path(__file__).parent)]!r}; "
-        code += f"import forkserver; forkserver.serve({self.socket!r})"
+        code += f"import forkserver; forkserver.serve({self.socket!r}, {program!r})"
         self.process = subprocess.Popen(
             [sys.executable, "-c", code],
             stdin=subprocess.PIPE,
@@ -180,7 +202,7 @@ class _Server:
         assert self.process.stdout is not None
         ready = self.process.stdout.readline()
         if ready != b"ready\n":
-            raise RuntimeError(f"the seshat fork server did not start: {ready!r}")
+            raise RuntimeError(f"the {program} fork server did not start: {ready!r}")
 
     def python_variables(self) -> dict[str, str]:
         return {k: v for k, v in self.environment.items() if k.startswith("PYTHON")}
@@ -201,33 +223,60 @@ class _Server:
 
 
 class ForkServers:
-    """Two fork servers with different hash seeds, used in turn; started on first use."""
+    """This worker's fork servers, started on first use: two for ``seshat`` (different hash
+    seeds, used in turn), one per hash seed asked for for ``seshat-runner`` (at most
+    ``MAX_RUNNER_SEEDS``; calls with other seeds run as real processes)."""
+
+    MAX_RUNNER_SEEDS = 3
 
     def __init__(self) -> None:
         self._folder: tempfile.TemporaryDirectory[str] | None = None
-        self._servers: list[_Server] = []
+        self._seshat: list[_Server] = []
+        self._runners: dict[int, _Server] = {}
         self._turn = 0
         self._lock = threading.Lock()
 
-    def _next(self) -> _Server:
+    def _where(self) -> Path:
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="seshat-fork-")
+        return Path(self._folder.name)
+
+    def _server(self, program: str, env: Mapping[str, str]) -> _Server | None:
         with self._lock:
-            if not self._servers:
-                self._folder = tempfile.TemporaryDirectory(prefix="seshat-fork-")
-                folder = Path(self._folder.name)
-                seed = int.from_bytes(os.urandom(2), "big")
-                self._servers = [_Server(folder, seed), _Server(folder, seed + 1)]
-            self._turn += 1
-            server = self._servers[self._turn % 2]
+            if program == "seshat":
+                if not self._seshat:
+                    seed = int.from_bytes(os.urandom(2), "big")
+                    self._seshat = [_Server(self._where(), program, seed + n) for n in (0, 1)]
+                self._turn += 1
+                server = self._seshat[self._turn % 2]
+            else:
+                asked = env.get("PYTHONHASHSEED", "")
+                if not asked.isdigit():
+                    return None
+                if int(asked) not in self._runners:
+                    if len(self._runners) >= self.MAX_RUNNER_SEEDS:
+                        return None
+                    self._runners[int(asked)] = _Server(self._where(), program, int(asked))
+                server = self._runners[int(asked)]
             if not server.alive():
-                raise RuntimeError("a seshat fork server ended (see the test's output)")
+                raise RuntimeError(f"a {program} fork server ended (see the test's output)")
             return server
 
     def run(
-        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, timeout: float
+        self,
+        program: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        timeout: float,
     ) -> Forked | None:
-        """Run ``argv`` (``argv[0]`` is the console script) in a forked child; ``None`` when
-        the call must be a real process (its environment sets other ``PYTHON*`` values)."""
-        server = self._next()
+        """Run ``program`` (``seshat`` or ``seshat-runner``) with ``argv`` (``argv[0]`` is
+        the console script) in a forked child; ``None`` when the call must be a real process
+        (its environment sets other ``PYTHON*`` values than any server of it has)."""
+        server = self._server(program, env)
+        if server is None:
+            return None
         theirs = {k: v for k, v in env.items() if k.startswith("PYTHON")}
         if any(server.python_variables().get(k) != v for k, v in theirs.items()):
             return None
@@ -243,12 +292,16 @@ class ForkServers:
             )
 
     def stop(self) -> None:
-        for server in self._servers:
+        for server in [*self._seshat, *self._runners.values()]:
             server.stop()
-        self._servers = []
+        self._seshat, self._runners = [], {}
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
+
+
+servers = ForkServers()
+"""The worker's fork servers (``tests/conftest.py`` stops them at the session's end)."""
 
 
 @contextlib.contextmanager

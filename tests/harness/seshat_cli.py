@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .forkserver import Forked, ForkServers
+from .forkserver import Forked, servers
 from .secret_scan import scan_bytes
 
 SESHAT = str(Path(sys.executable).parent / "seshat")
@@ -30,13 +30,13 @@ class Run:
 
 SeshatRunner = Callable[..., Run]
 
-_FORK = os.environ.get("SESHAT_TEST_FORK", "1") != "0"
-_servers = ForkServers()
+FORK = os.environ.get("SESHAT_TEST_FORK", "1") != "0"
+"""Whether calls are forked from a fork server (:mod:`harness.forkserver`)."""
 
 
 def stop_fork_servers() -> None:
     """End this worker's fork servers (the session's end)."""
-    _servers.stop()
+    servers.stop()
 
 
 def seshat_runner(home: Path) -> SeshatRunner:
@@ -56,7 +56,9 @@ def seshat_runner(home: Path) -> SeshatRunner:
         environment.update(env or {})
         argv = [SESHAT, *map(str, args)]
         forked = (
-            _servers.run(argv, env=environment, cwd=cwd or home, timeout=120) if _FORK else None
+            servers.run("seshat", argv, env=environment, cwd=cwd or home, timeout=120)
+            if FORK
+            else None
         )
         if forked is not None:
             scan_bytes(forked.stdout, f"the output of {argv}")
