@@ -324,7 +324,16 @@ def _call(path: str, request: Mapping[str, Any], timeout: float, argv: Sequence[
             try:
                 line = stream.readline()
             except TimeoutError:
+                # As a runner is stopped: SIGTERM (it drops its scratch databases), then
+                # SIGKILL if it has not ended 20 s later. The child we asked for, by its pid.
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)  # the child we asked for, by its pid
+                    os.kill(pid, signal.SIGTERM)
+                connection.settimeout(20)
+                ended = b""
+                with contextlib.suppress(TimeoutError, OSError):
+                    ended = stream.readline()
+                if not ended:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 raise subprocess.TimeoutExpired(list(argv), timeout) from None
             return int(json.loads(line)["status"])
