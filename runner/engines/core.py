@@ -216,6 +216,21 @@ class Engine(Generic[FactsT, SandboxT]):
     ) -> ApplyReport:
         raise NotImplementedError
 
+    def recover(self) -> dict[str, object]:
+        """Settle what an interrupted write left that a reader cannot read past (the
+        ``recover`` operation, run alone with the Apply's credential under the realm lease);
+        what was found and done, as :class:`~runner.protocol.results.RecoveryReport`'s
+        fields. The default: a server that recovers its own sessions (PostgreSQL, MariaDB)
+        leaves nothing to replay here; :meth:`leftovers` names what a person must settle."""
+        leftovers = self.leftovers()
+        detail = "nothing to recover" if not leftovers else "; ".join(leftovers)
+        return {"found": "none", "recovered": False, "detail": detail, "leftovers": leftovers}
+
+    def leftovers(self) -> list[str]:
+        """What a killed session left behind that only a person should settle, each named
+        (a prepared transaction, an INVALID index); never guessed at, never removed."""
+        return []
+
     def check_transaction_mode(self, mode: str, document: PlanDocument | None = None) -> None:
         """Refuse (``transaction_mode_unsupported``) a mode this engine cannot honour, or
         ``all`` for a plan holding a statement that cannot run in a transaction."""
