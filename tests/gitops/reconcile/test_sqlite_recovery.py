@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-from harness.pids import kill_processes_in
 from harness.reconcile_world import World, schema_yaml
 
 from gitops.writeback.ledger import RECORD_TRAILER
@@ -57,8 +56,15 @@ def _killed_after_the_dispatch_marker(world: World, database: Path) -> None:
     holder.execute("BEGIN IMMEDIATE")
     seshat = Path(sys.executable).parent / "seshat"
     controller = subprocess.Popen(
-        [str(seshat), "reconcile", "--once", "--repo", world.remote.remote_url, "--work"]
-        + [str(world.work)],
+        [
+            str(seshat),
+            "reconcile",
+            "--once",
+            "--repo",
+            world.remote.remote_url,
+            "--work",
+            str(world.work),
+        ],
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -77,6 +83,18 @@ def _killed_after_the_dispatch_marker(world: World, database: Path) -> None:
             controller.wait()
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def runners_in(folder: Path) -> list[int]:
+    """The processes working in ``folder`` (the local executor starts each runner there)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and Path(os.readlink(entry / "cwd")) == folder.resolve():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def _index_names(database: Path) -> list[str]:
@@ -99,7 +117,10 @@ def test_a_killed_create_index_is_recovered_recorded_and_never_run_again(world: 
     world.approve("orders", plan)
 
     _killed_after_the_dispatch_marker(world, database)
-    assert kill_processes_in(world.work / "operations") == 0  # the runner died with it
+    deadline = time.monotonic() + 10
+    while runners_in(world.work / "operations"):  # the runner dies with its controller
+        assert time.monotonic() < deadline, "the runner outlived its controller"
+        time.sleep(0.05)
     done = subprocess.run([sys.executable, "-c", KILLED_CREATE_INDEX, str(database)], check=False)
     assert done.returncode == -signal.SIGKILL
     assert Path(f"{database}-journal").stat().st_size > 0
@@ -114,9 +135,7 @@ def test_a_killed_create_index_is_recovered_recorded_and_never_run_again(world: 
     assert status["plan"]["id"] == plan
     last = status["lastApplied"]
     assert last["outcome"] == "Failed"
-    assert last["settledBy"] == (
-        "a fresh Observe and Plan: the same plan, so none of it applied"
-    )
+    assert last["settledBy"] == ("a fresh Observe and Plan: the same plan, so none of it applied")
     assert "the interrupted transaction was rolled back" in last["message"]
     assert "never started again" in status["conditions"][0]["message"]
     records = [
