@@ -292,6 +292,9 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         if error is not None and error.code is ErrorCode.NOT_WRITABLE:
             raise Stop(BLOCKED, Reason.RECOVERY_NEEDED, f"Recover: {error.message}")
         report = self.result(outcome, "Recover", RecoverResult).recovery
+        if report.leftovers:  # named for a person, never settled by Seshat
+            said = "; ".join(report.leftovers)
+            raise Stop(BLOCKED, Reason.RECOVERY_NEEDED, f"a killed session left: {said}"[:1024])
         if report.found == "none":
             return  # settled meanwhile (another writer opened it): Observe again
         if not report.recovered:

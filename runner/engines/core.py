@@ -57,7 +57,7 @@ from runner.engines.renames import Naming, read_hints, resolve
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.servers import ISOLATIONS, SandboxRefusal
-from runner.errors import ConfigurationError
+from runner.errors import ConfigurationError, RecoveryNeeded
 from runner.sql.classify import NotDeclarative, declared
 from runner.url import DatabaseURL
 
@@ -491,9 +491,17 @@ class Engine(Generic[FactsT, SandboxT]):
         scope: Scope = EVERYTHING,
         privileges: PrivilegeScope = NO_PRIVILEGES,
     ) -> dict[str, object]:
-        """A bounded drift report: the live schema against the desired one, in ``scope``."""
+        """A bounded drift report: the live schema against the desired one, in ``scope``.
+        What a killed session left (:meth:`leftovers`) is refused first, named: a reading
+        would misread it (an INVALID index looks built)."""
         self._check_scope(scope)
         self.manage(privileges)
+        left = self.leftovers()
+        if left:
+            raise RecoveryNeeded(
+                f"a killed session left what a person must settle: {'; '.join(left)}",
+                "leftovers",
+            )
         facts = self.facts()
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(scope))
