@@ -252,7 +252,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             ("plan", fields),
         ]
         outcomes = self.run_batch(batch)
-        if _needs_recovery(outcomes[0]):
+        if _needs_recovery(outcomes[0]) and self.lease is not None:  # a preview never writes
             self._recover(outcomes[0].detail)
             outcomes = self.run_batch(batch)
         drift = self.result(outcomes[0], f"Observe{when}", DriftResult).drift
@@ -284,7 +284,6 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         credential, and record it. What SQLite rolls back is the interrupted Apply's
         partial work, so that run stays uncertain: the Observe and Plan that follow settle
         it (:meth:`_settle_uncertain`), and it is never started again."""
-        assert self.lease is not None  # Observe runs under the lease
         op_id = self.op_id("recover")
         self.ctx.log(f"{self.key}: {why}; recovering it ({op_id})")
         outcome = self.run_operation("recover", op_id)
