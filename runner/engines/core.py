@@ -57,7 +57,7 @@ from runner.engines.renames import Naming, read_hints, resolve
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.servers import ISOLATIONS, SandboxRefusal
-from runner.errors import ConfigurationError
+from runner.errors import ConfigurationError, RecoveryNeeded
 from runner.sql.classify import NotDeclarative, declared
 from runner.url import DatabaseURL
 
@@ -215,6 +215,21 @@ class Engine(Generic[FactsT, SandboxT]):
         transaction_mode: str = "auto",
     ) -> ApplyReport:
         raise NotImplementedError
+
+    def recover(self) -> dict[str, object]:
+        """Settle what an interrupted write left that a reader cannot read past (the
+        ``recover`` operation, run alone with the Apply's credential under the realm lease);
+        what was found and done, as :class:`~runner.protocol.results.RecoveryReport`'s
+        fields. The default: a server that recovers its own sessions (PostgreSQL, MariaDB)
+        leaves nothing to replay here; :meth:`leftovers` names what a person must settle."""
+        leftovers = self.leftovers()
+        detail = "nothing to recover" if not leftovers else "; ".join(leftovers)
+        return {"found": "none", "recovered": False, "detail": detail, "leftovers": leftovers}
+
+    def leftovers(self) -> list[str]:
+        """What a killed session left behind that only a person should settle, each named
+        (a prepared transaction, an INVALID index); never guessed at, never removed."""
+        return []
 
     def check_transaction_mode(self, mode: str, document: PlanDocument | None = None) -> None:
         """Refuse (``transaction_mode_unsupported``) a mode this engine cannot honour, or
@@ -476,9 +491,17 @@ class Engine(Generic[FactsT, SandboxT]):
         scope: Scope = EVERYTHING,
         privileges: PrivilegeScope = NO_PRIVILEGES,
     ) -> dict[str, object]:
-        """A bounded drift report: the live schema against the desired one, in ``scope``."""
+        """A bounded drift report: the live schema against the desired one, in ``scope``.
+        What a killed session left (:meth:`leftovers`) is refused first, named: a reading
+        would misread it (an INVALID index looks built)."""
         self._check_scope(scope)
         self.manage(privileges)
+        left = self.leftovers()
+        if left:
+            raise RecoveryNeeded(
+                f"a killed session left what a person must settle: {'; '.join(left)}",
+                "leftovers",
+            )
         facts = self.facts()
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(scope))

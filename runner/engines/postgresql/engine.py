@@ -30,6 +30,7 @@ from runner.engines.planner import (
 )
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.introspect import introspect, prepare_session
+from runner.engines.postgresql.leftovers import leftovers as find_leftovers
 from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.sandbox import (
@@ -243,6 +244,11 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     def facts(self) -> ServerFacts:
         with connection(self.url, read_only=True) as conn:
             return server_facts(conn)
+
+    def leftovers(self) -> list[str]:
+        """Prepared transactions and INVALID indexes (:mod:`.leftovers`)."""
+        with connection(self.url, read_only=True) as conn:
+            return find_leftovers(conn)
 
     def observe(self, scope: Scope) -> Database:
         """The live schema, in one read-only snapshot."""
