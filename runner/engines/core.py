@@ -58,7 +58,7 @@ from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.servers import ISOLATIONS, SandboxRefusal
 from runner.errors import ConfigurationError
-from runner.sql.classify import NotDeclarative, declared
+from runner.sql.classify import NeedsSuperuser, NotDeclarative, declared
 from runner.url import DatabaseURL
 
 __all__ = ["ISOLATIONS", "Engine", "LoadPiece", "load_retrying"]
@@ -255,7 +255,7 @@ class Engine(Generic[FactsT, SandboxT]):
             return self._classified[2]
         try:
             found = declared(self.dialect, files, procedural=self.procedural, sql_mode=sql_mode)
-        except NotDeclarative as refusal:
+        except (NotDeclarative, NeedsSuperuser) as refusal:
             raise PlanRefused(refusal.reason, str(refusal)) from None
         pieces = [LoadPiece(s.file, s.line, s.sql) for s in found]
         self._classified = (files, sql_mode, pieces)

@@ -218,3 +218,47 @@ def test_plan_reaches_the_desired_schema(
         with postgres_database.connect_as_app() as conn:
             assert conn.execute(case.keeps).fetchall() == before
     assert runner.leaks() == []
+
+
+_LEAKPROOF = (
+    "CREATE FUNCTION safe_compare(a text, b text) RETURNS boolean\n"
+    "  LANGUAGE plpgsql IMMUTABLE LEAKPROOF\n"
+    "  AS $$ BEGIN RETURN a = b; END $$;\n"
+)
+
+
+def _refusal(runner: RunnerCLI, database: PostgresDatabase, desired: Path) -> dict[str, str]:
+    done = runner(
+        "schema",
+        "plan",
+        "--url-env",
+        "URL",
+        "--desired",
+        str(desired),
+        env={"URL": database.url_with_password},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    refusal: dict[str, str] = json.loads(done.stdout)["refusal"]
+    return refusal
+
+
+def test_a_leakproof_function_is_refused_not_failed(
+    postgres_database: PostgresDatabase, tmp_path: Path
+) -> None:
+    """Only a superuser may define a LEAKPROOF function and the sandbox never is one: a desired
+    one is refused before any sandbox starts, naming its file, line and name; a live one
+    (made by a superuser) is refused too, naming it, since the dry run cannot rebuild it."""
+    runner = RunnerCLI(secrets=[postgres_database.server.app_password])
+    desired = write(tmp_path / "schema.sql", "CREATE TABLE t (a text);\n" + _LEAKPROOF)
+    refusal = _refusal(runner, postgres_database, desired)
+    assert refusal["code"] == "superuser_required"
+    assert refusal["message"].startswith(
+        "schema.sql:2: CREATE FUNCTION safe_compare LEAKPROOF needs a superuser"
+    ), refusal
+    with postgres_database.connect() as admin:  # the server's superuser
+        admin.execute(_LEAKPROOF)
+    plain = write(tmp_path / "plain.sql", "CREATE TABLE t (a text);\n")
+    refusal = _refusal(runner, postgres_database, plain)
+    assert refusal["code"] == "superuser_required"
+    assert "function:public.safe_compare(a text, b text) is LEAKPROOF" in refusal["message"]
+    assert runner.leaks() == []
