@@ -262,3 +262,45 @@ def test_a_leakproof_function_is_refused_not_failed(
     assert refusal["code"] == "superuser_required"
     assert "function:public.safe_compare(a text, b text) is LEAKPROOF" in refusal["message"]
     assert runner.leaks() == []
+
+
+def test_views_over_a_renamed_table_follow_the_rename(
+    postgres_database: PostgresDatabase, oracle: PostgresDatabase, tmp_path: Path
+) -> None:
+    """ALTER TABLE ... RENAME keeps the views over the table valid (PostgreSQL stores them
+    parsed, by oid): the plan renames the table and touches no view, and a materialized
+    view keeps its rows."""
+    runner = RunnerCLI(secrets=[postgres_database.server.app_password])
+    views = (
+        "CREATE VIEW named AS SELECT id, name FROM {t};"
+        "CREATE VIEW aliased AS SELECT x.id FROM {t} x WHERE x.id > 0;"
+        "CREATE VIEW joined AS SELECT a.id FROM {t} a JOIN {t} b ON a.id = b.id;"
+        "CREATE MATERIALIZED VIEW counted AS SELECT count(*) AS n FROM {t};"
+        "CREATE VIEW over_named AS SELECT id FROM named;"
+    )
+    with postgres_database.connect_as_app() as conn:
+        conn.execute(
+            "CREATE TABLE accounts (id int PRIMARY KEY, name text);"
+            "INSERT INTO accounts VALUES (1, 'a');" + views.format(t="accounts")
+        )
+    desired_sql = (
+        "CREATE TABLE users ( -- @renamed from=accounts\n id int PRIMARY KEY, name text);\n"
+        + views.format(t="users")
+    )
+    with oracle.connect_as_app() as conn:
+        conn.execute(desired_sql)
+    desired = write(tmp_path / "desired.sql", desired_sql)
+    plan = tmp_path / "plan.json"
+    _plan(runner, postgres_database, desired, plan, seed="1")
+    statements = json.loads(plan.read_text())["statements"]
+    assert [s["op"] for s in statements] == ["rename_table", "rename_constraint"], statements
+    applied = runner(
+        "schema", "apply", "--url-env", "URL", "--plan", str(plan),
+        env={"URL": postgres_database.url_with_password},
+    )  # fmt: skip
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    with postgres_database.connect_as_app() as conn:
+        conn.execute("INSERT INTO users VALUES (2, 'b')")
+        assert conn.execute("SELECT n FROM counted").fetchall() == [(1,)]  # not refreshed
+    assert _inspect(runner, postgres_database) == _inspect(runner, oracle)
+    assert runner.leaks() == []
