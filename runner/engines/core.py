@@ -476,16 +476,25 @@ class Engine(Generic[FactsT, SandboxT]):
         scope: Scope = EVERYTHING,
         privileges: PrivilegeScope = NO_PRIVILEGES,
     ) -> dict[str, object]:
-        """A bounded drift report: the live schema against the desired one, in ``scope``."""
+        """A bounded drift report: the live schema against the desired one, in ``scope``.
+
+        The desired files' rename hints are read as :meth:`plan` reads them, so a pending
+        rename is one changed object (the renamed one, as the plan renames it), never a
+        missing one and an extra one, and what follows the rename is no drift."""
         self._check_scope(scope)
         self.manage(privileges)
         facts = self.facts()
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(scope))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
-            desired = self._desired(lazy, desired_files(desired_path), read, facts, scope)
+            files = desired_files(desired_path)
+            desired = self._desired(lazy, files, read, facts, scope)
             live = read()
-        return drift_report(self.drift_differ(live, desired), live.dialect)
+        renamed = self._renamed(files, live, desired)
+        if renamed is None:
+            return drift_report(self.drift_differ(live, desired), live.dialect)
+        changes = [*renamed.changes, *self.drift_differ(renamed.view, desired)]
+        return drift_report(changes, live.dialect)
 
 
 # -- loading desired SQL, shared by the dialects ---------------------------------------------

@@ -304,3 +304,46 @@ def test_views_over_a_renamed_table_follow_the_rename(
         assert conn.execute("SELECT n FROM counted").fetchall() == [(1,)]  # not refreshed
     assert _inspect(runner, postgres_database) == _inspect(runner, oracle)
     assert runner.leaks() == []
+
+
+def _drift(runner: RunnerCLI, database: PostgresDatabase, desired: Path) -> dict[str, object]:
+    done = runner(
+        "schema", "drift", "--url-env", "URL", "--desired", str(desired),
+        env={"URL": database.url_with_password},
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    report: dict[str, object] = json.loads(done.stdout)
+    return report
+
+
+def test_drift_reads_rename_hints_as_the_plan_does(
+    postgres_database: PostgresDatabase, tmp_path: Path
+) -> None:
+    """A pending rename is one changed object, not a destructive drop and create: what the
+    plan does (renames, the view left alone); once the plan ran there is no drift."""
+    runner = RunnerCLI(secrets=[postgres_database.server.app_password])
+    with postgres_database.connect_as_app() as conn:
+        conn.execute(
+            "CREATE TABLE accounts (id int, user_name text);"
+            "CREATE VIEW ids AS SELECT id FROM accounts;"
+        )
+    desired = write(
+        tmp_path / "desired.sql",
+        "CREATE TABLE users ( -- @renamed from=accounts\n id int,\n"
+        " name text -- @renamed from=user_name\n);\n"
+        "CREATE VIEW ids AS SELECT id FROM users;\n",
+    )
+    report = _drift(runner, postgres_database, desired)
+    assert report["categories"] == {"missing": 0, "extra": 0, "changed": 1, "invalid": 0}
+    assert (report["total"], report["highestSeverity"]) == (1, "warning")
+    plan = tmp_path / "plan.json"
+    _plan(runner, postgres_database, desired, plan, seed="1")
+    statements = json.loads(plan.read_text())["statements"]
+    assert [s["op"] for s in statements] == ["rename_table", "rename_column"], statements
+    applied = runner(
+        "schema", "apply", "--url-env", "URL", "--plan", str(plan),
+        env={"URL": postgres_database.url_with_password},
+    )  # fmt: skip
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert _drift(runner, postgres_database, desired)["total"] == 0
+    assert runner.leaks() == []
