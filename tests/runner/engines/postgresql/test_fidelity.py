@@ -12,6 +12,7 @@ security).
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,23 +183,30 @@ def _columns(database: PostgresDatabase) -> list[tuple[object, ...]]:
         ).fetchall()
 
 
+def _cli(
+    runner: RunnerCLI, database: PostgresDatabase, *args: str, seed: str = "0"
+) -> subprocess.CompletedProcess[str]:
+    """``seshat-runner schema ARGS`` against ``database``."""
+    return runner(
+        "schema", *args, "--url-env", "URL", env={"URL": database.url_with_password}, seed=seed
+    )
+
+
 def _plan(
     runner: RunnerCLI, database: PostgresDatabase, desired: Path, out: Path, seed: str
 ) -> None:
-    done = runner(
-        "schema",
-        "plan",
-        "--url-env",
-        "URL",
-        "--desired",
-        str(desired),
-        "--allow-destructive",
-        "--output",
-        str(out),
-        env={"URL": database.url_with_password},
-        seed=seed,
-    )
+    done = _cli(
+        runner, database, "plan", "--desired", str(desired), "--allow-destructive",
+        "--output", str(out), seed=seed,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _apply(runner: RunnerCLI, database: PostgresDatabase, plan: Path) -> dict[str, object]:
+    done = _cli(runner, database, "apply", "--plan", str(plan))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report: dict[str, object] = json.loads(done.stdout)
+    return report
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -218,17 +226,7 @@ def test_plan_reaches_the_desired_schema(
     _plan(runner, postgres_database, desired, second, seed="2")
     assert first.read_bytes() == second.read_bytes(), "the plan is not deterministic"
     assert json.loads(first.read_text())["statements"], "an empty plan for a change"
-    applied = runner(
-        "schema",
-        "apply",
-        "--url-env",
-        "URL",
-        "--plan",
-        str(first),
-        env={"URL": postgres_database.url_with_password},
-    )
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    assert json.loads(applied.stdout)["converged"] is True
+    assert _apply(runner, postgres_database, first)["converged"] is True
     assert _inspect(runner, postgres_database) == _inspect(runner, oracle)
     assert _columns(postgres_database) == _columns(oracle), "the columns' order differs"
     _plan(runner, postgres_database, desired, second, seed="3")
@@ -249,16 +247,7 @@ _LEAKPROOF = (
 def _refusal(
     runner: RunnerCLI, database: PostgresDatabase, desired: Path, *extra: str
 ) -> dict[str, str]:
-    done = runner(
-        "schema",
-        "plan",
-        "--url-env",
-        "URL",
-        "--desired",
-        str(desired),
-        *extra,
-        env={"URL": database.url_with_password},
-    )
+    done = _cli(runner, database, "plan", "--desired", str(desired), *extra)
     assert done.returncode == 1, done.stdout + done.stderr
     refusal: dict[str, str] = json.loads(done.stdout)["refusal"]
     return refusal
@@ -308,6 +297,16 @@ def test_a_generated_column_that_would_move_is_refused(
     assert runner.leaks() == []
 
 
+def _plan_ops(
+    runner: RunnerCLI, database: PostgresDatabase, desired: Path, tmp_path: Path
+) -> list[str]:
+    """Plan toward ``desired`` and apply the plan: the ops of its statements."""
+    plan = tmp_path / "plan.json"
+    _plan(runner, database, desired, plan, seed="1")
+    _apply(runner, database, plan)
+    return [s["op"] for s in json.loads(plan.read_text())["statements"]]
+
+
 def test_views_over_a_renamed_table_follow_the_rename(
     postgres_database: PostgresDatabase, oracle: PostgresDatabase, tmp_path: Path
 ) -> None:
@@ -334,15 +333,8 @@ def test_views_over_a_renamed_table_follow_the_rename(
     with oracle.connect_as_app() as conn:
         conn.execute(desired_sql)
     desired = write(tmp_path / "desired.sql", desired_sql)
-    plan = tmp_path / "plan.json"
-    _plan(runner, postgres_database, desired, plan, seed="1")
-    statements = json.loads(plan.read_text())["statements"]
-    assert [s["op"] for s in statements] == ["rename_table", "rename_constraint"], statements
-    applied = runner(
-        "schema", "apply", "--url-env", "URL", "--plan", str(plan),
-        env={"URL": postgres_database.url_with_password},
-    )  # fmt: skip
-    assert applied.returncode == 0, applied.stdout + applied.stderr
+    ops = _plan_ops(runner, postgres_database, desired, tmp_path)
+    assert ops == ["rename_table", "rename_constraint"]
     with postgres_database.connect_as_app() as conn:
         conn.execute("INSERT INTO users VALUES (2, 'b')")
         assert conn.execute("SELECT n FROM counted").fetchall() == [(1,)]  # not refreshed
@@ -351,10 +343,7 @@ def test_views_over_a_renamed_table_follow_the_rename(
 
 
 def _drift(runner: RunnerCLI, database: PostgresDatabase, desired: Path) -> dict[str, object]:
-    done = runner(
-        "schema", "drift", "--url-env", "URL", "--desired", str(desired),
-        env={"URL": database.url_with_password},
-    )  # fmt: skip
+    done = _cli(runner, database, "drift", "--desired", str(desired))
     assert done.returncode in (0, 1), done.stdout + done.stderr
     report: dict[str, object] = json.loads(done.stdout)
     return report
@@ -380,14 +369,7 @@ def test_drift_reads_rename_hints_as_the_plan_does(
     report = _drift(runner, postgres_database, desired)
     assert report["categories"] == {"missing": 0, "extra": 0, "changed": 1, "invalid": 0}
     assert (report["total"], report["highestSeverity"]) == (1, "warning")
-    plan = tmp_path / "plan.json"
-    _plan(runner, postgres_database, desired, plan, seed="1")
-    statements = json.loads(plan.read_text())["statements"]
-    assert [s["op"] for s in statements] == ["rename_table", "rename_column"], statements
-    applied = runner(
-        "schema", "apply", "--url-env", "URL", "--plan", str(plan),
-        env={"URL": postgres_database.url_with_password},
-    )  # fmt: skip
-    assert applied.returncode == 0, applied.stdout + applied.stderr
+    ops = _plan_ops(runner, postgres_database, desired, tmp_path)
+    assert ops == ["rename_table", "rename_column"]
     assert _drift(runner, postgres_database, desired)["total"] == 0
     assert runner.leaks() == []
