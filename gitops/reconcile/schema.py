@@ -117,6 +117,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "unsupported_option": Reason.CONFIGURATION_ERROR,
         "transaction_mode_unsupported": Reason.CONFIGURATION_ERROR,
         "statement_not_declarative": Reason.ARTIFACT_REFUSED,
+        "superuser_required": Reason.ARTIFACT_REFUSED,
         "sandbox_limit_exceeded": Reason.ARTIFACT_REFUSED,
     }
 

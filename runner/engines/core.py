@@ -58,7 +58,7 @@ from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.servers import ISOLATIONS, SandboxRefusal
 from runner.errors import ConfigurationError, RecoveryNeeded
-from runner.sql.classify import NotDeclarative, declared
+from runner.sql.classify import NeedsSuperuser, NotDeclarative, declared
 from runner.url import DatabaseURL
 
 __all__ = ["ISOLATIONS", "Engine", "LoadPiece", "load_retrying"]
@@ -270,7 +270,7 @@ class Engine(Generic[FactsT, SandboxT]):
             return self._classified[2]
         try:
             found = declared(self.dialect, files, procedural=self.procedural, sql_mode=sql_mode)
-        except NotDeclarative as refusal:
+        except (NotDeclarative, NeedsSuperuser) as refusal:
             raise PlanRefused(refusal.reason, str(refusal)) from None
         pieces = [LoadPiece(s.file, s.line, s.sql) for s in found]
         self._classified = (files, sql_mode, pieces)
@@ -492,8 +492,12 @@ class Engine(Generic[FactsT, SandboxT]):
         privileges: PrivilegeScope = NO_PRIVILEGES,
     ) -> dict[str, object]:
         """A bounded drift report: the live schema against the desired one, in ``scope``.
+
         What a killed session left (:meth:`leftovers`) is refused first, named: a reading
-        would misread it (an INVALID index looks built)."""
+        would misread it (an INVALID index looks built). The desired files' rename hints
+        are read as :meth:`plan` reads them, so a pending rename is one changed object (the
+        renamed one, as the plan renames it), never a missing one and an extra one, and what
+        follows the rename is no drift."""
         self._check_scope(scope)
         self.manage(privileges)
         left = self.leftovers()
@@ -506,9 +510,14 @@ class Engine(Generic[FactsT, SandboxT]):
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(scope))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
-            desired = self._desired(lazy, desired_files(desired_path), read, facts, scope)
+            files = desired_files(desired_path)
+            desired = self._desired(lazy, files, read, facts, scope)
             live = read()
-        return drift_report(self.drift_differ(live, desired), live.dialect)
+        renamed = self._renamed(files, live, desired)
+        if renamed is None:
+            return drift_report(self.drift_differ(live, desired), live.dialect)
+        changes = [*renamed.changes, *self.drift_differ(renamed.view, desired)]
+        return drift_report(changes, live.dialect)
 
 
 # -- loading desired SQL, shared by the dialects ---------------------------------------------
