@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 import click
 
 from gitops.execution.leases import Leader
+from gitops.execution.workfolder import WorkFolder, WorkFolderBusy, claim_work_folder
 from gitops.logs import LogFormat
+from gitops.repo.locks import remove_stale_locks
 from gitops.wiring import Wiring, wire
 from runner.errors import SeshatError
 
@@ -165,6 +167,7 @@ def reconcile(
     """
     work_dir = work or _default_work()
     say, mode = _wired(verbose, mode_options)
+    _own(work_dir, lambda text: click.echo(text, err=True))
     while True:
         try:
             report = mode.one_pass(source, work_dir, branch, say, due_only=False)
@@ -313,6 +316,7 @@ def run(
         raise click.UsageError(str(error)) from None
     work_dir = work or _default_work()
     mode = _wire_or_exit(logger.debug, mode_options)
+    _own(work_dir, logger.info)
     leader = Leader(mode.leases, f"{socket.gethostname()}:{work_dir.resolve()}", logger.debug)
     health = Health(stale_after=3 * poll + 60)
     settings = LoopSettings(source, work_dir, branch, poll, tick)
@@ -340,6 +344,18 @@ def run(
         if listener is not None:
             listener.stop()
     logger.info("seshat: stopped")
+
+
+def _own(work_dir: Path, log: Callable[[str], None]) -> WorkFolder:
+    """Take the work folder for this controller (exit 2 if another one holds it), then
+    remove the Git locks a killed controller left in its clones (docs/reconciler.md)."""
+    try:
+        owned = claim_work_folder(work_dir)
+    except WorkFolderBusy as error:
+        click.echo(f"seshat: {error}", err=True)
+        sys.exit(2)
+    remove_stale_locks(owned.clones(), owned.since, log)
+    return owned
 
 
 def _wired(verbose: bool, mode_options: dict[str, Any]) -> tuple[Callable[[str], None], Wiring]:

@@ -9,6 +9,7 @@ resources. Nothing below this module chooses between the two.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,6 +37,8 @@ class Wiring:
     clock: Callable[[], datetime] = field(default=utc_now)
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     workers: int | None = None  # None: the CPU count
+    start: str = field(default_factory=lambda: secrets.token_hex(8))
+    """This controller start: local mode holds realm leases as it (see run_pass)."""
 
     def one_pass(
         self,
@@ -61,6 +64,7 @@ class Wiring:
             workers=self.workers,
             report_idle=report_idle,
             progress=self.progress,
+            start=self.start,
         )
         if self.publish is not None:
             self.publish(report)

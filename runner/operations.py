@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from runner.deadline import DeadlineExceeded, deadline
 from runner.digests import sha256_digest
-from runner.errors import CanNotRunError, SeshatError
+from runner.errors import CanNotRunError, NotWritable, RecoveryNeeded, SeshatError
 from runner.identity import target_identity
 from runner.protocol.frame import encode_frame
 from runner.protocol.messages import (
@@ -44,6 +44,8 @@ from runner.protocol.results import (
     MigrateResult,
     OperationPayload,
     PlanResult,
+    RecoverResult,
+    RecoveryReport,
 )
 from runner.redact import Redactor
 from runner.url import DatabaseURL, InvalidURL, UnsupportedScheme, parse_url, secrets_of_unreadable
@@ -225,6 +227,8 @@ def _execute(
             assert request.desired is not None
             report = engine.drift(Path(request.desired), options.scope, options.privileges)
             return DriftResult(drift=DriftReport.model_validate(report))
+        if request.operation == "recover":
+            return RecoverResult(recovery=RecoveryReport.model_validate(engine.recover()))
         mode = settings.transaction_mode or "auto"
         if request.operation == "plan":
             assert request.desired is not None
@@ -322,6 +326,10 @@ def _answer(request: OperationInput, urls: _Urls) -> tuple[OperationResult, int]
     except _Failure as failure:
         status = 1 if failure.code is ErrorCode.PLAN_REFUSED else 2
         return failed(failure.code, failure.message, failure.reason), status
+    except RecoveryNeeded as error:
+        return failed(ErrorCode.RECOVERY_NEEDED, str(error), f"recovery_{error.kind}"), 2
+    except NotWritable as error:
+        return failed(ErrorCode.NOT_WRITABLE, str(error)), 2
     except CanNotRunError as error:
         return failed(ErrorCode.CANNOT_CONNECT, str(error)), 2
     except SeshatError as error:

@@ -8,7 +8,9 @@ environment (the one credential). The local executor starts
 ``seshat-runner op --input FILE`` as a subprocess with *only* those variables plus a minimal
 base (``PATH``, locale, ``HOME``), so a Git, forge or Kubernetes credential in the control
 plane's environment never reaches the runner; reads the last valid frame of its stdout
-(bounded); and enforces a deadline by killing the runner's process group.
+(bounded); and enforces a deadline by killing the runner's process group. The runner dies
+with its controller (``setpriv --pdeathsig KILL``) and is recorded while it runs
+(:mod:`gitops.execution.runners`), so that a restarted controller finds one that did not.
 
 ``Outcome.kind``:
 
@@ -23,6 +25,7 @@ plane's environment never reaches the runner; reads the last valid frame of its 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from gitops.execution.runners import RunnerBook
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.database import UrlReference
 from runner.protocol.frame import Found, find_frames, find_last_frame
@@ -259,6 +263,15 @@ def _runner_command() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "runner.cli"]
 
 
+def _dies_with_parent() -> list[str]:
+    """The prefix that makes the runner die with the controller that started it (Linux's
+    parent-death signal, armed by ``setpriv`` before it executes the runner; kept across
+    that exec). Without ``setpriv`` there is none, and a runner that outlives its
+    controller is found from its record instead."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
 class LocalExecutor(Executor):
     """Runs each operation as a ``seshat-runner`` child process."""
 
@@ -269,9 +282,11 @@ class LocalExecutor(Executor):
         work_dir: Path,
         command: Sequence[str] | None = None,
         cache_dir: Path | None = None,
+        book: RunnerBook | None = None,
     ) -> None:
         self.work_dir = work_dir
         self.command = list(command) if command is not None else _runner_command()
+        self.book = book  # where running runners are recorded (None: they are not)
         # The runner's cache (sandbox templates), kept beside the operations, unless the
         # controller's environment names one.
         self.cache_dir = cache_dir or work_dir.parent / "runner-cache"
@@ -316,9 +331,11 @@ class LocalExecutor(Executor):
             handle.write(input_document(requests))
             input_path = Path(handle.name)
         try:
-            return self._run(input_path, requests, child_env, deadline)
+            return self._run(input_path, requests, child_env, deadline, resource)
         finally:
             input_path.unlink(missing_ok=True)
+            if self.book is not None:
+                self.book.ended(requests[0].id)
 
     def _run(
         self,
@@ -326,9 +343,10 @@ class LocalExecutor(Executor):
         requests: Sequence[OperationInput],
         env: dict[str, str],
         deadline: float,
+        resource: ResourceRef | None,
     ) -> list[Outcome]:
         process = subprocess.Popen(
-            [*self.command, "op", "--input", str(input_path)],
+            [*_dies_with_parent(), *self.command, "op", "--input", str(input_path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -336,6 +354,12 @@ class LocalExecutor(Executor):
             cwd=self.work_dir,
             start_new_session=True,  # its own process group, so the deadline kills it all
         )
+        if self.book is not None:
+            named = f"{resource.kind} {resource.namespace}/{resource.name}" if resource else ""
+            reads = [input_path, *(Path(r.plan) for r in requests if r.plan)]
+            self.book.started(
+                requests[0].id, process.pid, named, [r.operation for r in requests], reads
+            )
         try:
             stdout, _ = process.communicate(timeout=deadline)
         except subprocess.TimeoutExpired:

@@ -31,6 +31,7 @@ from gitops.execution.executor import (
 )
 from gitops.execution.leases import Lease, Leases
 from gitops.execution.metered import metered
+from gitops.execution.runners import RunnerBook, RunnerRecord, same_controller
 from gitops.reconcile.approvals import judge_approvals
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.identities import coordination_digest
@@ -53,7 +54,7 @@ from gitops.resources.status import (
     SourceStatus,
 )
 from gitops.writeback.batch import Batch, Change, status_change
-from gitops.writeback.ledger import Dispatched, Finished, Ledger, Settled
+from gitops.writeback.ledger import AnyRecord, Dispatched, Finished, Ledger
 from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import status_bytes, status_path
 from runner.artifacts.errors import ArtifactError
@@ -121,6 +122,9 @@ class PassContext:
     """Told (kind, "ns/name", phase) as a resource's pass enters a step (Resolving,
     Planning, Applying...): Kubernetes mode shows it on the custom resource; never Git."""
     leases: Leases | None = None  # None: the state file's
+    runners: RunnerBook | None = None
+    """Local mode: the records of running runners, this start's and earlier starts' (a
+    realm an earlier start's runner still works on is followed before its lease is taken)."""
     books: Books = field(default_factory=Books)
     """What the pass's workers share is used by one at a time, except while a runner works."""
     resolved: dict[str, str] = field(default_factory=dict)
@@ -191,7 +195,7 @@ class ResourcePass(Generic[StatusT]):
         )
         self.key = f"{self.ref.namespace}/{self.ref.name}"
         self.record_key = f"{self.ref.kind} {self.key}"  # how safety records name it
-        self.records: list[Dispatched | Finished | Settled] = []  # for the next change
+        self.records: list[AnyRecord] = []  # for the next change
         self.status: StatusT = self.initial_status()
         self.files: dict[str, bytes | None] = {}
         self.lease: Lease | None = None
@@ -330,6 +334,58 @@ class ResourcePass(Generic[StatusT]):
         reason = Reason.DISPATCH_FAILED if outcome.kind == "lost" else Reason.OPERATION_FAILED
         raise Stop(FAILED, reason, f"{what}: {outcome.detail}")
 
+    # -- the realm lease ------------------------------------------------------------------
+
+    def take_lease(self, coordination: str) -> Lease | None:
+        """A new holding of the realm lease, or None while another controller holds it.
+
+        A lease an earlier start of this same controller still holds (it was killed before
+        it released it) is taken over only once none of that start's runners works on the
+        realm any more: a live one is followed to its end first (its result is lost with
+        the controller that read it, so what it did is settled as any uncertain run is), and
+        while it runs nothing else is dispatched on the realm."""
+        store, holder = self.ctx.lease_store, self.ctx.holder
+        lease = store.acquire(coordination, holder)
+        book = self.ctx.runners
+        if lease is not None or book is None or not isinstance(store, StateFile):
+            return lease
+        earlier = store.holder_of(coordination)
+        if earlier is None or not same_controller(earlier, holder):
+            return None
+        live = [
+            r
+            for r in book.live_of_earlier_starts()
+            if r.holder == earlier and self._on_realm(r, coordination)
+        ]
+        if live:
+            deadline = self.deadline(self.apply_operation) + STOP_MARGIN
+            with self.ctx.books.released():
+                running = book.follow(live, deadline, self.ctx.log)
+            if running:
+                first = running[0]
+                raise Stop(
+                    FAILED,
+                    Reason.DISPATCH_FAILED,
+                    f"runner {first.op_id} (pid {first.pid}, {', '.join(first.operations)}) "
+                    "of an earlier start of this controller still runs on this database; "
+                    "nothing else is dispatched here until it ends",
+                )
+            followed = ", ".join(f"{r.op_id} (pid {r.pid})" for r in live)
+            self.ctx.log(f"{self.key}: followed runner(s) {followed} of {earlier} to their end")
+        self.ctx.log(f"{self.key}: the realm lease of an earlier start ({earlier}) taken over")
+        return store.take_over(coordination, earlier, holder)
+
+    def _on_realm(self, record: RunnerRecord, coordination: str) -> bool:
+        """Whether the runner ``record`` works on the realm ``coordination`` (True when that
+        cannot be told: a resource no longer declared)."""
+        kind, _, key = record.resource.partition(" ")
+        namespace, _, name = key.partition("/")
+        found = self.ctx.repository.find(kind, namespace, name)
+        resource = found.resource if found is not None else None
+        if not isinstance(resource, (DatabaseSchema, DatabaseMigration)):
+            return True
+        return coordination_digest(namespace, resource.spec.target) == coordination
+
     # -- commits -------------------------------------------------------------------------
 
     def commit(self, phase: str, reason: Reason, message: str) -> None:
@@ -427,7 +483,7 @@ class ResourcePass(Generic[StatusT]):
         for dispatched in runs:
             op_id = dispatched.operation_id
             coordination = coordination_digest(self.ref.namespace, self.spec.target)
-            lease = self.ctx.lease_store.acquire(coordination, self.ctx.holder)
+            lease = self.take_lease(coordination)
             if lease is None:
                 raise Stop(
                     FAILED,

@@ -298,12 +298,12 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 run.target_identity_digest in (None, identity)
             ):
                 self.ctx.log(f"{self.key}: run {run.operation_id} settled: nothing is pending")
-                self._settled(run.operation_id, "a history reading with nothing pending")
+                self._settled(run.operation_id, "a history reading with nothing pending", "Applied")
                 continue
             acknowledged = self.acknowledged(run.operation_id)
             if acknowledged is not None:
                 self.ctx.log(f"{self.key}: run {run.operation_id} acknowledged ({acknowledged})")
-                self._settled(run.operation_id, f"acknowledgment ({acknowledged})"[:256])
+                self._settled(run.operation_id, f"acknowledgment ({acknowledged})"[:256], None)
                 continue  # what is still pending is planned afresh and needs a new approval
             remaining.append(run)
         self.status = self.status.model_copy(
@@ -321,10 +321,18 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
             f"--operation {run.operation_id} (docs/migrations.md)",
         )
 
-    def _settled(self, op_id: str, by: str) -> None:
-        self.records.append(
-            Settled.model_validate({"resource": self.record_key, "operationId": op_id, "by": by})
-        )
+    def _settled(self, op_id: str, by: str, outcome: RunOutcome | None) -> None:
+        """Record that the run ``op_id`` is settled ``by`` a reading (``outcome``: how it
+        ended, as the reading shows) or a person (None: what it did stays unknown), and
+        say so in ``lastApplied`` when that is the run it shows."""
+        record = {"resource": self.record_key, "operationId": op_id, "by": by, "outcome": outcome}
+        self.records.append(Settled.model_validate(record))
+        last = self.status.last_applied
+        if last is not None and last.operation_id == op_id and last.settled_by is None:
+            settled = {"settled_by": by} | ({"outcome": outcome} if outcome is not None else {})
+            self.status = self.status.model_copy(
+                update={"last_applied": last.model_copy(update=settled)}
+            )
 
     # -- approval and Apply --------------------------------------------------------------
 
@@ -343,7 +351,7 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         approval: str | None,
         artifact: ArtifactSource,
     ) -> Verdict:
-        self.lease = self.ctx.lease_store.acquire(binding.coordination_digest, self.ctx.holder)
+        self.lease = self.take_lease(binding.coordination_digest)
         if self.lease is None:
             return Verdict(FAILED, Reason.DISPATCH_FAILED, "another controller holds the lease")
         op_id = secrets.token_hex(16)  # hex, so a RunAcknowledgment can name it

@@ -17,6 +17,7 @@ commit, so a review's plan is already on the status branch.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
 from collections import defaultdict
@@ -29,6 +30,7 @@ import git
 
 from gitops.execution.executor import Executor, LocalExecutor
 from gitops.execution.leases import Leases
+from gitops.execution.runners import RunnerBook
 from gitops.reconcile.conditions import summary_conditions
 from gitops.reconcile.identities import coordination_digest
 from gitops.reconcile.lifecycle import PassContext, utc_now
@@ -38,6 +40,7 @@ from gitops.reconcile.state import StateFile
 from gitops.reconcile.touched import touched_by
 from gitops.reconcile.workers import in_parallel
 from gitops.repo.loader import LoadedResource, Repository, load_repository
+from gitops.repo.locks import PatientRepo
 from gitops.repo.tip import complaint
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.base import storable_name
@@ -98,9 +101,9 @@ def _checkout(source: str, work: Path, branch: str) -> tuple[Path, str]:
     clone = work / "source"
     try:
         if not (clone / ".git").is_dir():
-            repo = git.Repo.clone_from(source, clone, no_checkout=True)
+            repo = PatientRepo.clone_from(source, clone, no_checkout=True)
         else:
-            repo = git.Repo(clone)
+            repo = PatientRepo(clone)
             repo.git.fetch("--quiet", "--prune", "origin")
         repo.git.checkout("--quiet", "--detach", "--force", f"origin/{branch}")
         repo.git.clean("-fdxq")
@@ -159,6 +162,7 @@ def run_pass(
     workers: int | None = None,
     report_idle: bool = False,
     progress: Callable[[str, str, str], None] | None = None,
+    start: str | None = None,
 ) -> PassReport:
     """One pass over ``source`` (a path or URL of a Git repository).
 
@@ -169,7 +173,9 @@ def run_pass(
     threads (default: the CPU count). With ``report_idle``, the report also carries the
     last recorded status of each resource not reconciled. ``progress`` is told (kind,
     "ns/name", phase) as each resource's pass enters a step (Kubernetes mode publishes it on
-    the custom resource; the status branch records only verdicts).
+    the custom resource; the status branch records only verdicts). ``start`` names the
+    controller start running the pass (local mode: part of the realm leases' holder, so a
+    restarted controller is a new holder; default: a new one).
     """
     work.mkdir(parents=True, exist_ok=True)
     checkout, revision = _checkout(source, work, branch)
@@ -189,19 +195,27 @@ def run_pass(
         verified = state.verified_commits()
         status_branch.load_ledger(status_branch.verifier(repository.root), verified)
         state.remember_verified(verified)
+        holder = f"{socket.gethostname()}:{work.resolve()}"
+        runners = None
+        if executor is None and leases is None:  # local mode: a holder per controller start
+            holder += f"#{start or secrets.token_hex(8)}"
+            runners = RunnerBook(work / "operations" / "runners", holder)
+            leftovers = [*(work / "operations").glob("op-*.json"), *(work / "plans").glob("*")]
+            runners.sweep(leftovers, log)
         ctx = PassContext(
             repository=repository,
             revision=revision,
             state=state,
-            executor=executor or LocalExecutor(work / "operations"),
+            executor=executor or LocalExecutor(work / "operations", book=runners),
             status_branch=status_branch,
             batch=batch,
             work_dir=work,
-            holder=f"{socket.gethostname()}:{work.resolve()}",
+            holder=holder,
             log=log,
             registry=registry or RegistrySettings(),
             leases=leases,
             now=clock,
+            runners=runners,
         )
         if progress is not None:
             ctx.progress = progress
@@ -253,7 +267,7 @@ def _changed_paths(clone: Path, old: str, new: str) -> list[str] | None:
     """The paths that differ between the trees of ``old`` and ``new``; None when that
     cannot be told (``old`` is gone: a history rewritten and pruned)."""
     try:
-        with git.Repo(clone) as repo:
+        with PatientRepo(clone) as repo:
             listed = str(repo.git.diff("--name-only", "--no-renames", "-z", old, new, "--"))
     except (git.GitCommandError, ValueError):
         return None

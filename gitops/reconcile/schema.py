@@ -14,6 +14,7 @@ Apply does not run), and the verdict of the pass.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from gitops.execution.executor import Outcome
@@ -37,7 +38,7 @@ from gitops.resources.status import (
     Reason,
     SchemaPhase,
 )
-from gitops.writeback.ledger import Dispatched
+from gitops.writeback.ledger import Dispatched, Recovered, Settled
 from gitops.writeback.status_files import binding_path, plan_paths
 from runner.digests import canonical_json, digest, digest_hex, sha256_digest
 from runner.engines.plan import PlanDocument, plan_bytes, plan_sql
@@ -47,7 +48,9 @@ from runner.protocol.results import (
     ApplyResult,
     DriftReport,
     DriftResult,
+    ErrorCode,
     PlanResult,
+    RecoverResult,
     RunOutcome,
 )
 
@@ -114,6 +117,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "unsupported_option": Reason.CONFIGURATION_ERROR,
         "transaction_mode_unsupported": Reason.CONFIGURATION_ERROR,
         "statement_not_declarative": Reason.ARTIFACT_REFUSED,
+        "superuser_required": Reason.ARTIFACT_REFUSED,
         "sandbox_limit_exceeded": Reason.ARTIFACT_REFUSED,
     }
 
@@ -162,7 +166,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         desired, artifact_digest, verification = self.resolve_and_verify()
         # Observing and Planning, under the realm lease: one runner invocation.
         coordination = coordination_digest(self.ref.namespace, spec.target)
-        self.lease = self.ctx.lease_store.acquire(coordination, self.ctx.holder)
+        self.lease = self.take_lease(coordination)
         if self.lease is None:
             return Verdict(
                 FAILED,
@@ -171,6 +175,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             )
         document, data, target_identity = self._refresh(desired)
         if document.empty:
+            self._settle_uncertain(None, target_identity)
             return self._in_sync("the database matches the declared schema")
         binding = plan_binding(
             self.resource,
@@ -182,6 +187,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             verification=verification,
         )
         current = plan_id(binding)
+        self._settle_uncertain(current, target_identity)
         json_path, sql_path = plan_paths(self.ref.namespace, self.ref.name, current)
         self.files[json_path] = data
         self.files[sql_path] = plan_sql(document, current).encode("utf-8")
@@ -239,9 +245,17 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
     def _refresh(self, desired: ArtifactSource, when: str = "") -> tuple[PlanDocument, bytes, str]:
         """Observe, then two independent plans (only byte-identical ones are accepted): one
         runner invocation with the database credential. The drift goes to the status."""
-        fields = {"artifact": desired}
+        fields: dict[str, object] = {"artifact": desired}
         self.step(SchemaPhase.VERIFYING_CONVERGENCE if when else SchemaPhase.PLANNING)
-        outcomes = self.run_batch([("drift", fields), ("plan", fields), ("plan", fields)])
+        batch: list[tuple[str, Mapping[str, object]]] = [
+            ("drift", fields),
+            ("plan", fields),
+            ("plan", fields),
+        ]
+        outcomes = self.run_batch(batch)
+        if _needs_recovery(outcomes[0]) and self.lease is not None:  # a preview never writes
+            self._recover(outcomes[0].detail)
+            outcomes = self.run_batch(batch)
         drift = self.result(outcomes[0], f"Observe{when}", DriftResult).drift
         self.status = self.status.model_copy(update={"drift": _drift(drift)})
         first = self.result(outcomes[1], f"Plan{when}", PlanResult)
@@ -262,6 +276,80 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             )
         assert outcomes[1].result is not None
         return document, data, outcomes[1].result.target_identity or ""
+
+    # -- an interrupted write, an uncertain Apply ------------------------------------------
+
+    def _recover(self, why: str) -> None:
+        """Observe found a write interrupted midway (SQLite's hot journal): recover it as a
+        step of its own, under the realm lease this pass holds, with the Apply's
+        credential, and record it. What SQLite rolls back is the interrupted Apply's
+        partial work, so that run stays uncertain: the Observe and Plan that follow settle
+        it (:meth:`_settle_uncertain`), and it is never started again."""
+        op_id = self.op_id("recover")
+        self.ctx.log(f"{self.key}: {why}; recovering it ({op_id})")
+        outcome = self.run_operation("recover", op_id)
+        error = outcome.result.error if outcome.result is not None else None
+        if error is not None and error.code is ErrorCode.NOT_WRITABLE:
+            raise Stop(BLOCKED, Reason.RECOVERY_NEEDED, f"Recover: {error.message}")
+        report = self.result(outcome, "Recover", RecoverResult).recovery
+        if report.leftovers:  # named for a person, never settled by Seshat
+            said = "; ".join(report.leftovers)
+            raise Stop(BLOCKED, Reason.RECOVERY_NEEDED, f"a killed session left: {said}"[:1024])
+        if report.found == "none":
+            return  # settled meanwhile (another writer opened it): Observe again
+        if not report.recovered:
+            raise Stop(BLOCKED, Reason.RECOVERY_NEEDED, f"Recover: {report.detail}")
+        last = self.status.last_applied
+        uncertain = last is not None and last.outcome == "Unknown" and last.settled_by is None
+        run = last.operation_id if uncertain and last is not None else op_id
+        self.records.append(
+            Recovered.model_validate(
+                {
+                    "resource": self.record_key,
+                    "operationId": run,
+                    "recovery": op_id,
+                    "found": report.found,
+                }
+            )
+        )
+        if uncertain and last is not None:
+            said = f"{last.message}; recovered by {op_id}: {report.detail}"
+            self.status = self.status.model_copy(
+                update={"last_applied": last.model_copy(update={"message": said[:1024]})}
+            )
+        self.ctx.log(f"{self.key}: {op_id}: {report.detail}")
+
+    def _settle_uncertain(self, current: str | None, identity: str) -> None:
+        """A fresh Observe and Plan of the database the uncertain Apply in ``lastApplied``
+        ran on settle its outcome where they can: no plan left (``current`` None) is
+        Applied, the very plan it was dispatched with is Failed (none of it applied: the
+        database is as it was); any other plan leaves it Unknown, never guessed."""
+        last = self.status.last_applied
+        if last is None or last.outcome != "Unknown" or last.settled_by is not None:
+            return
+        if last.target_identity_digest not in (None, identity):
+            return  # another database than the one it ran on
+        ended: RunOutcome
+        if current is None:
+            ended, by = "Applied", "a fresh Observe and Plan: no change is left"
+        elif current == last.plan_id:
+            ended, by = "Failed", "a fresh Observe and Plan: the same plan, so none of it applied"
+        else:
+            return
+        self.ctx.log(f"{self.key}: run {last.operation_id} settled {ended} by {by}")
+        self.records.append(
+            Settled.model_validate(
+                {
+                    "resource": self.record_key,
+                    "operationId": last.operation_id,
+                    "by": by,
+                    "outcome": ended,
+                }
+            )
+        )
+        self.status = self.status.model_copy(
+            update={"last_applied": last.model_copy(update={"outcome": ended, "settled_by": by})}
+        )
 
     def _approval(self, current: str, document: PlanDocument) -> str | None:
         previous = self.previous
@@ -356,6 +444,11 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
     def _in_sync(self, message: str) -> Verdict:
         self.status = self.status.model_copy(update={"plan": None})
         return Verdict(IN_SYNC, Reason.IN_SYNC, message)
+
+
+def _needs_recovery(outcome: Outcome) -> bool:
+    error = outcome.result.error if outcome.result is not None else None
+    return error is not None and error.code is ErrorCode.RECOVERY_NEEDED
 
 
 def _drift(report: DriftReport) -> DriftSummary:

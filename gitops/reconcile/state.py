@@ -175,6 +175,26 @@ class StateFile:
             raise
         return Lease(coordination, holder, epoch)
 
+    def holder_of(self, coordination: str) -> str | None:
+        """Who holds the lease on ``coordination`` now (None: nobody)."""
+        row = self.db.execute(
+            "SELECT holder FROM leases WHERE coordination = ?", (coordination,)
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    def take_over(self, coordination: str, earlier: str, holder: str) -> Lease | None:
+        """A new holding for ``holder`` of a lease ``earlier`` still holds: only for an
+        earlier start of the same controller whose runners on the realm were followed to
+        their end (:meth:`gitops.reconcile.lifecycle.ResourcePass.take_lease`); None if the
+        lease moved meanwhile."""
+        epoch = secrets.token_hex(16)
+        done = self.db.execute(
+            "UPDATE leases SET holder = ?, epoch = ?, acquired = ?"
+            " WHERE coordination = ? AND holder = ?",
+            (holder, epoch, time.time(), coordination, earlier),
+        )
+        return Lease(coordination, holder, epoch) if done.rowcount == 1 else None
+
     def holds(self, lease: Lease) -> bool:
         """Whether ``lease``'s holding is still uninterrupted (same epoch)."""
         row = self.db.execute(

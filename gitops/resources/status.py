@@ -132,6 +132,7 @@ class Reason(StrEnum):
     RUN_UNRESOLVED = "RunUnresolved"
     STATUS_TAMPERED = "StatusTampered"
     SANDBOX_UNAVAILABLE = "SandboxUnavailable"  # no sandbox to plan in: a configuration fault
+    RECOVERY_NEEDED = "RecoveryNeeded"  # an interrupted write the runner cannot recover
     # Failed: a fault where a retry is reasonable.
     DISPATCH_FAILED = "DispatchFailed"
     OPERATION_FAILED = "OperationFailed"
@@ -244,6 +245,9 @@ class RunRecord(Model):
     recorded_at: datetime
     applied_versions: Annotated[list[str], Field(max_length=256)] = Field(default_factory=list)
     message: Annotated[str, Field(max_length=1024)] = ""
+    settled_by: Annotated[str, Field(max_length=256)] | None = None
+    """How an outcome that was ``Unknown`` came to be known (a fresh plan, a history reading
+    with nothing pending); unset while it is what the run itself reported."""
 
 
 class HistorySummary(Model):

@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 import git
 from gitdb import IStream
 
+from gitops.repo.locks import PatientRepo
 from runner.errors import CanNotRunError
 
 __all__ = ["MAX_BLOB", "BareClone", "Identity", "Signer", "safe_path"]
@@ -83,10 +84,10 @@ class BareClone:
     def repo(self) -> git.Repo:
         if self._repo is None:
             if (self.path / "HEAD").is_file():
-                self._repo = git.Repo(self.path)
+                self._repo = PatientRepo(self.path)
             else:
                 self.path.mkdir(parents=True, exist_ok=True)
-                self._repo = git.Repo.init(self.path, bare=True)
+                self._repo = PatientRepo.init(self.path, bare=True)
                 self._repo.create_remote("origin", self.remote_url)
             self._repo.git.update_environment(**self.environment)
         return self._repo

@@ -35,7 +35,7 @@ import git
 from gitops.resources.status import ConditionType, DatabaseMigrationStatus, DatabaseSchemaStatus
 from gitops.writeback.bare import safe_path
 from gitops.writeback.commits import ResourceTrailers, Trailers
-from gitops.writeback.ledger import Dispatched, Finished, Settled
+from gitops.writeback.ledger import AnyRecord
 from gitops.writeback.status_branch import StatusBranch, Written
 from runner.errors import SeshatError
 
@@ -57,7 +57,7 @@ class Change:
     after: str  # the verdict this pass decided, shown()
     plan: str | None = None  # the current plan's id, if any
     files: Mapping[str, bytes | None] = field(default_factory=dict)  # None deletes
-    records: tuple[Dispatched | Finished | Settled, ...] = ()
+    records: tuple[AnyRecord, ...] = ()
     updated: tuple[str, ...] = ()  # the status fields that changed besides the verdict
 
     @property
@@ -161,7 +161,7 @@ def status_change(
     previous: DatabaseSchemaStatus | DatabaseMigrationStatus | None,
     status: DatabaseSchemaStatus | DatabaseMigrationStatus,
     files: Mapping[str, bytes | None],
-    records: Sequence[Dispatched | Finished | Settled] = (),
+    records: Sequence[AnyRecord] = (),
 ) -> Change:
     """The change from ``previous`` (the status the pass read) to ``status``, whose status
     file (and plan files) are ``files``."""

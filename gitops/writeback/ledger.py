@@ -12,8 +12,12 @@ deleting a status file, or a commit that rewrites one, erases nothing:
   starts;
 * ``finished``: how that Apply ended (``Applied``, ``UpToDate``, ``Failed``, ``Partial``,
   ``Unknown``);
-* ``settled``: an uncertain migration run was settled (a reading with nothing pending, or a
-  signed acknowledgment).
+* ``settled``: an uncertain run was settled (a migration: a reading with nothing pending, or a
+  signed acknowledgment; a schema Apply: a fresh Observe and Plan), ``outcome`` saying how
+  it ended as far as that reading shows;
+* ``recovered``: an interrupted write the uncertain run ``operationId`` left in the database
+  (SQLite's hot journal) was recovered by the operation ``recovery``; what SQLite rolled
+  back is that run's partial work, so the run stays uncertain until a reading settles it.
 
 The controller also keeps, in its bare clone, a ref to every commit it pushed
 (``refs/seshat/pushed``, and the old one under ``refs/seshat/rewritten/`` when the remote's
@@ -51,10 +55,12 @@ from runner.protocol.results import RunOutcome
 
 __all__ = [
     "RECORD_TRAILER",
+    "AnyRecord",
     "Dispatched",
     "Finished",
     "Ledger",
     "Record",
+    "Recovered",
     "Settled",
     "Verifier",
     "read_ledger",
@@ -94,13 +100,21 @@ class Finished(_Record):
 class Settled(_Record):
     type: Literal["settled"] = "settled"
     by: Annotated[str, Field(max_length=256)]
+    outcome: RunOutcome | None = None  # how the reading shows the run ended (None: not said)
 
 
-Record = Annotated[Dispatched | Finished | Settled, Field(discriminator="type")]
-_RECORD: TypeAdapter[Dispatched | Finished | Settled] = TypeAdapter(Record)
+class Recovered(_Record):
+    type: Literal["recovered"] = "recovered"
+    recovery: OperationId  # the recover operation's id
+    found: Literal["rollback_journal", "wal"]
 
 
-def record_lines(records: Iterable[Dispatched | Finished | Settled]) -> list[str]:
+AnyRecord = Dispatched | Finished | Settled | Recovered
+Record = Annotated[AnyRecord, Field(discriminator="type")]
+_RECORD: TypeAdapter[AnyRecord] = TypeAdapter(Record)
+
+
+def record_lines(records: Iterable[AnyRecord]) -> list[str]:
     """The trailer lines of ``records``, in the order given."""
     return [
         f"{RECORD_TRAILER}: "
@@ -109,7 +123,7 @@ def record_lines(records: Iterable[Dispatched | Finished | Settled]) -> list[str
     ]
 
 
-def _parse(line: str) -> Dispatched | Finished | Settled | None:
+def _parse(line: str) -> AnyRecord | None:
     try:
         return _RECORD.validate_python(json.loads(line))
     except (ValueError, ValidationError, RecursionError):
@@ -145,13 +159,13 @@ class Verifier:
 class Ledger:
     """The records of a status branch's history, and what they mean."""
 
-    records: list[tuple[str, Dispatched | Finished | Settled]] = field(default_factory=list)
+    records: list[tuple[str, AnyRecord]] = field(default_factory=list)
     tampered: dict[str, list[str]] = field(default_factory=dict)  # resource -> commits
 
-    def add(self, commit: str, records: Sequence[Dispatched | Finished | Settled]) -> None:
+    def add(self, commit: str, records: Sequence[AnyRecord]) -> None:
         self.records += [(commit, r) for r in records]
 
-    def _of(self, resource: str) -> list[Dispatched | Finished | Settled]:
+    def _of(self, resource: str) -> list[AnyRecord]:
         return [r for _, r in self.records if r.resource == resource]
 
     def dispatched(self, resource: str, plan_id: str) -> bool:

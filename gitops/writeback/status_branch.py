@@ -30,10 +30,8 @@ from gitops.resources.config import CommitSettings
 from gitops.writeback.bare import BareClone, Identity, Signer, safe_path
 from gitops.writeback.commits import Trailers, message
 from gitops.writeback.ledger import (
-    Dispatched,
-    Finished,
+    AnyRecord,
     Ledger,
-    Settled,
     Verifier,
     read_ledger,
     record_lines,
@@ -124,7 +122,7 @@ class StatusBranch:
         trailers: Trailers,
         body: str = "",
         *,
-        records: Sequence[Dispatched | Finished | Settled] = (),
+        records: Sequence[AnyRecord] = (),
         attempts: int = 5,
     ) -> Written:
         """Write ``files`` (None deletes), commit if anything changed (always, when there are

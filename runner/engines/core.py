@@ -57,8 +57,8 @@ from runner.engines.renames import Naming, read_hints, resolve
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.servers import ISOLATIONS, SandboxRefusal
-from runner.errors import ConfigurationError
-from runner.sql.classify import NotDeclarative, declared
+from runner.errors import ConfigurationError, RecoveryNeeded
+from runner.sql.classify import NeedsSuperuser, NotDeclarative, declared
 from runner.url import DatabaseURL
 
 __all__ = ["ISOLATIONS", "Engine", "LoadPiece", "load_retrying"]
@@ -216,6 +216,21 @@ class Engine(Generic[FactsT, SandboxT]):
     ) -> ApplyReport:
         raise NotImplementedError
 
+    def recover(self) -> dict[str, object]:
+        """Settle what an interrupted write left that a reader cannot read past (the
+        ``recover`` operation, run alone with the Apply's credential under the realm lease);
+        what was found and done, as :class:`~runner.protocol.results.RecoveryReport`'s
+        fields. The default: a server that recovers its own sessions (PostgreSQL, MariaDB)
+        leaves nothing to replay here; :meth:`leftovers` names what a person must settle."""
+        leftovers = self.leftovers()
+        detail = "nothing to recover" if not leftovers else "; ".join(leftovers)
+        return {"found": "none", "recovered": False, "detail": detail, "leftovers": leftovers}
+
+    def leftovers(self) -> list[str]:
+        """What a killed session left behind that only a person should settle, each named
+        (a prepared transaction, an INVALID index); never guessed at, never removed."""
+        return []
+
     def check_transaction_mode(self, mode: str, document: PlanDocument | None = None) -> None:
         """Refuse (``transaction_mode_unsupported``) a mode this engine cannot honour, or
         ``all`` for a plan holding a statement that cannot run in a transaction."""
@@ -255,7 +270,7 @@ class Engine(Generic[FactsT, SandboxT]):
             return self._classified[2]
         try:
             found = declared(self.dialect, files, procedural=self.procedural, sql_mode=sql_mode)
-        except NotDeclarative as refusal:
+        except (NotDeclarative, NeedsSuperuser) as refusal:
             raise PlanRefused(refusal.reason, str(refusal)) from None
         pieces = [LoadPiece(s.file, s.line, s.sql) for s in found]
         self._classified = (files, sql_mode, pieces)
@@ -476,16 +491,33 @@ class Engine(Generic[FactsT, SandboxT]):
         scope: Scope = EVERYTHING,
         privileges: PrivilegeScope = NO_PRIVILEGES,
     ) -> dict[str, object]:
-        """A bounded drift report: the live schema against the desired one, in ``scope``."""
+        """A bounded drift report: the live schema against the desired one, in ``scope``.
+
+        What a killed session left (:meth:`leftovers`) is refused first, named: a reading
+        would misread it (an INVALID index looks built). The desired files' rename hints
+        are read as :meth:`plan` reads them, so a pending rename is one changed object (the
+        renamed one, as the plan renames it), never a missing one and an extra one, and what
+        follows the rename is no drift."""
         self._check_scope(scope)
         self.manage(privileges)
+        left = self.leftovers()
+        if left:
+            raise RecoveryNeeded(
+                f"a killed session left what a person must settle: {'; '.join(left)}",
+                "leftovers",
+            )
         facts = self.facts()
         with contextlib.ExitStack() as stack:
             read = stack.enter_context(self._reading(scope))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
-            desired = self._desired(lazy, desired_files(desired_path), read, facts, scope)
+            files = desired_files(desired_path)
+            desired = self._desired(lazy, files, read, facts, scope)
             live = read()
-        return drift_report(self.drift_differ(live, desired), live.dialect)
+        renamed = self._renamed(files, live, desired)
+        if renamed is None:
+            return drift_report(self.drift_differ(live, desired), live.dialect)
+        changes = [*renamed.changes, *self.drift_differ(renamed.view, desired)]
+        return drift_report(changes, live.dialect)
 
 
 # -- loading desired SQL, shared by the dialects ---------------------------------------------

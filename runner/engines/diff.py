@@ -22,7 +22,7 @@ import json
 from collections import defaultdict
 
 from runner.engines.casts import cast_mode
-from runner.engines.changes import Change, Phase
+from runner.engines.changes import Change, Phase, UnsupportedChange
 from runner.engines.model import Column, Constraint, Database, Definition, Table
 from runner.engines.privileges import privilege_changes
 
@@ -177,7 +177,9 @@ class _Differ:
                 self.add(
                     column_change("add_column", key, Phase.CREATE, after=column, position=position)
                 )
-        regenerated = self._regenerated(key, old_columns, new_columns)
+        regenerated = self._kept_in_order(
+            old, new, self._regenerated(key, old_columns, new_columns)
+        )
         positions = {c.name: i for i, c in enumerate(new.columns)}
         for name in sorted(old_columns.keys() & new_columns.keys()):
             self.column(
@@ -220,6 +222,44 @@ class _Differ:
             and new[name].generated is not None
             and self.uses[prefix + name] & changing
         }
+
+    def _kept_in_order(self, old: Table, new: Table, regenerated: set[str]) -> set[str]:
+        """``regenerated`` and the generated columns that must be replaced with them so that
+        the columns keep the desired order (PostgreSQL, whose ADD COLUMN only appends and
+        which cannot reorder): every kept column after the first replaced one, all of them
+        generated (their values are computed again, nothing is lost). Where a column that is
+        not generated follows, the order cannot be kept without rebuilding the table: the
+        change is refused (:class:`UnsupportedChange`), never reordered silently."""
+        if self.live.dialect != "postgresql":
+            return regenerated
+        desired = {c.name: c for c in new.columns}
+        replaced = regenerated | {
+            c.name
+            for c in old.columns
+            if c.name in desired and c.generated != desired[c.name].generated
+        }
+        common = [c for c in old.columns if c.name in desired]
+        kept = [c for c in common if c.name not in replaced]
+        # Re-added columns are appended in desired order; the live order is what to keep.
+        order = {c.name: i for i, c in enumerate(new.columns)}
+        appended = sorted((c for c in common if c.name in replaced), key=lambda c: order[c.name])
+        first = next(
+            (i for i, (a, b) in enumerate(zip(kept + appended, common, strict=True)) if a != b),
+            len(kept),
+        )
+        follows = kept[first:]  # a replaced column stood at ``first``: these move before it
+        blocking = [c for c in follows if c.generated is None or desired[c.name].generated is None]
+        if blocking:
+            moved = common[first]
+            raise UnsupportedChange(
+                column_change("add_column", old.key, Phase.CREATE, after=desired[moved.name]),
+                f"generated column {moved.name} must be dropped and added again (PostgreSQL "
+                "cannot change the type of a column it reads, nor its expression), which would "
+                f"move it after {', '.join(c.name for c in blocking)}: column order is part of "
+                "the schema and only a rebuild of the table could keep it; rebuild it by hand "
+                "or declare the generated column after them",
+            )
+        return regenerated | {c.name for c in follows}
 
     def column(
         self, table: str, old: Column, new: Column, *, replace: bool = False, position: int = 0

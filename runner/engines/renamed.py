@@ -35,6 +35,9 @@ from runner.engines.renames import Rename, Renames, lex, short_name
 
 __all__ = ["Renamed", "Spelling", "renamed", "rewrite"]
 
+_VIEWS = frozenset({"view", "matview"})
+"""Definitions PostgreSQL keeps parsed (by oid), so a table rename carries them along."""
+
 
 @dataclass(frozen=True, slots=True)
 class Spelling:
@@ -252,6 +255,13 @@ class _Renaming:
             indexes[moved_index.key] = moved_index
         definitions = {}
         old_prefix = f"{old.schema}.{old.name}."
+        # A view's text names the table as the server deparses it now: qualified, and its
+        # columns by the table's current name (``accounts.id``), unless the query gave an alias.
+        readers = {a for a, b in self.db.depends if b == rename.old}
+
+        def view_text(value: str) -> str:
+            return rewrite(text(value), (old.name,), name, self.spelling.quote)
+
         for d in self.db.definitions.values():
             key = d.key
             kind, rest = key.split(":", 1)
@@ -259,8 +269,11 @@ class _Renaming:
                 key = f"{kind}:{schema}.{name}.{rest[len(old_prefix) :]}"
             self._moved(d.key, key)
             moved_definition = replace(d, key=key, table=move(d.table))
-            if d.table == rename.old and self.spelling.deparsed_definitions:
-                moved_definition = _texts_of(moved_definition, text)
+            if self.spelling.deparsed_definitions:
+                if d.table == rename.old:
+                    moved_definition = _texts_of(moved_definition, text)
+                elif d.kind in _VIEWS and d.key in readers:
+                    moved_definition = _texts_of(moved_definition, view_text)
             definitions[key] = moved_definition
         sequences = {
             k: replace(s, owned_by=self._column_owner(s.owned_by, rename.old, rename.new))

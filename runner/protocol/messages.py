@@ -37,7 +37,9 @@ __all__ = [
     "UrlReference",
 ]
 
-DATABASE_OPERATIONS: Final = frozenset({"inspect", "drift", "plan", "apply", "history", "migrate"})
+DATABASE_OPERATIONS: Final = frozenset(
+    {"inspect", "drift", "plan", "apply", "history", "migrate", "recover"}
+)
 """The operations that connect to a database (Resolve and Verify read only a registry)."""
 
 
@@ -131,7 +133,7 @@ class OperationInput(_Frozen):
 
     protocol: Literal[1] = PROTOCOL_VERSION
     operation: Literal[
-        "resolve", "verify", "inspect", "drift", "plan", "apply", "history", "migrate"
+        "resolve", "verify", "inspect", "drift", "plan", "apply", "history", "migrate", "recover"
     ]
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,128}$")]
     url: UrlReference | None = None  # every operation but resolve and verify
@@ -173,7 +175,7 @@ class OperationInput(_Frozen):
 
 
 MAX_BATCH: Final = 8
-ALONE: Final = frozenset({"apply", "migrate"})
+ALONE: Final = frozenset({"apply", "migrate", "recover"})
 """The operations that change a database run alone, one per invocation."""
 
 

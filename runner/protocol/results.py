@@ -40,6 +40,8 @@ __all__ = [
     "OperationPayload",
     "Pending",
     "PlanResult",
+    "RecoverResult",
+    "RecoveryReport",
     "RefusalReason",
     "ResolveResult",
     "RunOutcome",
@@ -72,6 +74,8 @@ class ErrorCode(StrEnum):
     DEADLINE_EXCEEDED = "deadline_exceeded"  # the operation outlived its deadline_seconds
     INTERNAL = "internal"
     NOT_RUN = "not_run"  # in a batch, after an operation that failed: never started
+    RECOVERY_NEEDED = "recovery_needed"  # an interrupted write must be recovered first
+    NOT_WRITABLE = "not_writable"  # the runner cannot write the database (file or folder)
 
     @property
     def ran_nothing(self) -> bool:
@@ -205,6 +209,22 @@ class MigrateReport(_Wire):
     error: str | None = None
 
 
+class RecoveryReport(_Wire):
+    """What the ``recover`` operation found and did (:meth:`runner.engines.core.Engine.recover`).
+
+    ``found``: ``none`` (nothing to recover), ``rollback_journal`` (SQLite's hot journal:
+    the interrupted transaction's original pages, written back by the recovery, so what the
+    interrupted write did is undone) or ``wal`` (a write-ahead log a reader cannot use until
+    a writer recovers its index; committed transactions stay). ``leftovers`` names what a
+    killed session left that Seshat does not settle itself (PostgreSQL's prepared
+    transactions and INVALID indexes): a person decides."""
+
+    found: Literal["none", "rollback_journal", "wal"]
+    recovered: bool
+    detail: str = ""
+    leftovers: list[str] = Field(default_factory=list)
+
+
 class ResolveResult(_Wire):
     operation: Literal["resolve"] = "resolve"
     digest: Sha256
@@ -264,6 +284,11 @@ class MigrateResult(_Wire):
     migrate: MigrateReport
 
 
+class RecoverResult(_Wire):
+    operation: Literal["recover"] = "recover"
+    recovery: RecoveryReport
+
+
 OperationPayload = Annotated[
     ResolveResult
     | VerifyResult
@@ -272,7 +297,8 @@ OperationPayload = Annotated[
     | PlanResult
     | ApplyResult
     | HistoryResult
-    | MigrateResult,
+    | MigrateResult
+    | RecoverResult,
     Field(discriminator="operation"),
 ]
 """One operation's result, tagged by the operation that produced it."""

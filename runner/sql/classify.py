@@ -29,10 +29,13 @@ statement is one of:
   PREPARE/EXECUTE, maintenance (VACUUM, ANALYZE, ...), LOCK;
 * **outside** (always refused): what reaches beyond the schema (roles, databases, tablespaces,
   servers, files, libraries, plugins, the server's configuration), the lexing settings above,
-  and anything this module does not recognize.
+  and anything this module does not recognize;
+* **superuser** (always refused, a declaration no sandbox can load): a PostgreSQL function
+  declared ``LEAKPROOF``, which only a superuser may define, and the sandbox role never is one.
 
-A refusal is :class:`NotDeclarative` (reason ``statement_not_declarative``), naming the file,
-line and kind of the first refused statement. The pieces that run are exactly the pieces that
+A refusal is :class:`NotDeclarative` (reason ``statement_not_declarative``), or
+:class:`NeedsSuperuser` (``superuser_required``) for the last kind, naming the file, line and
+kind of the first refused statement. The pieces that run are exactly the pieces that
 were classified; the loaders send each as exactly one statement (PostgreSQL's extended query
 protocol, MySQL without multi-statements, SQLite's ``execute``), so a statement the splitter
 and the server read differently fails, and never runs a second statement.
@@ -64,17 +67,21 @@ __all__ = [
     "REASON",
     "SQLITE_MODULES",
     "SQLITE_PRAGMAS",
+    "SUPERUSER_REASON",
     "Classified",
+    "NeedsSuperuser",
     "NotDeclarative",
     "Verdict",
     "classify",
     "declared",
+    "leakproof_function",
     "materialized_without_data",
     "mysql_lexing",
     "verdicts",
 ]
 
 REASON: Final = "statement_not_declarative"
+SUPERUSER_REASON: Final = "superuser_required"
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -88,7 +95,7 @@ _OPT_IN: Final = (
     "true (seshat-runner --procedural-schema)"
 )
 
-Action = Literal["run", "skip", "procedural", "outside"]
+Action = Literal["run", "skip", "procedural", "outside", "superuser"]
 
 
 class NotDeclarative(SeshatError):
@@ -104,6 +111,23 @@ class NotDeclarative(SeshatError):
             f"see docs/engine.md{others}"
         )
         self.file, self.line, self.kind, self.procedural = file, line, kind, procedural
+
+
+class NeedsSuperuser(SeshatError):
+    """A declaration only a superuser may make (a ``LEAKPROOF`` function): the sandbox that
+    loads the desired schema never runs as one, so it cannot be planned."""
+
+    reason: ClassVar[str] = SUPERUSER_REASON
+
+    def __init__(self, file: str, line: int, kind: str, more: int) -> None:
+        others = f" ({more} more refused statement{'s' if more != 1 else ''})" if more else ""
+        super().__init__(
+            f"{file}:{line}: {kind} needs a superuser ({SUPERUSER_REASON}): only a superuser "
+            "may define a LEAKPROOF function, and the sandbox that loads a desired schema "
+            "never runs as one; declare the function without LEAKPROOF; see docs/engine.md"
+            f"{others}"
+        )
+        self.file, self.line, self.kind = file, line, kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,6 +444,7 @@ def _pg_restrict(sql: str, tokens: list[Token]) -> int | None:
 
 _AS_WORD: Final = re.compile(r"\bas\b", re.IGNORECASE)
 _LANGUAGE_WORD: Final = re.compile(r"\blanguage\b", re.IGNORECASE)
+_LEAKPROOF_WORD: Final = re.compile(r"\bleakproof\b", re.IGNORECASE)
 """Cheap tests before reading a whole statement: the words ``AS`` and ``LANGUAGE`` as the
 lexer reads them are always words to these expressions too (every character that continues
 a PostgreSQL name is a word character here), so a statement without one has no such token."""
@@ -458,6 +483,10 @@ def _postgresql(sql: str, session: _Session) -> Verdict:
             and _pg_c_language(words)
         ):
             return Verdict("outside", f"{kind} in LANGUAGE C (a shared library)", sql)
+        if phrase == "FUNCTION" and _LEAKPROOF_WORD.search(sql):
+            name = _pg_leakproof(sql, words)
+            if name is not None:
+                return Verdict("superuser", f"{kind} {name} LEAKPROOF", sql)
         if first == "CREATE" and phrase == "MATERIALIZED VIEW" and not session.procedural:
             return Verdict("run", kind, _pg_materialized(sql, words.all()))
         return Verdict("run", kind, sql)
@@ -493,6 +522,35 @@ def _as_query(words: _Words) -> bool:
     """Whether a SQLite CREATE TABLE is ``CREATE TABLE ... AS query``: an ``AS`` outside
     the parentheses of its definitions."""
     return any(t.kind == "word" and t.value == "AS" and t.depth == 0 for t in words.rest())
+
+
+def _pg_leakproof(sql: str, words: _Words) -> str | None:
+    """The name (as written) of the function a CREATE or ALTER FUNCTION declares
+    ``LEAKPROOF`` (not ``NOT LEAKPROOF``; a body is a string, so a word in it does not count);
+    None when it does not."""
+    rest = words.rest()
+    marked = any(
+        token.kind == "word"
+        and token.value == "LEAKPROOF"
+        and token.depth == 0
+        and not (index and rest[index - 1].kind == "word" and rest[index - 1].value == "NOT")
+        for index, token in enumerate(rest)
+    )
+    if not marked or not rest:
+        return None
+    end = 1
+    while end + 1 < len(rest) and rest[end].kind == "symbol" and rest[end].value == ".":
+        end += 2
+    return sql[rest[0].start : rest[end - 1].end]
+
+
+def leakproof_function(sql: str) -> str | None:
+    """The name of the function ``sql`` (one PostgreSQL statement) declares ``LEAKPROOF``,
+    which only a superuser may do; None when it declares none."""
+    if not _LEAKPROOF_WORD.search(sql):
+        return None
+    verdict = _postgresql(sql, _session(False, ""))
+    return verdict.kind if verdict.action == "superuser" else None
 
 
 def _pg_c_language(words: _Words) -> bool:
@@ -1073,6 +1131,8 @@ def declared(
                 refused.append((name, line, verdict))
     if refused:
         name, line, verdict = refused[0]
+        if verdict.action == "superuser":
+            raise NeedsSuperuser(name, line, verdict.kind, len(refused) - 1)
         raise NotDeclarative(
             name, line, verdict.kind, verdict.action == "procedural", len(refused) - 1
         )

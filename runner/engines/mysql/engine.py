@@ -35,6 +35,7 @@ from runner.engines.mysql.diff import diff
 from runner.engines.mysql.grants import AccountError, account, account_sql, grant_statement
 from runner.engines.mysql.introspect import SCHEMA, RoutineNotVisible, introspect
 from runner.engines.mysql.journal import Journal, interrupted
+from runner.engines.mysql.leftovers import leftovers as find_leftovers
 from runner.engines.mysql.quoting import ident, literal
 from runner.engines.mysql.render import renderer
 from runner.engines.mysql.sandbox import (
@@ -232,6 +233,11 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                 "grant to or revoke from the account that applies it",
             )
         return facts
+
+    def leftovers(self) -> list[str]:
+        """Prepared XA transactions on the server (:mod:`.leftovers`)."""
+        with self._server_errors(), connection(self.url) as conn:
+            return find_leftovers(conn)
 
     def observe(self, scope: Scope) -> Database:
         """The live schema, read only: in read-only transactions, twice, until two readings

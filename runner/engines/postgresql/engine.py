@@ -30,6 +30,7 @@ from runner.engines.planner import (
 )
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.introspect import introspect, prepare_session
+from runner.engines.postgresql.leftovers import leftovers as find_leftovers
 from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.sandbox import (
@@ -48,6 +49,7 @@ from runner.engines.scope import Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
 from runner.engines.watchdog import Watchdog, watching
 from runner.errors import CanNotRunError
+from runner.sql.classify import SUPERUSER_REASON, leakproof_function
 from runner.sql.split import split_postgresql
 from runner.url import DatabaseURL
 
@@ -202,6 +204,22 @@ def _refuse_cascading_revokes(files: list[tuple[str, str]]) -> None:
                 )
 
 
+def _refuse_superuser_only(statements: Sequence[PlanStatement]) -> None:
+    """Refuse (``superuser_required``) a live schema the dry run cannot rebuild because it
+    holds a ``LEAKPROOF`` function, which only a superuser may define and the sandbox role
+    never is (the desired files' are refused by the classifier, with their file and line)."""
+    for statement in statements:
+        kind = leakproof_function(statement.sql)
+        if kind is not None:
+            raise PlanRefused(
+                SUPERUSER_REASON,
+                f"the live schema's {statement.key} is LEAKPROOF ({SUPERUSER_REASON}): only "
+                "a superuser may define a LEAKPROOF function, and the sandbox that rebuilds the "
+                "live schema for the dry run never runs as one, so no plan can be checked; "
+                "see docs/engine.md",
+            )
+
+
 _OWNER_TO = re.compile(
     r'^\s*ALTER\s.*\sOWNER\s+TO\s+("(?:[^"]|"")+"|[^\s;]+)\s*;?\s*$', re.I | re.S
 )
@@ -243,6 +261,11 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
     def facts(self) -> ServerFacts:
         with connection(self.url, read_only=True) as conn:
             return server_facts(conn)
+
+    def leftovers(self) -> list[str]:
+        """Prepared transactions and INVALID indexes (:mod:`.leftovers`)."""
+        with connection(self.url, read_only=True) as conn:
+            return find_leftovers(conn)
 
     def observe(self, scope: Scope) -> Database:
         """The live schema, in one read-only snapshot."""
@@ -345,6 +368,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
             empty = introspect(conn, self.privileges)
             copy = plan_changes(empty, baseline, PlanOptions(allow_destructive=True), render)
+            _refuse_superuser_only(copy.statements)
             try:
                 sandbox.prepare(
                     database,

@@ -6,7 +6,10 @@ URLs: ``sqlite:///relative.db`` (relative to the current directory) and
 an empty schema (what the first apply would create) without creating it. An empty file is
 an empty SQLite database, so ``touch app.db`` is how a first apply starts.
 
-Planning opens the file read-only (``mode=ro``). The desired schema is normalized in an
+Planning opens the file read-only (``mode=ro``), and first reads its first page: a write
+that was interrupted (a hot journal, a WAL needing recovery) is
+:class:`~runner.errors.RecoveryNeeded` there, settled only by :meth:`SqliteEngine.recover`
+(:mod:`.recovery`). The desired schema is normalized in an
 in-memory sandbox that can reach no file (:mod:`.sandbox`); the dry run applies the plan to
 a sandbox holding a copy of the live *schema* (its ``CREATE`` statements, never its rows).
 An apply holds the
@@ -43,6 +46,7 @@ from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.sqlite.introspect import introspect, model_of, read_catalog, server_major
 from runner.engines.sqlite.rebuild import sqlite_diff
+from runner.engines.sqlite.recovery import probe, recover, translated
 from runner.engines.sqlite.render import render
 from runner.engines.sqlite.sandbox import copy_schema, limited
 from runner.engines.sqlite.sandbox import sandbox as open_sandbox
@@ -144,6 +148,8 @@ class SqliteEngine(Engine[None, None]):
         except sqlite3.Error as error:
             raise CanNotRunError(f"{self.path}: cannot open: {error}") from None
         try:
+            if mode == "ro":
+                probe(conn, self.path)  # an interrupted write is named, never misread
             yield conn
         finally:
             conn.close()
@@ -275,7 +281,12 @@ class SqliteEngine(Engine[None, None]):
             self.inspect(scope)  # says the file is missing
         return super().drift(desired_path, scope, privileges)
 
-    # -- applying ------------------------------------------------------------------------
+    # -- recovering and applying ---------------------------------------------------------
+
+    def recover(self) -> dict[str, object]:
+        """Roll back a hot journal (or recover a WAL) an interrupted write left, under
+        SQLite's own locks (:func:`.recovery.recover`)."""
+        return recover(self.path, timeout=30.0)
 
     def apply(
         self,
@@ -296,7 +307,7 @@ class SqliteEngine(Engine[None, None]):
                     raise PlanRefused(
                         "locked", "another connection holds this database's write lock"
                     ) from None
-                raise CanNotRunError(f"{self.path}: {error}") from None
+                raise translated(error, self.path) from None
             try:
                 live = apply_scope(introspect(conn), document.scope)
                 if fingerprint(live) != document.observed:

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from runner.sql.classify import NotDeclarative, classify, declared
+from runner.sql.classify import (
+    NeedsSuperuser,
+    NotDeclarative,
+    classify,
+    declared,
+    leakproof_function,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "dumps"
 
@@ -408,3 +414,17 @@ def test_what_the_dump_tools_write_is_accepted(dialect: str, name: str, mode: st
     text = (FIXTURES / name).read_text(encoding="utf-8")
     kinds = {c.kind for c in declared(dialect, [(name, text)], sql_mode=mode)}
     assert {"CREATE TABLE", "CREATE VIEW", "CREATE FUNCTION", "CREATE PROCEDURE"} <= kinds
+
+
+def test_leakproof_needs_a_superuser_and_only_leakproof_does() -> None:
+    body = " RETURNS bool LANGUAGE sql AS $$ SELECT 'LEAKPROOF' = 'x' $$"
+    assert leakproof_function("CREATE FUNCTION f()" + body + " IMMUTABLE NOT LEAKPROOF") is None
+    assert leakproof_function("CREATE FUNCTION f()" + body) is None
+    assert leakproof_function("ALTER FUNCTION s.f(int) LEAKPROOF") == "ALTER FUNCTION s.f LEAKPROOF"
+    text = 'CREATE TABLE t (a int);\nCREATE OR REPLACE FUNCTION s."F"()' + body + " LEAKPROOF;"
+    with pytest.raises(NeedsSuperuser) as refused:
+        declared("postgresql", [("a.sql", text)])
+    assert refused.value.reason == "superuser_required"
+    assert str(refused.value).startswith(
+        'a.sql:2: CREATE FUNCTION s."F" LEAKPROOF needs a superuser'
+    )
