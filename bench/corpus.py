@@ -14,6 +14,7 @@ Exit status: 0 done (and, with --check-known, no regression), 1 regressions, 2 c
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
@@ -101,6 +102,11 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--runner", type=Path, default=None, metavar="PATH",
         help="the seshat-runner executable (default: the one in this venv)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-fork", dest="fork", action="store_false",
+        help="start the runner's console script for every call instead of forking each call "
+        "from a runner that imported everything once (bench/corpus_runner.py)",
     )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=240.0,
                         help="seconds per runner invocation")  # fmt: skip
@@ -246,7 +252,8 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _arguments(argv)
-    runner = Runner(args.runner or default_runner(), timeout=args.timeout)
+    runner = Runner(args.runner or default_runner(), timeout=args.timeout, fork=args.fork)
+    atexit.register(runner.stop)
     if not runner.binary.exists():
         print(f"corpus: {runner.binary}: no such runner", file=sys.stderr)
         return 2

@@ -1,4 +1,11 @@
-"""Calling ``seshat-runner`` exactly as a user would: as a subprocess, with a clean env."""
+"""Calling ``seshat-runner`` as a user would: a process of its own per call, with a clean env.
+
+By default each call is forked from a server that imported the runner once, one server per
+hash seed (``tests/harness/forkserver.py`` says what a forked call keeps and changes: its own
+process, environment, folder, streams and exit status; the imports already done). About a
+third of a second of CPU per call is importing, and the corpus makes four calls per case.
+``Runner(fork=False)`` (``bench/corpus.py --no-fork``) starts the console script every time.
+"""
 
 from __future__ import annotations
 
@@ -82,18 +89,29 @@ class PlanOutcome(RunOutcome):
 class Runner:
     """Invokes one ``seshat-runner`` binary with a per-call environment and timeout."""
 
-    def __init__(self, binary: Path, timeout: float = 240.0) -> None:
+    def __init__(self, binary: Path, timeout: float = 240.0, *, fork: bool = True) -> None:
         self.binary = binary
         self.timeout = timeout
+        self.fork = fork
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "PYTHONHASH"))}
         base["SESHAT_NO_CACHE"] = "1"  # every case is planned cold: the score is the engine's
         base.pop("MYSQL_PWD", None)
         self.base_env = base
 
+    def stop(self) -> None:
+        """End the fork servers this runner started, if any."""
+        if "harness.forkserver" in sys.modules:
+            sys.modules["harness.forkserver"].servers.stop()
+
     def run(self, args: list[str], *, env: dict[str, str] | None = None) -> RunOutcome:
         """Run the binary; on timeout SIGTERM it (it drops its scratch databases), then kill."""
         merged = {**self.base_env, **(env or {})}
         start = time.monotonic()
+        if self.fork and "PYTHONHASHSEED" in merged and self.binary == default_runner():
+            forked = _forked(self.binary, args, merged, self.timeout)
+            if forked is not None:
+                rc, out, err, timed_out = forked
+                return RunOutcome(rc, out, err, time.monotonic() - start, timed_out)
         process = subprocess.Popen(
             [str(self.binary), *args],
             stdout=subprocess.PIPE,
@@ -147,5 +165,27 @@ class Runner:
         return outcome
 
     def apply(self, url: str, plan: Path, *, env: dict[str, str] | None = None) -> RunOutcome:
-        """``schema apply --plan FILE``."""
+        """``schema apply --plan FILE`` (hash seed 1: an Apply runs the plan's statements in
+        their order, whatever the seed)."""
+        env = {"PYTHONHASHSEED": "1", **(env or {})}
         return self.run(["schema", "apply", "--url", url, "--plan", str(plan)], env=env)
+
+
+def _forked(
+    binary: Path, args: list[str], env: dict[str, str], timeout: float
+) -> tuple[int, str, str, bool] | None:
+    """``binary args`` forked from the runner's fork server for ``env``'s hash seed; ``None``
+    when it must be a real process (a seed no server can take)."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from harness.forkserver import servers
+
+    argv = [str(binary), *args]
+    try:
+        done = servers.run("seshat-runner", argv, env=env, cwd=ROOT, timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        return 2, "", f"timed out: {expired}", True
+    if done is None:
+        return None
+    return done.returncode, done.stdout, done.stderr, False

@@ -6,18 +6,20 @@ outcome to an exit status (0 fine, 1 problems found or refused, 2 could not run)
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from gitops.crds import crds
-from gitops.repo.loader import MAX_PROBLEMS_PER_FILE, Repository, load_repository, problem_lines
-from gitops.yamlout import dump_all
+from gitops.repo.problems import MAX_PROBLEMS_PER_FILE, problem_lines
 from runner.errors import SeshatError
 from runner.options import format_option
+
+if TYPE_CHECKING:
+    from gitops.repo.loader import Repository
 
 __all__ = ["main"]
 
@@ -25,6 +27,8 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_CANNOT_RUN = 0, 1, 2
 
 
 def _load(repo: Path) -> Repository:
+    from gitops.repo.loader import load_repository
+
     try:
         return load_repository(repo)
     except SeshatError as error:
@@ -43,7 +47,40 @@ def _rendered(repository: Repository) -> list[dict[str, Any]]:
     ]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Commands that live in other modules, loaded when they are asked for: a `seshat` process
+# imports only what its own command needs (the approval and preview commands pull in
+# Sigstore, the controller the whole reconciler; importing all of them cost about 0.8 s of CPU
+# at every start, docs/testing.md).
+_LAZY_COMMANDS: dict[str, str] = {
+    "acknowledge": "gitops.approvals.cli:acknowledge",
+    "approve": "gitops.approvals.cli:approve",
+    "artifact": "gitops.artifacts.cli:artifact",
+    "plan": "gitops.statusview:plan_group",
+    "preview": "gitops.preview.cli:preview",
+    "reconcile": "gitops.controller:reconcile",
+    "run": "gitops.controller:run",
+    "status": "gitops.statusview:status",
+    "verify-approval": "gitops.approvals.cli:verify_approval",
+}
+
+
+class _LazyGroup(click.Group):
+    """A group whose commands in :data:`_LAZY_COMMANDS` are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _LAZY_COMMANDS and cmd_name not in self.commands:
+            module_name, attribute = _LAZY_COMMANDS[cmd_name].split(":")
+            command = getattr(importlib.import_module(module_name), attribute)
+            if not isinstance(command, click.Command) or command.name != cmd_name:
+                raise RuntimeError(f"{_LAZY_COMMANDS[cmd_name]} is not the command {cmd_name}")
+            self.add_command(command)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="seshat", prog_name="seshat")
 def cli() -> None:
     """Seshat keeps databases converged with what a Git repository declares.
@@ -104,6 +141,9 @@ def render(repo: Path, show_crds: bool, write: Path | None) -> None:
     The output can be given to kubectl, Argo CD or Flux. Problems go to stderr and make the
     exit status 1; the valid resources are still printed.
     """
+    from gitops.crds import crds
+    from gitops.yamlout import dump_all
+
     if show_crds:
         definitions = crds()
         if write is None:
@@ -137,27 +177,6 @@ def demo(keep: bool) -> None:
     root = run_demo(click.echo, keep=keep)
     if keep:
         click.echo(f"kept {root}")
-
-
-def _register() -> None:
-    from gitops.approvals.cli import acknowledge, approve, verify_approval
-    from gitops.artifacts.cli import artifact
-    from gitops.controller import reconcile, run
-    from gitops.preview.cli import preview
-    from gitops.statusview import plan_group, status
-
-    cli.add_command(artifact)
-    cli.add_command(approve)
-    cli.add_command(acknowledge)
-    cli.add_command(verify_approval)
-    cli.add_command(reconcile)
-    cli.add_command(run)
-    cli.add_command(status)
-    cli.add_command(plan_group)
-    cli.add_command(preview)
-
-
-_register()
 
 
 def main() -> None:

@@ -89,11 +89,16 @@ class RunLoop:
         self.scheduler.add_job(
             self._tick, IntervalTrigger(seconds=tick), id="tick", next_run_time=now
         )
+        # Two instances of the look: the one running and one waiting for the worker thread.
+        # A webhook that arrives while a look (and its pass) runs queues the second, which
+        # looks at the tip once the pass is over; with one instance the scheduler dropped it
+        # and the push waited for the next poll.
         self.scheduler.add_job(
             self._look,
             IntervalTrigger(seconds=poll),
             id="look",
             next_run_time=now + timedelta(seconds=poll),
+            max_instances=2,
         )
         self.scheduler.start()
         try:
@@ -182,8 +187,9 @@ class RunLoop:
 
 
 def _scheduler() -> BackgroundScheduler:
-    """One worker thread (passes never overlap); a job that came due several times while a
-    pass ran runs once after it, however late."""
+    """One worker thread (passes never overlap); a job that came due several times while
+    another job's pass ran runs once after it, however late (the look also when it came due
+    during its own run: ``max_instances=2`` in :meth:`RunLoop.run`)."""
     # A look that comes due during a long pass is skipped with a warning: expected, not news.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
     return BackgroundScheduler(

@@ -27,6 +27,7 @@ class Model(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         use_enum_values=False,
+        defer_build=True,
     )
 
 

@@ -36,7 +36,7 @@ from harness.registry import (
     running_auth_registry,
     running_registry,
 )
-from harness.seshat_cli import SeshatRunner, seshat_runner
+from harness.seshat_cli import SeshatRunner, seshat_runner, stop_fork_servers
 from harness.sigstore_root import PrivateSigstore
 from harness.sshkeys import SSHKeyFactory
 
@@ -61,6 +61,15 @@ def runner_cache(harness_base_dir: Path) -> Iterator[Path]:
             os.environ.pop("SESHAT_CACHE_DIR", None)
         else:
             os.environ["SESHAT_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def seshat_fork_servers() -> Iterator[None]:
+    """The worker's ``seshat`` fork servers (harness/forkserver.py) end with its session."""
+    try:
+        yield
+    finally:
+        stop_fork_servers()
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,10 @@
 """Reading a repository: safe YAML with line numbers, validation into resources, uids.
 
-``load_repository`` is the entry point; ``yamlfile`` guards against hostile files,
-``messages`` words validation errors, ``uids`` derives each resource's lifetime uid from Git.
+``loader.load_repository`` is the entry point; ``yamlfile`` guards against hostile files,
+``messages`` words validation errors, ``uids`` derives each resource's lifetime uid from Git,
+``problems`` says where a declaration is wrong. Import the module you need: this package
+imports nothing itself, so that ``seshat`` can name a problem without building every
+resource model first.
 """
 
-from gitops.repo.loader import LoadedResource, Repository, load_repository
-from gitops.repo.problems import Problem, ResourceKey
-
-__all__ = ["LoadedResource", "Problem", "Repository", "ResourceKey", "load_repository"]
+__all__: list[str] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from gitops.repo.files import MAX_SIGNATURE_BYTES, UnreadableFile, read_in_repository
 from gitops.repo.messages import FieldPath, field_errors, format_field
-from gitops.repo.problems import Problem, ResourceKey
+from gitops.repo.problems import MAX_PROBLEMS_PER_FILE, Problem, ResourceKey, problem_lines
 from gitops.repo.uids import GitHistoryUids, UidSource
 from gitops.repo.yamlfile import MAX_FILE_BYTES, Document, FileError, read_documents
 from gitops.resources.approvals import Approval, RunAcknowledgment
@@ -49,8 +49,6 @@ _MAX_PATH, _MAX_PATHS = 1024, 64  # ConfigSpec.paths: the length of one path, of
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 MAX_FILES: Final = 10_000
 """More declaration files than this under the configured paths is refused."""
-MAX_PROBLEMS_PER_FILE: Final = 100
-"""``seshat validate`` prints at most this many problems of one file (see problem_lines)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,21 +513,3 @@ def load_repository(
     loaded.sort(key=lambda r: (list(KINDS).index(r.key.kind), r.key.namespace, r.key.name))
     problems = sorted(set(loader.problems), key=Problem.sort_key)
     return Repository(base, config, tuple(loaded), tuple(problems))
-
-
-def problem_lines(problems: Iterable[Problem], limit: int = MAX_PROBLEMS_PER_FILE) -> list[str]:
-    """``problems`` as ``path:line: field: message`` lines, at most ``limit`` per file, in
-    the order given (files in order of their first problem). A file with more problems ends
-    with ``path: ... and N more problems in this file``: 100,000 problems of one file are
-    not read by anyone, and printing them is what would take the time."""
-    by_path: dict[str, list[Problem]] = defaultdict(list)
-    for problem in problems:
-        by_path[problem.path].append(problem)
-    lines: list[str] = []
-    for path, found in by_path.items():
-        lines += [str(problem) for problem in found[:limit]]
-        hidden = len(found) - limit
-        if hidden > 0:
-            noun = "problem" if hidden == 1 else "problems"
-            lines.append(f"{path}: ... and {hidden} more {noun} in this file")
-    return lines

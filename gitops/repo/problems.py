@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from runner.models import wire_fields
 
-__all__ = ["Problem", "ResourceKey"]
+__all__ = ["MAX_PROBLEMS_PER_FILE", "Problem", "ResourceKey", "problem_lines"]
+
+MAX_PROBLEMS_PER_FILE: Final = 100
+"""``seshat validate`` prints at most this many problems of one file (see problem_lines)."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -51,3 +57,21 @@ class Problem:
     def sort_key(self) -> tuple[str, int, str, str]:
         """Problems are reported in file, line and field order, so output is stable."""
         return (self.path, self.line or 0, self.field, self.message)
+
+
+def problem_lines(problems: Iterable[Problem], limit: int = MAX_PROBLEMS_PER_FILE) -> list[str]:
+    """``problems`` as ``path:line: field: message`` lines, at most ``limit`` per file, in
+    the order given (files in order of their first problem). A file with more problems ends
+    with ``path: ... and N more problems in this file``: 100,000 problems of one file are
+    not read by anyone, and printing them is what would take the time."""
+    by_path: dict[str, list[Problem]] = defaultdict(list)
+    for problem in problems:
+        by_path[problem.path].append(problem)
+    lines: list[str] = []
+    for path, found in by_path.items():
+        lines += [str(problem) for problem in found[:limit]]
+        hidden = len(found) - limit
+        if hidden > 0:
+            noun = "problem" if hidden == 1 else "problems"
+            lines.append(f"{path}: ... and {hidden} more {noun} in this file")
+    return lines

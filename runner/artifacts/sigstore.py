@@ -28,16 +28,19 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from cryptography import x509
 from cryptography.hazmat import asn1
-from sigstore.errors import Error as SigstoreError
-from sigstore.models import Bundle, TrustedRoot
-from sigstore.verify import Verifier
 
 from runner.artifacts.policy import KeylessIdentity
 from runner.files import NotReadable, read_inside
+
+if TYPE_CHECKING:
+    from sigstore.models import TrustedRoot
+
+# sigstore-python itself (with its TUF, Rekor and HTTP clients) is imported where a bundle is
+# verified: it is a fifth of a `seshat` process's start-up, and most processes verify none.
 
 __all__ = [
     "BAD_SIGNATURE",
@@ -146,6 +149,8 @@ MAX_TRUSTED_ROOT_BYTES: Final = 4 * 1024 * 1024
 
 def _trusted_root(repo: Path, relative: str) -> TrustedRoot:
     """A trusted root file of the repository (a regular file inside it, bounded)."""
+    from sigstore.models import TrustedRoot
+
     data = read_inside(repo, Path(relative), MAX_TRUSTED_ROOT_BYTES)
     if data is None:
         raise ValueError("no such file in the repository")
@@ -160,6 +165,10 @@ def verify_bundle(
     payload: bytes, bundle: bytes, identities: Sequence[KeylessIdentity], repo: Path
 ) -> BundleVerdict:
     """Judge ``bundle`` over ``payload`` against ``identities``; see the module docstring."""
+    from sigstore.errors import Error as SigstoreError
+    from sigstore.models import Bundle
+    from sigstore.verify import Verifier
+
     if len(bundle) > MAX_BUNDLE_BYTES:
         return BundleVerdict(BAD_SIGNATURE, f"bundle larger than {MAX_BUNDLE_BYTES} bytes")
     try:

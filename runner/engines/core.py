@@ -228,7 +228,7 @@ class Engine(Generic[FactsT, SandboxT]):
 
     def leftovers(self) -> list[str]:
         """What a killed session left behind that only a person should settle, each named
-        (a prepared transaction, an INVALID index); never guessed at, never removed."""
+        (a prepared transaction); never guessed at, never removed."""
         return []
 
     def check_transaction_mode(self, mode: str, document: PlanDocument | None = None) -> None:
@@ -493,11 +493,11 @@ class Engine(Generic[FactsT, SandboxT]):
     ) -> dict[str, object]:
         """A bounded drift report: the live schema against the desired one, in ``scope``.
 
-        What a killed session left (:meth:`leftovers`) is refused first, named: a reading
-        would misread it (an INVALID index looks built). The desired files' rename hints
-        are read as :meth:`plan` reads them, so a pending rename is one changed object (the
-        renamed one, as the plan renames it), never a missing one and an extra one, and what
-        follows the rename is no drift."""
+        What a killed session left (:meth:`leftovers`) is refused first, named: no plan can
+        get past it (a prepared transaction holds its locks and changes). The desired files'
+        rename hints are read as :meth:`plan` reads them, so a pending rename is one changed
+        object (the renamed one, as the plan renames it), never a missing one and an extra
+        one, and what follows the rename is no drift."""
         self._check_scope(scope)
         self.manage(privileges)
         left = self.leftovers()

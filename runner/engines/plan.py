@@ -49,7 +49,8 @@ Digest = Sha256
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Validators are built on first use: a process uses a few of these models.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class HazardEntry(_Frozen):

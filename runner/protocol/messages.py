@@ -44,7 +44,8 @@ DATABASE_OPERATIONS: Final = frozenset(
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Validators are built on first use: a process uses a few of these models.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class UrlReference(_Frozen):

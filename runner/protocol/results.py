@@ -135,7 +135,11 @@ back), or not known (the runner was lost midway)."""
 
 class _Wire(BaseModel):
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        defer_build=True,
     )
 
 
@@ -180,7 +184,11 @@ class HistoryReport(_Wire):
     (:meth:`runner.migrations.history.Verdict.to_json`)."""
 
     model_config = ConfigDict(
-        frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True
+        frozen=True,
+        extra="ignore",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        defer_build=True,
     )
 
     verdict: HistoryVerdict

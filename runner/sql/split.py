@@ -11,10 +11,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from runner.sql.charsets import NAME_PART, NAME_PART_NO_DOLLAR, NAME_START
+
 __all__ = ["Piece", "emit_piece", "skip_quoted", "split_postgresql", "strip_block_comments"]
 
-_DOLLAR = re.compile(r"\$([A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$")
-_NAME = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
+_DOLLAR = re.compile(rf"\$({NAME_START}{NAME_PART_NO_DOLLAR}*)?\$")
+_NAME = re.compile(rf"{NAME_START}{NAME_PART}*")
 """An unquoted name or keyword, as the server reads one: read whole, so ``a$E'...'`` is the
 name ``a$E`` and a plain string (not an escape string), and ``x$$`` is a name (not the
 start of a dollar quote)."""

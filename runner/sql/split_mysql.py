@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from runner.sql.charsets import NAME_PART, NAME_START
 from runner.sql.split import Piece, emit_piece, skip_quoted, strip_block_comments
 
 __all__ = ["MysqlLexing", "split_mysql"]
@@ -31,7 +32,7 @@ class MysqlLexing:
 # A word is an unquoted identifier or keyword: MySQL's identifier characters include
 # U+0080 and up, so `größe` is one word (and `À` no longer fails to match where isalpha()
 # said a word starts); only ASCII words can be keywords.
-_WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
+_WORD = re.compile(rf"{NAME_START}{NAME_PART}*")
 _DELIMITER = re.compile(r"[ \t]*DELIMITER[ \t]+(\S+)[ \t]*(?:\r?\n|$)", re.IGNORECASE)
 _NOT_NESTING = frozenset({"IF", "LOOP", "WHILE", "REPEAT"})
 

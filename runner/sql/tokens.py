@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from runner.sql.charsets import NAME_PART, NAME_PART_NO_DOLLAR, NAME_START, VARIABLE_PART
 from runner.sql.split_mysql import MysqlLexing
 
 __all__ = [
@@ -50,8 +51,8 @@ _BACK_NAME = re.compile(r"`(?:[^`]|``)*(?:`|$)")
 _BRACKET_NAME = re.compile(r"\[[^\]]*(?:\]|$)")
 _DOUBLE_STRING = re.compile(r'"(?:[^"\\]|\\.|"")*(?:"|\\?\Z)', re.DOTALL)
 _PLAIN_DOUBLE = re.compile(r'"(?:[^"]|"")*(?:"|$)')
-_MY_WORD = re.compile(r"[A-Za-z0-9_$\u0080-\U0010ffff]+")
-_MY_VARIABLE = re.compile(r"[A-Za-z0-9_$.\u0080-\U0010ffff]+")
+_MY_WORD = re.compile(rf"{NAME_PART}+")
+_MY_VARIABLE = re.compile(rf"{VARIABLE_PART}+")
 _MY_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|0x[0-9A-Fa-f]+")
 _MY_EXECUTABLE = re.compile(r"/\*(M?)!([0-9]{0,6})")
 
@@ -78,7 +79,7 @@ def _block_end(sql: str, i: int, nested: bool) -> int:
 
 
 _PG_TOKEN = re.compile(
-    r"""
+    rf"""
       (?P<space>\s+)
     | (?P<line>--[^\n]*)
     | (?P<block>/\*)
@@ -88,8 +89,8 @@ _PG_TOKEN = re.compile(
     | (?P<string>'(?:[^']|'')*(?:'|\Z))
     | (?P<name>"(?:[^"]|"")*(?:"|\Z))
     | (?P<param>\$[0-9]+)
-    | (?P<dollar>\$(?:[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$)
-    | (?P<word>[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*)
+    | (?P<dollar>\$(?:{NAME_START}{NAME_PART_NO_DOLLAR}*)?\$)
+    | (?P<word>{NAME_START}{NAME_PART}*)
     | (?P<number>(?:[0-9]|\.[0-9])[0-9A-Za-z_.]*)
     | (?P<symbol>.)
     """,
@@ -263,7 +264,7 @@ def mysql_tokens(sql: str, lexing: MysqlLexing) -> list[Token]:
     return tokens
 
 
-_SQLITE_WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
+_SQLITE_WORD = re.compile(rf"{NAME_START}{NAME_PART}*")
 _SQLITE_NUMBER = re.compile(r"[0-9.][0-9A-Za-z_.]*")
 
 

@@ -193,6 +193,7 @@ class _Postmaster:
                 "-c fsync=off",
                 "-c synchronous_commit=off",
                 "-c full_page_writes=off",
+                "-c max_prepared_transactions=4",  # a killed session's leftovers (issue 33)
             ]
         )
         before = log_size(self.log_path)

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
+from .forkserver import servers
+from .secret_scan import scan_bytes
+from .seshat_cli import FORK
+
 RUNNER = [sys.executable, "-c", "from runner.cli import main; main()"]
+SCRIPT = str(Path(sys.executable).parent / "seshat-runner")
 
 
 @dataclass
@@ -27,9 +32,24 @@ class RunnerCLI:
         self, *args: str, env: dict[str, str] | None = None, seed: str = "0", timeout: int = 120
     ) -> subprocess.CompletedProcess[str]:
         environment = {**os.environ, "PYTHONHASHSEED": seed, **(env or {})}
-        result = subprocess.run(
-            [*RUNNER, *args], capture_output=True, text=True, env=environment, timeout=timeout
+        # Forked from a runner that imported everything once (harness/forkserver.py), or,
+        # with SESHAT_TEST_FORK=0 or an unusual environment, started afresh.
+        argv = [SCRIPT, *args]
+        forked = (
+            servers.run("seshat-runner", argv, env=environment, cwd=Path.cwd(), timeout=timeout)
+            if FORK
+            else None
         )
+        if forked is None:
+            result = subprocess.run(
+                [*RUNNER, *args], capture_output=True, text=True, env=environment, timeout=timeout
+            )
+        else:
+            for output in (forked.stdout, forked.stderr):
+                scan_bytes(output, f"the output of {argv}")
+            result = subprocess.CompletedProcess(
+                argv, forked.returncode, forked.stdout, forked.stderr
+            )
         self.outputs.append(result.stdout + result.stderr)
         return result
 

@@ -263,7 +263,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             return server_facts(conn)
 
     def leftovers(self) -> list[str]:
-        """Prepared transactions and INVALID indexes (:mod:`.leftovers`)."""
+        """Prepared transactions of this database (:mod:`.leftovers`)."""
         with connection(self.url, read_only=True) as conn:
             return find_leftovers(conn)
 

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from runner.sql.charsets import NAME_PART, NAME_PART_NO_DOLLAR, NAME_START
+
 __all__ = [
     "ExtensionStatement",
     "Token",
@@ -28,8 +30,8 @@ __all__ = [
     "tokens",
 ]
 
-_WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
-_DOLLAR = re.compile(r"\$([A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$")
+_WORD = re.compile(rf"{NAME_START}{NAME_PART}*")
+_DOLLAR = re.compile(rf"\$({NAME_START}{NAME_PART_NO_DOLLAR}*)?\$")
 _SPACE = " \t\r\n\f\v"
 
 

@@ -1,8 +1,9 @@
 """What a killed PostgreSQL session leaves behind is named before Observe, never guessed.
 
-An INVALID index is what a ``CREATE INDEX CONCURRENTLY`` that stopped leaves: its catalog
-row says ``indisvalid = false``. Here the catalog is put in that state by the superuser (the
-server's own record, not a stand-in), and Observe refuses to read it as a built index.
+A prepared transaction outlives its session: here the app role prepares one and
+disconnects, as a migration killed after ``PREPARE TRANSACTION`` would, on the session's real
+server (started with ``max_prepared_transactions``). An INVALID index is no such leftover:
+drift counts it and the plan rebuilds it (``test_engine.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from harness.runner_cli import RunnerCLI, write
 
 from runner.protocol.frame import Found, find_last_frame
 
+GID = "seshat-killed-1"
+
 
 def _op(db: PostgresDatabase, tmp_path: Path, request: dict[str, Any]) -> tuple[int, Any]:
     runner = RunnerCLI(secrets=[db.server.app_password])
@@ -27,45 +30,49 @@ def _op(db: PostgresDatabase, tmp_path: Path, request: dict[str, Any]) -> tuple[
     return done.returncode, frame.payload
 
 
-def test_an_invalid_index_is_named_by_observe_and_by_recover(
+def test_a_prepared_transaction_is_named_by_observe_and_by_recover(
     postgres_database: PostgresDatabase, tmp_path: Path
 ) -> None:
-    with postgres_database.connect_as_app() as conn:
-        conn.execute("CREATE TABLE items (id int PRIMARY KEY, name text)")
-        conn.execute("CREATE INDEX items_name ON items (name)")
-    with postgres_database.connect() as admin:
-        admin.execute(
-            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'items_name'::regclass"
-        )
+    with postgres_database.connect_as_app(autocommit=False) as conn:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY)")
+        conn.commit()
+        conn.execute("INSERT INTO items VALUES (1)")
+        conn.execute(f"PREPARE TRANSACTION '{GID}'")
     desired = tmp_path / "desired"
     desired.mkdir()
-    (desired / "schema.sql").write_text(
-        "CREATE TABLE items (id int PRIMARY KEY, name text);\n"
-        "CREATE INDEX items_name ON items (name);\n"
-    )
+    (desired / "schema.sql").write_text("CREATE TABLE items (id int PRIMARY KEY);\n")
     url = {"from_env": "DB_URL"}
+    try:
+        status, payload = _op(
+            postgres_database,
+            tmp_path,
+            {"operation": "drift", "id": "drift-1", "url": url, "desired": str(desired)},
+        )
+        assert status == 2
+        error = payload["error"]
+        assert (error["code"], error["reason"]) == ("recovery_needed", "recovery_leftovers")
+        assert f"prepared transaction '{GID}'" in error["message"]
+        assert f"ROLLBACK PREPARED '{GID}'" in error["message"]
+
+        status, payload = _op(
+            postgres_database, tmp_path, {"operation": "recover", "id": "recover-1", "url": url}
+        )
+        assert status == 0, payload
+        report = payload["result"]["recovery"]
+        assert (report["found"], report["recovered"]) == ("none", False)
+        assert [line.split(" (owner")[0] for line in report["leftovers"]] == [
+            f"prepared transaction '{GID}'"
+        ]
+        with postgres_database.connect() as admin:  # recover decided nothing for anyone
+            held = admin.execute("SELECT gid FROM pg_prepared_xacts").fetchall()
+        assert held == [(GID,)]
+    finally:
+        with postgres_database.connect() as admin:
+            admin.execute(f"ROLLBACK PREPARED '{GID}'")
+
     status, payload = _op(
         postgres_database,
         tmp_path,
-        {"operation": "drift", "id": "drift-1", "url": url, "desired": str(desired)},
-    )
-    assert status == 2
-    error = payload["error"]
-    assert (error["code"], error["reason"]) == ("recovery_needed", "recovery_leftovers")
-    assert "index public.items_name is INVALID" in error["message"]
-    assert "REINDEX INDEX CONCURRENTLY public.items_name" in error["message"]
-
-    status, payload = _op(
-        postgres_database, tmp_path, {"operation": "recover", "id": "recover-1", "url": url}
+        {"operation": "drift", "id": "drift-2", "url": url, "desired": str(desired)},
     )
     assert status == 0, payload
-    report = payload["result"]["recovery"]
-    assert (report["found"], report["recovered"]) == ("none", False)
-    assert [line.split(":")[0] for line in report["leftovers"]] == [
-        "index public.items_name is INVALID (a concurrent build or reindex stopped)"
-    ]
-    with postgres_database.connect() as admin:  # recover decided nothing for anyone
-        row = admin.execute(
-            "SELECT indisvalid FROM pg_index WHERE indexrelid = 'items_name'::regclass"
-        ).fetchone()
-    assert row == (False,)

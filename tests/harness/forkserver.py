@@ -1,0 +1,339 @@
+"""Starting ``seshat`` and ``seshat-runner`` for a test without paying their imports each time.
+
+A ``seshat`` process spends most of its CPU importing (pydantic models, GitPython: about half
+a second), a ``seshat-runner`` process a third of a second (the engines, sqlglot, the
+drivers), and the suite starts thousands of them. A fork server imports one program's
+modules once, then forks one child per call: the child takes the call's environment, working
+folder, arguments and standard streams and runs the same ``main`` the console script runs,
+in a process of its own (its own pid, exit status and file descriptors; the runners, servers
+and Git processes it starts are started as ever). The runners the reconciler starts for its
+operations are not forked: they are the product's own processes.
+
+What a child shares with its server is what a fresh interpreter would have computed the same
+way at import, plus one thing it would not: the hash seed. ``seshat`` calls alternate
+between two servers with different seeds, so two calls in a row never share one (as two real
+processes almost never do); a runner call names its seed (``PYTHONHASHSEED``, as the
+runner's tests always do) and goes to a server started with that seed. A call whose
+environment sets any other ``PYTHON*`` value than its server's runs as a real process. Tests
+about starting a program itself (``tests/gitops/test_cli_startup.py``,
+``tests/runner/test_op_imports.py``, the console-script tests) start the real script.
+
+Protocol (one Unix socket per server; one connection per call): the client sends one JSON
+line ``{"argv", "env", "cwd", "stdout", "stderr"}`` (the two output paths are files the client
+made); the server forks a handler, which forks the child and answers ``{"pid": N}`` and, when
+the child has ended, ``{"status": S}`` (``os.waitstatus_to_exitcode``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ForkServers", "Forked", "servers"]
+
+# Every module a command may need, imported by the server so its children import nothing.
+_PRELOAD_SESHAT = (
+    "gitops.cli",
+    "gitops.approvals.cli",
+    "gitops.artifacts.cli",
+    "gitops.controller",
+    "gitops.preview.cli",
+    "gitops.statusview",
+    "gitops.demo",
+    "gitops.crds",
+    "runner.artifacts.sigstore",
+    "sigstore.models",
+    "sigstore.verify",
+    "sigstore.sign",
+)
+_PRELOAD_RUNNER = (
+    "runner.cli",
+    "runner.commands",
+    "runner.operations",
+    "runner.engines.base",
+    "runner.engines.postgresql.engine",
+    "runner.engines.mysql.engine",
+    "runner.engines.sqlite.engine",
+    "runner.migrations.apply",
+    "runner.migrations.stores",
+    "runner.artifacts.operations",
+)
+PROGRAMS = {
+    "seshat": ("gitops.cli", _PRELOAD_SESHAT),
+    "seshat-runner": ("runner.cli", _PRELOAD_RUNNER),
+}
+
+
+@dataclass(frozen=True)
+class Forked:
+    """What a forked ``seshat`` call ended with (``subprocess.CompletedProcess``'s fields)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+# -- the server (runs in its own process) ---------------------------------------------------
+
+
+def _child(request: Mapping[str, Any], main: Any) -> None:
+    """Become the ``seshat`` process ``request`` describes; never returns."""
+    code = 1
+    try:
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        time.tzset()
+        tempfile.tempdir = None  # TMPDIR is read again, as a new process would
+        stdin = os.open(os.devnull, os.O_RDONLY)
+        stdout = os.open(request["stdout"], os.O_WRONLY | os.O_TRUNC)
+        stderr = os.open(request["stderr"], os.O_WRONLY | os.O_TRUNC)
+        for source, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+            os.dup2(source, target)
+            os.close(source)
+        sys.argv = list(request["argv"])
+        try:
+            main()
+            code = 0
+        except SystemExit as done:
+            if done.code is None:
+                code = 0
+            elif isinstance(done.code, int):
+                code = done.code
+            else:
+                print(done.code, file=sys.stderr)
+                code = 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        atexit._run_exitfuncs()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _handle(connection: socket.socket, main: Any) -> None:
+    """One call: fork the child, report its pid, wait, report its status; never returns."""
+    status = 1
+    try:
+        with connection, connection.makefile("rwb") as stream:
+            request = json.loads(stream.readline())
+            pid = os.fork()
+            if pid == 0:
+                _child(request, main)
+            stream.write(json.dumps({"pid": pid}).encode() + b"\n")
+            stream.flush()
+            _, wait_status = os.waitpid(pid, 0)
+            stream.write(
+                json.dumps({"status": os.waitstatus_to_exitcode(wait_status)}).encode() + b"\n"
+            )
+            stream.flush()
+            status = 0
+    finally:
+        os._exit(status)
+
+
+def serve(path: str, program: str = "seshat") -> None:
+    """Import ``program``'s modules, then answer calls on the Unix socket ``path`` until
+    stdin closes (the client stopping or dying). Single-threaded: a fork copies no held lock."""
+    entry, preload = PROGRAMS[program]
+    for module in preload:
+        importlib.import_module(module)
+    main = importlib.import_module(entry).main
+    # As the console script has it: its own folder first, not the current one ('' of -c).
+    sys.path[:] = [str(Path(sys.executable).parent)] + [
+        entry for entry in sys.path if entry not in ("", str(Path(__file__).parent))
+    ]
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
+    os.write(1, b"ready\n")
+    while True:
+        readable, _, _ = select.select([listener.fileno(), 0], [], [])
+        if 0 in readable and not os.read(0, 4096):
+            os._exit(0)
+        if listener.fileno() in readable:
+            connection, _ = listener.accept()
+            if os.fork() == 0:
+                listener.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _handle(connection, main)
+            connection.close()
+
+
+# -- the client (the pytest worker) ---------------------------------------------------------
+
+
+class _Server:
+    """One fork server of ``program``, started with ``PYTHONHASHSEED=seed``."""
+
+    def __init__(self, folder: Path, program: str, seed: int) -> None:
+        self.socket = str(folder / f"{program}-{seed}.sock")
+        self.seed = seed
+        self.environment = {**os.environ, "PYTHONHASHSEED": str(seed)}
+        code = f"import sys; sys.path[:0] = {[str(Path(__file__).parent)]!r}; "
+        code += f"import forkserver; forkserver.serve({self.socket!r}, {program!r})"
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=self.environment,
+            cwd=folder,
+        )
+        assert self.process.stdout is not None
+        ready = self.process.stdout.readline()
+        if ready != b"ready\n":
+            raise RuntimeError(f"the {program} fork server did not start: {ready!r}")
+
+    def python_variables(self) -> dict[str, str]:
+        return {k: v for k, v in self.environment.items() if k.startswith("PYTHON")}
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()  # ours, by PID
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+class ForkServers:
+    """This worker's fork servers, started on first use: two for ``seshat`` (different hash
+    seeds, used in turn), one per hash seed asked for for ``seshat-runner`` (at most
+    ``MAX_RUNNER_SEEDS``; calls with other seeds run as real processes)."""
+
+    MAX_RUNNER_SEEDS = 3
+
+    def __init__(self) -> None:
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._seshat: list[_Server] = []
+        self._runners: dict[int, _Server] = {}
+        self._turn = 0
+        self._lock = threading.Lock()
+
+    def _where(self) -> Path:
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="seshat-fork-")
+        return Path(self._folder.name)
+
+    def _server(self, program: str, env: Mapping[str, str]) -> _Server | None:
+        with self._lock:
+            if program == "seshat":
+                if not self._seshat:
+                    seed = int.from_bytes(os.urandom(2), "big")
+                    self._seshat = [_Server(self._where(), program, seed + n) for n in (0, 1)]
+                self._turn += 1
+                server = self._seshat[self._turn % 2]
+            else:
+                asked = env.get("PYTHONHASHSEED", "")
+                if not asked.isdigit():
+                    return None
+                if int(asked) not in self._runners:
+                    if len(self._runners) >= self.MAX_RUNNER_SEEDS:
+                        return None
+                    self._runners[int(asked)] = _Server(self._where(), program, int(asked))
+                server = self._runners[int(asked)]
+            if not server.alive():
+                raise RuntimeError(f"a {program} fork server ended (see the test's output)")
+            return server
+
+    def run(
+        self,
+        program: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        timeout: float,
+    ) -> Forked | None:
+        """Run ``program`` (``seshat`` or ``seshat-runner``) with ``argv`` (``argv[0]`` is
+        the console script) in a forked child; ``None`` when the call must be a real process
+        (its environment sets other ``PYTHON*`` values than any server of it has)."""
+        server = self._server(program, env)
+        if server is None:
+            return None
+        theirs = {k: v for k, v in env.items() if k.startswith("PYTHON")}
+        if any(server.python_variables().get(k) != v for k, v in theirs.items()):
+            return None
+        with _outputs() as (stdout, stderr):
+            environment = {**env, **server.python_variables()}
+            request = {"argv": list(argv), "env": environment, "cwd": str(cwd)}
+            request |= {"stdout": str(stdout), "stderr": str(stderr)}
+            status = _call(server.socket, request, timeout, argv)
+            return Forked(
+                status,
+                stdout.read_text(encoding="utf-8", errors="replace"),
+                stderr.read_text(encoding="utf-8", errors="replace"),
+            )
+
+    def stop(self) -> None:
+        for server in [*self._seshat, *self._runners.values()]:
+            server.stop()
+        self._seshat, self._runners = [], {}
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
+
+
+servers = ForkServers()
+"""The worker's fork servers (``tests/conftest.py`` stops them at the session's end)."""
+
+
+@contextlib.contextmanager
+def _outputs() -> Iterator[tuple[Path, Path]]:
+    with tempfile.TemporaryDirectory(prefix="seshat-call-") as name:
+        stdout, stderr = Path(name) / "stdout", Path(name) / "stderr"
+        stdout.touch()
+        stderr.touch()
+        yield stdout, stderr
+
+
+def _call(path: str, request: Mapping[str, Any], timeout: float, argv: Sequence[str]) -> int:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.connect(path)
+        connection.settimeout(timeout)
+        with connection.makefile("rwb") as stream:
+            stream.write(json.dumps(request).encode() + b"\n")
+            stream.flush()
+            pid = int(json.loads(stream.readline())["pid"])
+            try:
+                line = stream.readline()
+            except TimeoutError:
+                # As a runner is stopped: SIGTERM (it drops its scratch databases), then
+                # SIGKILL if it has not ended 20 s later. The child we asked for, by its pid.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+                connection.settimeout(20)
+                ended = b""
+                with contextlib.suppress(TimeoutError, OSError):
+                    ended = stream.readline()
+                if not ended:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired(list(argv), timeout) from None
+            return int(json.loads(line)["status"])
