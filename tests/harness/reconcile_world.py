@@ -8,8 +8,11 @@ import hashlib
 import shutil
 import sqlite3
 import subprocess
+import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import git
 import pytest
@@ -260,6 +263,25 @@ class World:
         resource's pass leaves for the next); each resource's ``phase/reason``."""
         report = run_pass(self.remote.remote_url, self.work, registry=registry, workers=workers)
         return {k: f"{report.phases[k]}/{report.reasons[k]}" for k in report.phases}
+
+    def controller(self, *options: str, **popen: Any) -> subprocess.Popen[Any]:
+        """``seshat reconcile --once`` on this world (and ``options``) as a process of its
+        own, the console script itself (never forked: crash tests kill it and its runners);
+        ``popen`` goes to :class:`subprocess.Popen`."""
+        seshat = str(Path(sys.executable).parent / "seshat")
+        command = [seshat, "reconcile", "--once", "--repo", self.remote.remote_url]
+        return subprocess.Popen([*command, "--work", str(self.work), *options], **popen)
+
+    def until_phase(
+        self, name: str, phase: str, controller: subprocess.Popen[Any], seconds: float = 120
+    ) -> None:
+        """Wait until a status commit gave ``shop/<name>`` ``phase`` (e.g. the dispatch
+        marker's ``Applying``), while ``controller`` still runs."""
+        deadline = time.monotonic() + seconds
+        while phase not in self.phases(name):
+            assert controller.poll() is None, f"the reconciler ended before {name} was {phase}"
+            assert time.monotonic() < deadline, f"{name} never became {phase}"
+            time.sleep(0.2)
 
     def git(self, *args: str, check: bool = True) -> str:
         """``git`` on the bare remote (what everyone sees); its stdout."""

@@ -123,24 +123,15 @@ def _first_controller_killed_while_applying(
     kube.secrets[("shop", f"{name}-db")] = {"url": f"sqlite:///{database}"}
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    controller = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "seshat"),
-            "reconcile",
-            "--once",
-            "--repo",
-            world.remote.remote_url,
-            "--work",
-            str(world.work),
-            "--executor",
-            "kubernetes",
-            "--runner-image",
-            "seshat:test",
-            "--kubeconfig",
-            str(kube.kubeconfig(tmp_path / "kubeconfig-first")),
-            "--registry-plain-http",
-            registry.address,
-        ],
+    controller = world.controller(
+        "--executor",
+        "kubernetes",
+        "--runner-image",
+        "seshat:test",
+        "--kubeconfig",
+        str(kube.kubeconfig(tmp_path / "kubeconfig-first")),
+        "--registry-plain-http",
+        registry.address,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

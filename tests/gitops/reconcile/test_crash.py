@@ -11,7 +11,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,27 +23,11 @@ def _kill_after_the_dispatch_marker(world: World, database: Path) -> None:
     SIGKILL it (and the runner it started) once the Applying marker is on the remote."""
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    seshat = Path(sys.executable).parent / "seshat"
-    controller = subprocess.Popen(
-        [
-            str(seshat),
-            "reconcile",
-            "--once",
-            "--repo",
-            world.remote.remote_url,
-            "--work",
-            str(world.work),
-        ],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    controller = world.controller(
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 120
-        while "Applying" not in world.phases("orders"):
-            assert controller.poll() is None, "the reconciler ended before dispatching"
-            assert time.monotonic() < deadline, "no dispatch marker"
-            time.sleep(0.2)
+        world.until_phase("orders", "Applying", controller)
         os.killpg(controller.pid, signal.SIGKILL)
         controller.wait()
         time.sleep(0.5)

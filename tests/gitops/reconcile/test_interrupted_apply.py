@@ -54,27 +54,11 @@ def _items(world: World) -> Path:
 def _killed_after_the_dispatch_marker(world: World, database: Path) -> None:
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    seshat = Path(sys.executable).parent / "seshat"
-    controller = subprocess.Popen(
-        [
-            str(seshat),
-            "reconcile",
-            "--once",
-            "--repo",
-            world.remote.remote_url,
-            "--work",
-            str(world.work),
-        ],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    controller = world.controller(
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 120
-        while "Applying" not in world.phases("orders"):
-            assert controller.poll() is None, "the reconciler ended before dispatching"
-            assert time.monotonic() < deadline, "no dispatch marker"
-            time.sleep(0.1)
+        world.until_phase("orders", "Applying", controller)
         os.kill(controller.pid, signal.SIGKILL)
         controller.wait()
     finally:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -26,26 +24,9 @@ def test_suspend_while_an_apply_runs_follows_it_to_its_result(world: World) -> N
     world.remote.commit_all("declare")
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # the Apply waits here
-    seshat = Path(sys.executable).parent / "seshat"
-    controller = subprocess.Popen(
-        [
-            str(seshat),
-            "reconcile",
-            "--once",
-            "--repo",
-            world.remote.remote_url,
-            "--work",
-            str(world.work),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    controller = world.controller(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while "Applying" not in world.phases("orders"):
-            assert controller.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
+        world.until_phase("orders", "Applying", controller)
         # Someone suspends the resource while its Apply is running.
         world.remote.write_file(
             "databases/o.yaml", declaration.replace("spec:\n", "spec:\n  suspend: true\n")

@@ -27,16 +27,7 @@ SESHAT = str(Path(sys.executable).parent / "seshat")
 
 
 def _controller(world: World, path: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            SESHAT,
-            "reconcile",
-            "--once",
-            "--repo",
-            world.remote.remote_url,
-            "--work",
-            str(world.work),
-        ],
+    return world.controller(
         env={**os.environ, "PATH": path},
         start_new_session=True,
         stdout=subprocess.DEVNULL,
@@ -45,11 +36,7 @@ def _controller(world: World, path: str) -> subprocess.Popen[bytes]:
 
 
 def _dispatched(world: World, controller: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
-    while "Applying" not in world.phases("orders"):
-        assert controller.poll() is None, "the reconciler ended before dispatching"
-        assert time.monotonic() < deadline, "no dispatch marker"
-        time.sleep(0.1)
+    world.until_phase("orders", "Applying", controller)
 
 
 def _runners(world: World) -> list[int]:
