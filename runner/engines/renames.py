@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from runner.engines.desired import DesiredSchemaError
 from runner.engines.model import Database
 from runner.sql.split import skip_quoted
+from runner.sql.tokens import block_comment_end
 
 __all__ = [
     "NO_RENAMES",
@@ -107,7 +108,7 @@ def lex(sql: str) -> list[Token]:
             end = sql.find("\n", i)
             i, kind = (n if end < 0 else end), "comment"
         elif sql.startswith("/*", i):
-            i, kind = _block_comment_end(sql, i), "comment"
+            i, kind = block_comment_end(sql, i), "comment"
         elif ch == "'":
             i, kind = skip_quoted(sql, i, backslash=False), "string"
         elif ch in '"`':
@@ -126,18 +127,6 @@ def lex(sql: str) -> list[Token]:
             i, kind = i + 1, "punct"
         found.append(Token(kind, sql[start:i], start, min(i, n)))
     return found
-
-
-def _block_comment_end(sql: str, i: int) -> int:
-    depth, i, n = 1, i + 2, len(sql)
-    while i < n and depth:
-        if sql.startswith("/*", i):
-            depth, i = depth + 1, i + 2
-        elif sql.startswith("*/", i):
-            depth, i = depth - 1, i + 2
-        else:
-            i += 1
-    return i
 
 
 # -- hints as written ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from runner.sql.split_mysql import MysqlLexing
 
 __all__ = [
     "Token",
+    "block_comment_end",
     "Unreadable",
     "mysql_tokens",
     "postgresql_outer_words",
@@ -62,7 +63,7 @@ def _unquote(text: str, quote: str) -> str:
     return inner.replace(quote * 2, quote)
 
 
-def _block_end(sql: str, i: int, nested: bool) -> int:
+def block_comment_end(sql: str, i: int, nested: bool = True) -> int:
     """The position after the ``/* ... */`` comment starting at ``i`` (nested or not)."""
     if not nested:
         end = sql.find("*/", i + 2)
@@ -114,7 +115,7 @@ def postgresql_tokens(sql: str, limit: int | None = None) -> list[Token]:
         if kind in ("space", "line"):
             continue
         if kind == "block":
-            i = _block_end(sql, start, nested=True)
+            i = block_comment_end(sql, start, nested=True)
         elif kind == "word":
             tokens.append(Token("word", found.group().upper(), start, i, depth))
         elif kind == "string":
@@ -169,7 +170,7 @@ def postgresql_outer_words(sql: str) -> set[str]:
             ch = found.group()
             depth = depth + 1 if ch == "(" else max(0, depth - 1) if ch == ")" else depth
         elif kind == "block":
-            i = _block_end(sql, found.start(), nested=True)
+            i = block_comment_end(sql, found.start(), nested=True)
         elif kind == "escape":
             i = _ESCAPE_STRING.match(sql, i).end()  # type: ignore[union-attr]
         elif kind == "unicode":
@@ -217,7 +218,7 @@ def mysql_tokens(sql: str, lexing: MysqlLexing) -> list[Token]:
             if opening is not None and not (opening.group(1) and opening.group(2) == "999999"):
                 executable, i = True, opening.end()
                 continue
-            i = _block_end(sql, i, nested=False)  # a comment, or MariaDB's never-run 999999
+            i = block_comment_end(sql, i, nested=False)  # a comment, or MariaDB's never-run 999999
             continue
         start = i
         if ch == "'":
@@ -284,7 +285,7 @@ def sqlite_tokens(sql: str) -> list[Token]:
             i = n if end < 0 else end + 1
             continue
         if sql.startswith("/*", i):
-            i = _block_end(sql, i, nested=False)
+            i = block_comment_end(sql, i, nested=False)
             continue
         start = i
         if ch == "'":
