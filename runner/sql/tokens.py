@@ -20,8 +20,8 @@ from runner.sql.split_mysql import MysqlLexing
 
 __all__ = [
     "Token",
-    "block_comment_end",
     "Unreadable",
+    "block_comment_end",
     "mysql_tokens",
     "postgresql_outer_words",
     "postgresql_tokens",
