@@ -36,6 +36,7 @@ __all__ = [
     "PlanOptions",
     "PlanRefused",
     "Planned",
+    "Renderer",
     "converged",
     "document_privileges",
     "fingerprint",
