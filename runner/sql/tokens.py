@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from runner.sql.charsets import NAME_PART, NAME_PART_NO_DOLLAR, NAME_START, VARIABLE_PART
+from runner.sql.split import block_comment_end
 from runner.sql.split_mysql import MysqlLexing
 
 __all__ = [
@@ -61,22 +62,6 @@ _MY_EXECUTABLE = re.compile(r"/\*(M?)!([0-9]{0,6})")
 def _unquote(text: str, quote: str) -> str:
     inner = text[1:-1] if len(text) >= 2 and text.endswith(quote) else text[1:]
     return inner.replace(quote * 2, quote)
-
-
-def block_comment_end(sql: str, i: int, nested: bool = True) -> int:
-    """The position after the ``/* ... */`` comment starting at ``i`` (nested or not)."""
-    if not nested:
-        end = sql.find("*/", i + 2)
-        return len(sql) if end < 0 else end + 2
-    depth, i, n = 1, i + 2, len(sql)
-    while i < n and depth:
-        if sql.startswith("/*", i):
-            depth, i = depth + 1, i + 2
-        elif sql.startswith("*/", i):
-            depth, i = depth - 1, i + 2
-        else:
-            i += 1
-    return i
 
 
 _PG_TOKEN = re.compile(
