@@ -86,6 +86,15 @@ _PG_TOKEN = re.compile(
 only where a word would start, so ``a$E'..'`` is the name ``a$E`` and a plain string)."""
 
 
+def _symbol(tokens: list[Token], ch: str, start: int, end: int, depth: int) -> int:
+    """Append the symbol ``ch`` (``sql[start:end]``) at parenthesis ``depth``; the depth after
+    it. Every tokenizer counts alike: a parenthesis stands at the depth outside it."""
+    if ch == ")":
+        depth = max(0, depth - 1)
+    tokens.append(Token("symbol", ch, start, end, depth))
+    return depth + 1 if ch == "(" else depth
+
+
 def postgresql_tokens(sql: str, limit: int | None = None) -> list[Token]:
     """PostgreSQL's lexer, as far as a classification needs it (``standard_conforming_strings``
     on, which the runner sets and no allowed statement changes); the first ``limit`` tokens
@@ -128,12 +137,7 @@ def postgresql_tokens(sql: str, limit: int | None = None) -> list[Token]:
         elif kind in ("param", "number"):
             tokens.append(Token(kind, found.group(), start, i, depth))
         else:
-            ch = found.group()
-            if ch == ")":
-                depth = max(0, depth - 1)
-            tokens.append(Token("symbol", ch, start, i, depth))
-            if ch == "(":
-                depth += 1
+            depth = _symbol(tokens, found.group(), start, i, depth)
     return tokens
 
 
@@ -242,11 +246,7 @@ def mysql_tokens(sql: str, lexing: MysqlLexing) -> list[Token]:
                 tokens.append(Token("word", word.group(0).upper(), start, i, depth))
         else:
             i += 1
-            if ch == ")":
-                depth = max(0, depth - 1)
-            tokens.append(Token("symbol", ch, start, i, depth))
-            if ch == "(":
-                depth += 1
+            depth = _symbol(tokens, ch, start, i, depth)
     return tokens
 
 
@@ -289,9 +289,5 @@ def sqlite_tokens(sql: str) -> list[Token]:
             tokens.append(Token("number", sql[start:i], start, i, depth))
         else:
             i += 1
-            if ch == ")":
-                depth = max(0, depth - 1)
-            tokens.append(Token("symbol", ch, start, i, depth))
-            if ch == "(":
-                depth += 1
+            depth = _symbol(tokens, ch, start, i, depth)
     return tokens
