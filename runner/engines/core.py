@@ -54,6 +54,7 @@ from runner.engines.planner import (
     fingerprint,
     plan_changes,
     privilege_fields,
+    sandbox_fields,
 )
 from runner.engines.renamed import Renamed, Spelling, renamed
 from runner.engines.renames import Naming, read_hints, resolve
@@ -306,13 +307,8 @@ class Engine(Generic[FactsT, SandboxT]):
 
     def policy_key(self) -> dict[str, object]:
         """What of the engine's own policy decides a normalization or a dry run, for cache
-        keys: nothing for the defaults, so what was keyed before they existed keeps its key."""
-        key: dict[str, object] = {}
-        if self.procedural:
-            key["proceduralSchema"] = True
-        if self.isolation != "jail":
-            key["sandboxIsolation"] = self.isolation
-        return key
+        keys (:func:`~runner.engines.planner.sandbox_fields`)."""
+        return sandbox_fields(self.procedural, self.isolation)
 
     def live_model(self) -> Database:
         """The live model, for a normalization that needs it (PostgreSQL: a schema only the
