@@ -10,7 +10,8 @@
 4. **dry-run** the statements on a rebuild of the part of the live schema they can affect
    (:mod:`runner.engines.dryscope`; the whole of it when that fails) in a fresh sandbox
    database, unless the cache holds the verdict for exactly this live schema, this desired
-   schema and these statements.
+   schema and these statements; not at all when there is no statement to run and the live
+   schema already is the desired one (PostgreSQL and MariaDB, whose sandbox is a server).
 
 A sandbox is started only when a step needs one, so a plan whose results are all cached
 never starts a server. Reading the target and loading the desired files into the sandbox do
@@ -494,6 +495,11 @@ class Engine(Generic[FactsT, SandboxT]):
             return statements, apply_scope(result, options.scope)
 
         if self.partial_dry_run:
+            if not planned.statements and not differ(live, desired):
+                # Nothing to run and nothing to reach (a converged database, the fresh
+                # plan that proves an apply): the live schema is what the plan promises.
+                # A dry run would start a server to rebuild a part of it and run nothing.
+                return [], fingerprint(live)
             scope = dry_run_scope(live, desired, planned.changes)
             created = created_keys(live, desired)
             left_out = (live.tables.keys() | live.definitions.keys()) - scope

@@ -95,3 +95,41 @@ def test_a_cache_other_users_could_write_is_refused(
         assert done.returncode == 1 and refusal["code"] == "sandbox_unavailable", done
         assert str(folder) in refusal["message"]
     assert list(real.iterdir()) == [] and list(shared.iterdir()) == []
+
+
+def test_the_plan_that_proves_an_apply_starts_no_sandbox(
+    postgres_database: PostgresDatabase, tmp_path: Path
+) -> None:
+    """After an apply the live schema is new to the cache, yet the fresh plan that proves
+    convergence has nothing to run and nothing to reach: it is made without a sandbox
+    server (none could start here), and it promises the live schema as it is."""
+    db = postgres_database
+    desired = write(tmp_path / "s.sql", "CREATE TABLE t (id int PRIMARY KEY, n text);\n" + BASE)
+    cache = tmp_path / "cache"
+    runner = RunnerCLI()
+    env = {"TARGET_URL": db.server.url(db.name)}
+    target = ["--cache-dir", str(cache), "schema", "plan", "--url-env", "TARGET_URL"]
+    first = runner(
+        *target, "--desired", str(desired), "--output", str(tmp_path / "p.json"), env=env
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    applied = runner(
+        "schema", "apply", "--url-env", "TARGET_URL", "--plan", str(tmp_path / "p.json"), env=env
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    proof = runner(
+        *target, "--desired", str(desired), env={**env, "SESHAT_PG_BINDIR": "/nonexistent"}
+    )
+    assert proof.returncode == 0, proof.stdout + proof.stderr
+    document = json.loads(proof.stdout)
+    assert document["statements"] == []
+    with connection(parse_url(db.server.url(db.name))) as conn:
+        assert document["expected"] == fingerprint(introspect(conn))
+    # A plan with something to run still needs its dry run, so it still needs a server.
+    changed = write(tmp_path / "c.sql", desired.read_text() + "CREATE TABLE u (id int);\n")
+    needs = runner(
+        *target, "--desired", str(changed), env={**env, "SESHAT_PG_BINDIR": "/nonexistent"}
+    )
+    assert needs.returncode == 1 and json.loads(needs.stdout)["refusal"]["code"] == (
+        "sandbox_unavailable"
+    )
