@@ -160,34 +160,24 @@ def with_grants(conn: Any, database: str, db: Database, accounts: Mapping[str, s
         """A table's or view's key; a name nothing holds is keyed as a table's."""
         return views.get(table, f"table:{SCHEMA}.{table}")
 
-    _, found = _query(
-        conn,
-        "SELECT User, Host, Table_name, Table_priv FROM mysql.tables_priv"
-        f" WHERE User IN ({marks}) AND Db = %s",
-        (*users, database),
-    )
-    for user, host, table, privileges in found:
+    def of(table: str, columns: str) -> list[tuple[Any, ...]]:
+        """The managed grantees' rows of ``mysql.<table>`` on ``database``."""
+        sql = f"SELECT User, Host, {columns} FROM mysql.{table} WHERE User IN ({marks})"
+        return _query(conn, sql + " AND Db = %s", (*users, database))[1]
+
+    for user, host, table, privileges in of("tables_priv", "Table_name, Table_priv"):
         if (who := grantee(user, host)) is not None:
             collector.add_level(on(str(table)), ident(str(table)), who, privileges)
-    _, found = _query(
-        conn,
-        "SELECT User, Host, Table_name, Column_name, Column_priv FROM mysql.columns_priv"
-        f" WHERE User IN ({marks}) AND Db = %s",
-        (*users, database),
-    )
-    for user, host, table, column, privileges in found:
+    columns = of("columns_priv", "Table_name, Column_name, Column_priv")
+    for user, host, table, column, privileges in columns:
         if (who := grantee(user, host)) is None:
             continue
         key = f"column:{SCHEMA}.{table}.{column}"
         held = {_name(p) for p in _set(privileges)}
         collector.add(key, ident(str(table)), str(column), who, held, False)
-    _, found = _query(
-        conn,
-        "SELECT User, Host, Routine_name, Routine_type, Proc_priv FROM mysql.procs_priv"
-        f" WHERE User IN ({marks}) AND Db = %s",
-        (*users, database),
-    )
-    for user, host, name, kind, privileges in found:
+    for user, host, name, kind, privileges in of(
+        "procs_priv", "Routine_name, Routine_type, Proc_priv"
+    ):
         who = grantee(user, host)
         key = f"{str(kind).lower()}:{SCHEMA}.{name}"
         if who is not None and key in db.definitions:

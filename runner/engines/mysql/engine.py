@@ -529,11 +529,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             for sql, grants in left_behind(held, left):
                 execute(stood(sql) if grants else sql)
         except pymysql.MySQLError as error:
-            why = watch.explain(error_text(error))
-            raise PlanRefused(
-                "dry_run_failed",
-                self._scrub(f"could not rebuild the live schema for the dry run: {why}"),
-            ) from None
+            raise self._dry_run_failed(watch, error, "could not rebuild the live schema") from None
         finally:
             _execute(conn, "SET SESSION foreign_key_checks = 1")
         probed: list[PlanStatement] = []
@@ -541,13 +537,14 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             try:
                 algorithm = _probe(execute, here(statement))
             except pymysql.MySQLError as error:
-                why = watch.explain(error_text(error))
-                raise PlanRefused(
-                    "dry_run_failed",
-                    self._scrub(f"statement {index + 1} failed in the dry run: {why}"),
-                ) from None
+                raise self._dry_run_failed(watch, error, f"statement {index + 1} failed") from None
             probed.append(probed_hazards(statement, algorithm))
         return probed, self._read(conn, name, EVERYTHING, {v: k for k, v in stand.items()})
+
+    def _dry_run_failed(self, watch: Watchdog, error: Exception, what: str) -> PlanRefused:
+        """``dry_run_failed``: ``what`` happened in the dry run, and the server's reason."""
+        why = watch.explain(error_text(error))
+        return PlanRefused("dry_run_failed", self._scrub(f"{what} in the dry run: {why}"))
 
     # -- applying --------------------------------------------------------------------------
 
