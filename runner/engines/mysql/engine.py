@@ -11,9 +11,11 @@ each statement in a journal before and after it runs (see :mod:`.journal`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,7 +24,7 @@ import pymysql
 from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying, probed_hazards
 from runner.engines.desired import DesiredSchemaError
-from runner.engines.model import PUBLIC, Database, Definition, PrivilegeScope
+from runner.engines.model import PUBLIC, Database, Definition, Grant, PrivilegeScope, object_of
 from runner.engines.mysql.acl import (
     GRANT_TABLES,
     ROLE_TABLE,
@@ -235,7 +237,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         if not self.privileges.active:
             return super()._dry_run(lazy, live, desired, planned, options)
         statements, result = self.dry_run(lazy.get(), live, planned.statements)
-        return statements, converged(apply_scope(result, options.scope), desired, diff)
+        return statements, converged(_scoped(result, options.scope), desired, diff)
 
     def _read(
         self, conn: Any, database: str, scope: Scope, accounts: dict[str, str] | None = None
@@ -254,7 +256,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                     f"managing privileges needs SELECT on {', '.join(GRANT_TABLES)} (and "
                     f"{ROLE_TABLE} to manage roles): {error}",
                 ) from None
-        return apply_scope(model, scope)
+        return _scoped(model, scope)
 
     @contextlib.contextmanager
     def _server_errors(self) -> Iterator[None]:
@@ -598,6 +600,25 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             finally:
                 log.close()
         return report
+
+
+def _scoped(db: Database, scope: Scope) -> Database:
+    """``db`` in ``scope``, keeping the grants that are on no object the scope could leave
+    out: the database's own, role memberships, and those on a name nothing holds unless an
+    ``--exclude`` pattern matches the name (MariaDB keeps them for the next object of it)."""
+    scoped = apply_scope(db, scope)
+    if scoped is db:
+        return db
+
+    def kept(grant: Grant) -> bool:
+        if grant.on.startswith(("database:", "role:")):
+            return True
+        name = object_of(grant.on).split(":", 1)[1]
+        held = object_of(grant.on) in db.tables or "view:" + name in db.definitions
+        return not held and not any(fnmatchcase(name, p) for p in scope.exclude)
+
+    grants = {k: g for k, g in db.grants.items() if k in scoped.grants or kept(g)}
+    return dataclasses.replace(scoped, grants=grants)
 
 
 def _introspect(conn: Any, database: str) -> Database:

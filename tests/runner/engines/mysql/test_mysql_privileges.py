@@ -437,6 +437,14 @@ def test_a_table_dropped_and_created_again_has_exactly_the_desired_grants(
         f"GRANT SELECT ON `{db.name}`.`orders` TO `{accounts.reader}`@`%`"
     ]
     assert planned(runner, db, as_view, *managed)["statements"] == []
+    # 5. the same in a scope (--exclude): a name nothing holds is no excluded object.
+    run(db, "DROP VIEW orders")
+    scoped = (*managed, "--exclude", "scratch_*")
+    plan_and_apply(runner, db, back, tmp_path, *scoped)
+    assert grants(db, accounts.reader) == [
+        f"GRANT INSERT ON `{db.name}`.`orders` TO `{accounts.reader}`@`%`"
+    ]
+    assert planned(runner, db, back, *scoped)["statements"] == []
 
 
 # -- roles and PUBLIC --------------------------------------------------------------------------
