@@ -17,6 +17,8 @@
 * A definer is compared only where the desired schema names one (:mod:`.definers`).
 * A changed procedure, function or event is replaced in one ``CREATE OR REPLACE`` where the
   server has it (MariaDB), else dropped and created again (MySQL).
+* Table and column grants are compared by name (:func:`_grants_by_name`): MariaDB keeps them
+  when the table or column is dropped, and the next one of that name has them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import re
 from runner.engines.changes import Change, Phase
 from runner.engines.diff import column_change
 from runner.engines.diff import diff as shared_diff
-from runner.engines.model import Column, Database, Definition, Index
+from runner.engines.model import Column, Database, Definition, Grant, Index
 from runner.engines.mysql.definers import comparable
 from runner.engines.mysql.render import (
     auto_key_added,
@@ -38,6 +40,7 @@ from runner.engines.mysql.render import (
     index_columns,
     index_name,
 )
+from runner.engines.privileges import PRIVILEGE_OPS, privilege_changes
 
 __all__ = ["diff"]
 
@@ -228,6 +231,23 @@ def _dropped(changes: list[Change], key: str) -> object:
     return next(c.before for c in changes if c.op == "drop_definition" and c.key == key)
 
 
+def _grants_by_name(live: Database, desired: Database) -> list[Change]:
+    """Grants and revokes from ``live`` to ``desired`` by the name a grant is on: a table or
+    column dropped, created again or never there keeps (or lacks) exactly what the grant
+    tables hold for its name, so nothing is assumed gone with an object or new with one.
+    A live grant is read under the desired one's key when both name the same thing (a
+    table's grants, still held, are the view's that takes its name)."""
+
+    def name(grant: Grant) -> tuple[str, str, str]:
+        return grant.target, grant.column, grant.grantee
+
+    keys = {name(g): k for k, g in desired.grants.items()}
+    grants = {keys.get(name(g), k): g for k, g in live.grants.items()}
+    return privilege_changes(
+        dataclasses.replace(live, grants=grants), desired, set(), lambda _: False
+    )
+
+
 def diff(live: Database, desired: Database) -> list[Change]:
     """Every change from ``live`` to ``desired`` on MySQL, in no particular order."""
     live = comparable(live, desired)
@@ -243,6 +263,7 @@ def diff(live: Database, desired: Database) -> list[Change]:
                 Change("repartition", key, Phase.CREATE, (key,), before=old, after=new)
             )
     changes = _routine_changes(shared_diff(dataclasses.replace(live, tables=adjusted), desired))
+    changes = [c for c in changes if c.op not in PRIVILEGE_OPS] + _grants_by_name(live, desired)
     new_tables = {c.key for c in changes if c.op == "create_table"}
     replaced_indexes = {c.key for c in changes if c.op == "create_index"} & set(live.indexes)
     replaced_keys = {

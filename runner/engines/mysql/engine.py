@@ -11,9 +11,11 @@ each statement in a journal before and after it runs (see :mod:`.journal`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,8 +23,15 @@ import pymysql
 
 from runner.engines.core import Engine, LoadPiece, load_retrying, probed_hazards
 from runner.engines.desired import DesiredSchemaError
-from runner.engines.model import Database, Definition, PrivilegeScope
-from runner.engines.mysql.acl import GRANT_TABLES, GrantsNotVisible, with_grants
+from runner.engines.model import PUBLIC, Database, Definition, Grant, PrivilegeScope, object_of
+from runner.engines.mysql.acl import (
+    GRANT_TABLES,
+    ROLE_TABLE,
+    GrantsNotVisible,
+    left_behind,
+    orphans,
+    with_grants,
+)
 from runner.engines.mysql.connection import connection, database_name, error_text, rows
 from runner.engines.mysql.definers import (
     attach,
@@ -31,7 +40,15 @@ from runner.engines.mysql.definers import (
     split_account,
 )
 from runner.engines.mysql.diff import diff
-from runner.engines.mysql.grants import AccountError, account, account_sql, grant_statement
+from runner.engines.mysql.grants import (
+    AccountError,
+    account_sql,
+    grant_statement,
+    is_role,
+    resolve,
+    server_name,
+    written,
+)
 from runner.engines.mysql.introspect import SCHEMA, RoutineNotVisible, introspect
 from runner.engines.mysql.journal import Journal, interrupted
 from runner.engines.mysql.leftovers import leftovers as find_leftovers
@@ -121,40 +138,51 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         self.database = database_name(self.url)
         self.stand_ins: dict[str, str] = {}  # a sandbox stand-in's user -> the managed user
 
-    def _stand_ins(self, sandbox: Sandbox) -> dict[str, str]:
-        """The sandbox's stand-in for each managed account (:meth:`Sandbox.stand_ins`)."""
-        made = sandbox.stand_ins(self.privileges.roles)
+    def _stand_ins(self, sandbox: Sandbox, named: Sequence[str] = ()) -> dict[str, str]:
+        """The sandbox's stand-in for each managed grantee, and for each role of ``named``
+        (:meth:`Sandbox.stand_ins`)."""
+        made = sandbox.stand_ins({*self.privileges.roles, *named})
         for real, stand_in in made.items():
             user = stand_in.rpartition("@")[0]
-            self.stand_ins[user] = real.rpartition("@")[0]
+            self.stand_ins[user] = server_name(real).rpartition("@")[0]
             if user not in self.scratch_names:
                 self.scratch_names.append(user)
         return made
 
     def _grant_in_sandbox(self, sandbox: Sandbox, file: str, line: int, sql: str) -> str | None:
         """A desired GRANT or REVOKE as the sandbox runs it: to the stand-ins of the managed
-        accounts it names, the others left out (None: it names none, and is left alone).
-        Refused: the runner's own account, a role or PROXY grant, another database's or a
-        global level (a plan manages one database)."""
+        grantees it names, the others left out (None: it names none, and is left alone).
+        Refused: the runner's own account, PROXY, a role grant naming a role that is not
+        managed, another database's or a global level (a plan manages one database)."""
         statement = grant_statement(sql)
         assert statement is not None
         where = f"{file}:{line}"
-        own = {"CURRENT_USER", sandbox.facts.account}
+        roles = {r for r in self.privileges.roles if is_role(r)}
+        try:
+            grantees = {g: resolve(g, roles) for g in statement.grantees if g != "CURRENT_USER"}
+        except AccountError as error:
+            raise DesiredSchemaError(f"{where}: {error}") from None
         for grantee in statement.grantees:
-            if grantee in own:
+            if grantee == "CURRENT_USER" or grantees[grantee] == sandbox.facts.account:
                 shown = "CURRENT_USER" if grantee == "CURRENT_USER" else account_sql(grantee)
                 raise DesiredSchemaError(
                     f"{where}: the desired schema grants to or revokes from {shown}, the "
                     "runner's own account; a plan must not change what the account that "
                     "applies it may do"
                 )
-        managed = [g for g in statement.grantees if g in self.privileges.roles]
+        managed = {g: r for g, r in grantees.items() if r in self.privileges.roles}
         if not managed:
             return None
+        if statement.proxy:
+            raise DesiredSchemaError(f"{where}: PROXY grants are not managed")
         if not statement.level:
-            raise DesiredSchemaError(
-                f"{where}: role and PROXY grants are not managed; grant privileges on objects"
-            )
+            unmanaged = [r for r in statement.roles if r not in roles]
+            if unmanaged:
+                raise DesiredSchemaError(
+                    f"{where}: a membership is managed when both the role and the grantee are "
+                    f"managed roles; {account_sql(unmanaged[0])} is not (add --managed-role "
+                    f"{unmanaged[0]}, policy.managedRoles)"
+                )
         qualifier = statement.qualifier()
         if qualifier is not None and qualifier != self.database:
             raise DesiredSchemaError(
@@ -162,24 +190,39 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
                 f"is outside the database a plan manages ({self.database})"
             )
         stand = self._stand_ins(sandbox)
-        return statement.with_grantees({g: stand[g] for g in managed})
+        return statement.with_grantees({g: stand[r] for g, r in managed.items()}, stand)
 
     # -- reading ---------------------------------------------------------------------------
 
     def manage(self, scope: PrivilegeScope) -> None:
-        """Managed roles are accounts (:func:`~.grants.account`: ``app`` is ``app@%``);
-        ``--manage-ownership`` is refused: MariaDB objects have no owner."""
+        """Managed roles are accounts, roles or ``PUBLIC``, as the target resolves their
+        names (:func:`~.grants.resolve`: ``app`` is the role ``app`` where the target has
+        one, else the account ``app@%``); ``--manage-ownership`` is refused: MariaDB
+        objects have no owner."""
         if scope.ownership:
             raise PlanRefused(
                 "unsupported_option",
                 "--manage-ownership (policy.manageOwnership) has no meaning on MariaDB: its "
                 "objects have no owner (a routine's or view's DEFINER is part of its definition)",
             )
+        if not scope.roles:
+            super().manage(scope)
+            return
         try:
-            accounts = [account(role) for role in scope.roles]
+            names = [written(role) for role in scope.roles]
         except AccountError as error:
             raise PlanRefused("unsupported_option", str(error)) from None
-        super().manage(PrivilegeScope.of(accounts))
+        bare = sorted({user for user, host in names if host is None})
+        with self._server_errors(), connection(self.url) as conn:
+            roles = _roles(conn, bare)
+            version = str(rows(conn, "SELECT VERSION()")[0][0])
+        if PUBLIC in scope.roles and not _has_public(version):
+            raise PlanRefused(
+                "unsupported_option",
+                f"PUBLIC cannot be a managed role on {version}: GRANT ... TO PUBLIC is "
+                "MariaDB 10.11's; name accounts and roles",
+            )
+        super().manage(PrivilegeScope.of([resolve(role, roles) for role in scope.roles]))
 
     def _dry_run(
         self,
@@ -194,7 +237,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         if not self.privileges.active:
             return super()._dry_run(lazy, live, desired, planned, options)
         statements, result = self.dry_run(lazy.get(), live, planned.statements)
-        return statements, converged(apply_scope(result, options.scope), desired, diff)
+        return statements, converged(_scoped(result, options.scope), desired, diff)
 
     def _read(
         self, conn: Any, database: str, scope: Scope, accounts: dict[str, str] | None = None
@@ -203,15 +246,17 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         (``accounts``: the server's account -> the managed one; by default themselves)."""
         model = _introspect(conn, database)
         if self.privileges.active:
-            names = {a: a for a in self.privileges.roles} if accounts is None else accounts
+            names = {server_name(g): g for g in self.privileges.roles}
+            names = names if accounts is None else accounts
             try:
                 model = with_grants(conn, database, model, names)
             except GrantsNotVisible as error:
                 raise PlanRefused(
                     "catalog_not_visible",
-                    f"managing privileges needs SELECT on {', '.join(GRANT_TABLES)}: {error}",
+                    f"managing privileges needs SELECT on {', '.join(GRANT_TABLES)} (and "
+                    f"{ROLE_TABLE} to manage roles): {error}",
                 ) from None
-        return apply_scope(model, scope)
+        return _scoped(model, scope)
 
     @contextlib.contextmanager
     def _server_errors(self) -> Iterator[None]:
@@ -354,32 +399,30 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         return facts.sql_mode
 
     def _accounts_exist(self, desired: Database) -> None:
-        """Refuse (``unknown_role``) a desired grant to an account the target lacks:
-        Seshat does not create accounts (the sandbox grants to stand-ins, so only the target
-        knows)."""
+        """Refuse (``unknown_role``) a desired grant to an account or role the target lacks:
+        Seshat creates neither (the sandbox grants to stand-ins, so only the target knows)."""
         named = role_uses(desired)
+        for key, grant in desired.grants.items():
+            if grant.on.startswith("role:"):
+                named.setdefault(grant.on.removeprefix("role:"), key)
         if not named:
             return
         with self._server_errors(), connection(self.url) as conn:
-            for name, key in named.items():
-                user, host = split_account(name)
+            for name, key in sorted(named.items()):
+                what = "role" if is_role(name) else "account"
                 try:
-                    found = rows(
-                        conn,
-                        "SELECT COUNT(*) FROM mysql.user WHERE User = %s AND Host = %s",
-                        (user, host),
-                    )
+                    found = _account_exists(conn, server_name(name))
                 except pymysql.MySQLError:
                     raise PlanRefused(
                         "unknown_role",
                         f"the desired schema grants to {account_sql(name)}, and this credential "
-                        "cannot read mysql.user to check that the account exists",
+                        f"cannot read mysql.user to check that the {what} exists",
                     ) from None
-                if not found or not int(found[0][0]):
+                if not found:
                     raise PlanRefused(
                         "unknown_role",
-                        f"account {account_sql(name)} does not exist on the target server "
-                        f"(named by {key}); Seshat does not create accounts: create it first",
+                        f"{what} {account_sql(name)} does not exist on the target server "
+                        f"(named by {key}); Seshat does not create {what}s: create it first",
                     )
 
     def _refuse_unknown_definers(self, planned: Planned) -> None:
@@ -399,8 +442,17 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         with self._server_errors(), connection(self.url) as conn:
             current = str(rows(conn, "SELECT CURRENT_USER()")[0][0])
             for definer in named:
-                if definer != current and not _account_exists(conn, definer):
-                    user, host = split_account(definer)
+                user, host = split_account(definer)
+                try:
+                    exists = definer == current or _account_exists(conn, definer)
+                except pymysql.MySQLError:
+                    raise PlanRefused(
+                        "unknown_definer",
+                        f"the desired schema names DEFINER={literal(user)}@{literal(host)}, "
+                        "and this credential cannot read mysql.user to check that the account "
+                        "exists",
+                    ) from None
+                if not exists:
                     raise PlanRefused(
                         "unknown_definer",
                         f"the desired schema names DEFINER={literal(user)}@{literal(host)}, "
@@ -443,32 +495,37 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         def execute(sql: str) -> None:
             _watched(watch, conn, sql)
 
+        def stood(sql: str) -> str:
+            """A plan's GRANT or REVOKE to the stand-ins of what it names."""
+            granted = grant_statement(sql)
+            assert granted is not None
+            named = granted.with_grantees(stand, stand)
+            assert named is not None
+            return named
+
         def here(statement: PlanStatement) -> str:
             """The statement as the sandbox runs it: definers its own, grants to stand-ins."""
-            sql = rewrite_definers(statement.sql)
             if statement.op in PRIVILEGE_OPS:
-                for real, stand_in in stand.items():
-                    sql = sql.replace(account_sql(real), account_sql(stand_in))
-            return sql
+                return stood(statement.sql)
+            return rewrite_definers(statement.sql)
 
         empty = _introspect(conn, name)
+        held, left = orphans(baseline)
         copy = plan_changes(
             empty,
-            baseline,
+            held,
             PlanOptions(allow_destructive=True),
-            renderer(baseline, empty),
+            renderer(held, empty),
             differ=diff,
         )
         _execute(conn, "SET SESSION foreign_key_checks = 0")
         try:
             for statement in copy.statements:
                 execute(here(statement))
+            for sql, grants in left_behind(held, left):
+                execute(stood(sql) if grants else sql)
         except pymysql.MySQLError as error:
-            why = watch.explain(error_text(error))
-            raise PlanRefused(
-                "dry_run_failed",
-                self._scrub(f"could not rebuild the live schema for the dry run: {why}"),
-            ) from None
+            raise self._dry_run_failed(watch, error, "could not rebuild the live schema") from None
         finally:
             _execute(conn, "SET SESSION foreign_key_checks = 1")
         probed: list[PlanStatement] = []
@@ -476,13 +533,14 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
             try:
                 algorithm = _probe(execute, here(statement))
             except pymysql.MySQLError as error:
-                why = watch.explain(error_text(error))
-                raise PlanRefused(
-                    "dry_run_failed",
-                    self._scrub(f"statement {index + 1} failed in the dry run: {why}"),
-                ) from None
+                raise self._dry_run_failed(watch, error, f"statement {index + 1} failed") from None
             probed.append(probed_hazards(statement, algorithm))
         return probed, self._read(conn, name, EVERYTHING, {v: k for k, v in stand.items()})
+
+    def _dry_run_failed(self, watch: Watchdog, error: Exception, what: str) -> PlanRefused:
+        """``dry_run_failed``: ``what`` happened in the dry run, and the server's reason."""
+        why = watch.explain(error_text(error))
+        return PlanRefused("dry_run_failed", self._scrub(f"{what} in the dry run: {why}"))
 
     # -- applying --------------------------------------------------------------------------
 
@@ -538,6 +596,25 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         return report
 
 
+def _scoped(db: Database, scope: Scope) -> Database:
+    """``db`` in ``scope``, keeping the grants that are on no object the scope could leave
+    out: the database's own, role memberships, and those on a name nothing holds unless an
+    ``--exclude`` pattern matches the name (MariaDB keeps them for the next object of it)."""
+    scoped = apply_scope(db, scope)
+    if scoped is db:
+        return db
+
+    def kept(grant: Grant) -> bool:
+        if grant.on.startswith(("database:", "role:")):
+            return True
+        name = object_of(grant.on).split(":", 1)[1]
+        held = object_of(grant.on) in db.tables or "view:" + name in db.definitions
+        return not held and not any(fnmatchcase(name, p) for p in scope.exclude)
+
+    grants = {k: g for k, g in db.grants.items() if k in scoped.grants or kept(g)}
+    return dataclasses.replace(scoped, grants=grants)
+
+
 def _introspect(conn: Any, database: str) -> Database:
     """:func:`introspect`, with a routine the credential may not read refused."""
     try:
@@ -551,20 +628,50 @@ def _introspect(conn: Any, database: str) -> Database:
 
 
 def _account_exists(conn: Any, account: str) -> bool:
-    """Whether ``account`` (``user@host``) is a user or role of ``conn``'s server; a
-    credential that may not read ``mysql.user`` cannot tell, and the plan is refused."""
+    """Whether ``account`` (``user@host``; a role's host is empty) is a user or role of
+    ``conn``'s server; pymysql's error when the credential may not read ``mysql.user``."""
     user, host = split_account(account)
+    found = rows(
+        conn, "SELECT COUNT(*) FROM mysql.user WHERE User = %s AND Host = %s", (user, host)
+    )
+    return bool(found and int(found[0][0]))
+
+
+def _roles(conn: Any, names: Sequence[str]) -> set[str]:
+    """Which of ``names`` are roles of ``conn``'s server (none on MySQL, whose roles are
+    accounts); ``catalog_not_visible`` when the credential may not read ``mysql.user``."""
+    if not names:
+        return set()
+    marks = ", ".join("%s" for _ in names)
     try:
         found = rows(
-            conn, "SELECT COUNT(*) FROM mysql.user WHERE User = %s AND Host = %s", (user, host)
+            conn,
+            f"SELECT User FROM mysql.user WHERE Host = '' AND is_role = 'Y' AND User IN ({marks})",
+            tuple(names),
         )
-    except pymysql.MySQLError:
+    except pymysql.err.OperationalError as error:
+        if error.args and error.args[0] == 1054:  # no is_role: MySQL
+            return set()
         raise PlanRefused(
-            "unknown_definer",
-            f"the desired schema names DEFINER={literal(user)}@{literal(host)}, and this "
-            "credential cannot read mysql.user to check that the account exists",
+            "catalog_not_visible",
+            f"managing privileges needs SELECT on mysql.user (to tell roles from accounts): "
+            f"{error_text(error)}",
         ) from None
-    return bool(found and int(found[0][0]))
+    except pymysql.MySQLError as error:
+        raise PlanRefused(
+            "catalog_not_visible",
+            f"managing privileges needs SELECT on mysql.user (to tell roles from accounts): "
+            f"{error_text(error)}",
+        ) from None
+    return {str(r[0]) for r in found}
+
+
+def _has_public(version: str) -> bool:
+    """Whether a server of ``version`` grants to PUBLIC (MariaDB 10.11 and later)."""
+    if "mariadb" not in version.lower():
+        return False
+    major, minor = (int(p) for p in version.split("-", 1)[0].split(".")[:2])
+    return (major, minor) >= (10, 11)
 
 
 def _interrupted_message(finished: list[int], unknown: int | None) -> str:

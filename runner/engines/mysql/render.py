@@ -80,13 +80,9 @@ def auto_key_added(live: Database, desired: Database, table: str) -> str | None:
 
 
 def auto_key_dropped(live: Database, desired: Database, table: str) -> str | None:
-    """A column losing AUTO_INCREMENT whose primary key goes in the same statement."""
-    old, new = live.tables.get(table), desired.tables.get(table)
-    if old is None or new is None or _primary_key(desired, table) is not None:
-        return None
-    if _primary_key(live, table) is None:
-        return None
-    return next((c.name for c in old.columns if _auto(c) and not _auto(new.column(c.name))), None)
+    """A column losing AUTO_INCREMENT whose primary key goes in the same statement: the
+    same change as :func:`auto_key_added`, from ``desired`` back to ``live``."""
+    return auto_key_added(desired, live, table)
 
 
 def index_columns(index: Index) -> list[str] | None:

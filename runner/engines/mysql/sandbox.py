@@ -20,8 +20,9 @@ run on the target server. They run in one of:
 
 With neither, the plan is refused ``sandbox_unavailable``.
 
-Grants to managed accounts (``--managed-role``) run in the sandbox to *stand-in* accounts,
-made there locked (:meth:`Sandbox.stand_ins`) and read back as the accounts they stand for:
+Grants to managed accounts and roles (``--managed-role``) run in the sandbox to *stand-ins*,
+locked accounts and roles made there (:meth:`Sandbox.stand_ins`) and read back as the
+grantees they stand for:
 the sandbox server never grants anything to an account that exists for real. An explicit
 sandbox's credential must be able to create users and read the grant tables for that.
 """
@@ -41,8 +42,9 @@ from typing import Any, Final
 
 import pymysql
 
-from runner.engines.mysql.acl import GRANT_TABLES
+from runner.engines.mysql.acl import GRANT_TABLES, ROLE_TABLE
 from runner.engines.mysql.connection import connection, rows
+from runner.engines.mysql.grants import is_role
 from runner.engines.mysql.quoting import ident
 from runner.engines.servers import Place, SandboxRefusal, SandboxUnavailable, template
 from runner.errors import CanNotRunError
@@ -139,27 +141,37 @@ class Sandbox:
         self.accounts: dict[str, str] = {}  # managed account -> its stand-in (user@host)
         self._lent = False
 
-    def stand_ins(self, accounts: Iterable[str]) -> dict[str, str]:
-        """A stand-in account on the sandbox server for each managed account (``user@host``),
-        made on first use: locked (it cannot log in) and holding nothing but what desired
-        SQL or a dry run grants it on a scratch schema. The real accounts are never named
-        on the sandbox server, so nothing is granted to anyone who could use it; an explicit
-        sandbox drops its stand-ins when it closes."""
-        missing = sorted(set(accounts) - self.accounts.keys())
+    def stand_ins(self, grantees: Iterable[str]) -> dict[str, str]:
+        """A stand-in on the sandbox server for each managed grantee, made on first use: for
+        an account (``user@host``) a locked account (it cannot log in), for a role or
+        ``PUBLIC`` a role the sandbox user administers (``name@``, see
+        :func:`~.grants.server_name`), each holding nothing but what desired SQL or a dry run
+        grants it. The real grantees are never named on the sandbox server, so nothing is
+        granted to anyone who could use it; an explicit sandbox drops its stand-ins when it
+        closes."""
+        missing = sorted(set(grantees) - self.accounts.keys())
         if missing:
             url = self.admin if self.admin is not None else self.server
+            admin = f" WITH ADMIN '{ROLE}'@'localhost'" if self.admin is not None else ""
             with connection(url, env_password=False) as conn, conn.cursor() as cur:
                 for name in missing:
                     user = f"seshat_{secrets.token_hex(6)}"
-                    cur.execute(f"CREATE USER '{user}'@'localhost' ACCOUNT LOCK")
-                    self.accounts[name] = f"{user}@localhost"
-        return {a: self.accounts[a] for a in sorted(set(accounts))}
+                    if is_role(name):
+                        cur.execute(f"CREATE ROLE '{user}'{admin}")
+                        self.accounts[name] = f"{user}@"
+                    else:
+                        cur.execute(f"CREATE USER '{user}'@'localhost' ACCOUNT LOCK")
+                        self.accounts[name] = f"{user}@localhost"
+        return {a: self.accounts[a] for a in sorted(set(grantees))}
 
     def drop_stand_ins(self, conn: Any) -> None:
         with conn.cursor() as cur:
             for stand_in in sorted(self.accounts.values()):
                 user, _, host = stand_in.rpartition("@")
-                cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
+                if host:
+                    cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
+                else:
+                    cur.execute(f"DROP ROLE IF EXISTS '{user}'")
         self.accounts.clear()
 
     def canceller(self, session: Any) -> Callable[[], None]:
@@ -189,7 +201,7 @@ class Sandbox:
                     f"GRANT ALL PRIVILEGES ON {ident(name)}.* TO '{ROLE}'@'localhost'"
                     " WITH GRANT OPTION"  # to stand-in accounts (see stand_ins)
                 )
-                for table in GRANT_TABLES:  # its own server's: what stand-ins were granted
+                for table in (*GRANT_TABLES, ROLE_TABLE):  # its own: what stand-ins hold
                     cur.execute(f"GRANT SELECT ON {table} TO '{ROLE}'@'localhost'")
             self.names.append(name)
         else:
