@@ -298,7 +298,10 @@ class _Reader:
             " CASE WHEN c.relispartition THEN (SELECT pn.nspname || '.' || p.relname"
             "   FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent"
             "   JOIN pg_namespace pn ON pn.oid = p.relnamespace WHERE i.inhrelid = c.oid) END,"
-            " CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END"
+            " CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END,"
+            " c.relreplident, (SELECT quote_ident(ic.relname) FROM pg_index i"
+            "   JOIN pg_class ic ON ic.oid = i.indexrelid"
+            "   WHERE i.indrelid = c.oid AND i.indisreplident)"
             " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             f" WHERE c.relkind IN ('r', 'p') AND {USER_SCHEMA} AND {_ext('pg_class', 'c.oid')}"
             " ORDER BY 2, 3",
@@ -383,7 +386,20 @@ class _Reader:
                     collation=coll,
                 )
             )
-        for oid, schema, name, kind, persistence, rls, force, partkey, parent, bound in rows:
+        for (
+            oid,
+            schema,
+            name,
+            kind,
+            persistence,
+            rls,
+            force,
+            partkey,
+            parent,
+            bound,
+            replident,
+            replindex,
+        ) in rows:
             table = Table(
                 schema=schema,
                 name=name,
@@ -395,6 +411,7 @@ class _Reader:
                 row_security=bool(rls),
                 force_row_security=bool(force),
                 inherits=tuple(inherits[oid]),
+                options=_replica_identity(replident, replindex),
             )
             self.register("pg_class", oid, table.key, f"TABLE {qualified(schema, name)}")
             self.tables[table.key] = table
@@ -433,6 +450,21 @@ class _Reader:
             if kind in ("p", "u", "x") and index:
                 self.ids[(self.catalog["pg_class"], index, 0)] = constraint.key
             self.constraints[constraint.key] = constraint
+        # A constraint PostgreSQL cloned for a partition (a foreign key referencing a
+        # partitioned table has one per referenced partition) stands for its root: what it
+        # depends on (a partition) its root depends on.
+        pg_constraint = self.catalog["pg_constraint"]
+        for oid, root in _rows(
+            self.conn,
+            "WITH RECURSIVE up(oid, root) AS (SELECT oid, conparentid FROM pg_constraint"
+            " WHERE conparentid <> 0 UNION ALL SELECT up.oid, c.conparentid FROM up"
+            " JOIN pg_constraint c ON c.oid = up.root WHERE c.conparentid <> 0)"
+            " SELECT up.oid, up.root FROM up JOIN pg_constraint r ON r.oid = up.root"
+            " WHERE r.conparentid = 0",
+        ):
+            key = self.ids.get((pg_constraint, root, 0))
+            if key is not None and key.startswith("constraint:"):
+                self.ids.setdefault((pg_constraint, oid, 0), key)
 
     # -- indexes and sequences -------------------------------------------------------------
 
@@ -710,6 +742,19 @@ class _Reader:
         ):
             found |= {("", str(name), "a"), (str(name), "", "e")}
         return frozenset(found)
+
+
+def _replica_identity(kind: str, index: str | None) -> tuple[tuple[str, str], ...]:
+    """A table's ``REPLICA IDENTITY`` as its one option, none for ``DEFAULT`` (the primary
+    key): ``FULL``, ``NOTHING`` or ``USING INDEX name``. An index identity whose index is
+    gone logs nothing, as ``NOTHING`` does."""
+    if kind == "f":
+        return (("replica_identity", "FULL"),)
+    if kind == "n" or (kind == "i" and index is None):
+        return (("replica_identity", "NOTHING"),)
+    if kind == "i":
+        return (("replica_identity", f"USING INDEX {index}"),)
+    return ()
 
 
 def _privileges(reader: _Reader, scope: PrivilegeScope) -> Privileges:

@@ -28,6 +28,7 @@ class Case:
     desired: str
     data: str = ""  # rows loaded into the target before planning
     keeps: str = ""  # a query whose result must be the same before and after the apply
+    keeps_after: str = ""  # ``keeps`` as spelled after the apply, when names change
 
 
 CASES: dict[str, Case] = {
@@ -158,6 +159,321 @@ CASES: dict[str, Case] = {
         "ALTER TABLE docs ENABLE ROW LEVEL SECURITY;"
         "CREATE POLICY own_docs ON docs USING (owner = current_user);",
     ),
+    # -- dependency chains through views, functions, defaults, triggers and policies --------
+    "view_chain_over_a_retyped_column": Case(
+        "CREATE TABLE t (id int, amount int, note text);"
+        "CREATE VIEW v1 AS SELECT id, amount FROM t;"
+        "CREATE VIEW v2 AS SELECT amount * 2 AS twice FROM v1;",
+        "CREATE TABLE t (id int, amount bigint, note text);"
+        "CREATE VIEW v1 AS SELECT id, amount FROM t;"
+        "CREATE VIEW v2 AS SELECT amount * 2 AS twice FROM v1;",
+        data="INSERT INTO t VALUES (1, 5, 'x');",
+        keeps="SELECT id, amount, note FROM t",
+    ),
+    "function_body_in_a_default_and_check_changes": Case(
+        "CREATE FUNCTION f(x int) RETURNS int LANGUAGE sql IMMUTABLE RETURN x + 1;"
+        "CREATE TABLE t (id int DEFAULT f(1), v int CHECK (f(v) > 0));",
+        "CREATE FUNCTION f(x int) RETURNS int LANGUAGE sql IMMUTABLE RETURN x + 2;"
+        "CREATE TABLE t (id int DEFAULT f(1), v int CHECK (f(v) > 0));",
+        data="INSERT INTO t VALUES (1, 1);",
+        keeps="SELECT id, v FROM t",
+    ),
+    "function_in_a_default_and_check_changes_its_arguments": Case(
+        "CREATE FUNCTION f(x int) RETURNS int LANGUAGE sql IMMUTABLE RETURN x + 1;"
+        "CREATE TABLE t (id int DEFAULT f(1), v int CHECK (f(v) > 0));",
+        "CREATE FUNCTION f(x bigint) RETURNS int LANGUAGE sql IMMUTABLE RETURN x + 1;"
+        "CREATE TABLE t (id int DEFAULT f(1), v int CHECK (f(v) > 0));",
+        data="INSERT INTO t VALUES (1, 1);",
+        keeps="SELECT id, v FROM t",
+    ),
+    "trigger_moves_to_another_function_and_the_old_one_goes": Case(
+        "CREATE TABLE t (id int, touched timestamptz);"
+        "CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql"
+        " AS $$ BEGIN NEW.touched := now(); RETURN NEW; END $$;"
+        "CREATE TRIGGER t_touch BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION touch();",
+        "CREATE TABLE t (id int, touched timestamptz);"
+        "CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql"
+        " AS $$ BEGIN NEW.touched := clock_timestamp(); RETURN NEW; END $$;"
+        "CREATE TRIGGER t_touch BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION stamp();",
+    ),
+    "policy_calls_a_function_whose_arguments_change": Case(
+        "CREATE FUNCTION is_owner(o text) RETURNS boolean LANGUAGE sql STABLE"
+        " RETURN o = current_user;"
+        "CREATE TABLE docs (id int, owner text);"
+        "ALTER TABLE docs ENABLE ROW LEVEL SECURITY;"
+        "CREATE POLICY own ON docs USING (is_owner(owner));",
+        "CREATE FUNCTION is_owner(o varchar) RETURNS boolean LANGUAGE sql STABLE"
+        " RETURN o = current_user;"
+        "CREATE TABLE docs (id int, owner text);"
+        "ALTER TABLE docs ENABLE ROW LEVEL SECURITY;"
+        "CREATE POLICY own ON docs USING (is_owner(owner));",
+    ),
+    "view_stops_calling_a_dropped_function": Case(
+        "CREATE FUNCTION f(x int) RETURNS int LANGUAGE sql IMMUTABLE RETURN x + 1;"
+        "CREATE TABLE t (id int);"
+        "CREATE VIEW v AS SELECT f(id) AS y FROM t;",
+        "CREATE TABLE t (id int);CREATE VIEW v AS SELECT id + 1 AS y FROM t;",
+    ),
+    "default_stops_calling_a_dropped_function": Case(
+        "CREATE FUNCTION f() RETURNS int LANGUAGE sql IMMUTABLE RETURN 7;"
+        "CREATE TABLE t (id int DEFAULT f());",
+        "CREATE TABLE t (id int DEFAULT 7);",
+    ),
+    "function_stops_calling_a_dropped_function": Case(
+        "CREATE FUNCTION f(x int) RETURNS int LANGUAGE sql IMMUTABLE RETURN x + 1;"
+        "CREATE FUNCTION g(x int) RETURNS int LANGUAGE sql IMMUTABLE"
+        " BEGIN ATOMIC SELECT f(x) * 2; END;",
+        "CREATE FUNCTION g(x int) RETURNS int LANGUAGE sql IMMUTABLE"
+        " BEGIN ATOMIC SELECT (x + 1) * 2; END;",
+    ),
+    "function_dropped_with_its_trigger": Case(
+        "CREATE TABLE t (id int);"
+        "CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;"
+        "CREATE TRIGGER t_trg BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION tf();",
+        "CREATE TABLE t (id int);",
+    ),
+    # -- partitions -----------------------------------------------------------------------
+    "partitioned_table_dropped_with_dependents": Case(
+        "CREATE TABLE p (id int NOT NULL, k int NOT NULL, PRIMARY KEY (id, k))"
+        " PARTITION BY LIST (k);"
+        "CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1);"
+        "CREATE INDEX p_k_idx ON p (k);"
+        "CREATE VIEW pv AS SELECT id FROM p;"
+        "CREATE TABLE c (id int, pid int, pk int, FOREIGN KEY (pid, pk) REFERENCES p (id, k));"
+        "CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;"
+        "CREATE TRIGGER p_trg BEFORE INSERT ON p FOR EACH ROW EXECUTE FUNCTION tf();",
+        "CREATE TABLE c (id int, pid int, pk int);",
+    ),
+    "plain_table_with_dependents_becomes_partitioned": Case(
+        "CREATE TABLE p (id int NOT NULL, k int NOT NULL, PRIMARY KEY (id, k));"
+        "CREATE INDEX p_k_idx ON p (k);"
+        "CREATE VIEW pv AS SELECT id FROM p;"
+        "CREATE TABLE c (id int, pid int, pk int, FOREIGN KEY (pid, pk) REFERENCES p (id, k));",
+        "CREATE TABLE p (id int NOT NULL, k int NOT NULL, PRIMARY KEY (id, k))"
+        " PARTITION BY LIST (k);"
+        "CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1);"
+        "CREATE INDEX p_k_idx ON p (k);"
+        "CREATE VIEW pv AS SELECT id FROM p;"
+        "CREATE TABLE c (id int, pid int, pk int, FOREIGN KEY (pid, pk) REFERENCES p (id, k));",
+    ),
+    "partitioned_table_with_dependents_becomes_plain": Case(
+        "CREATE TABLE p (id int NOT NULL, k int NOT NULL, PRIMARY KEY (id, k))"
+        " PARTITION BY LIST (k);"
+        "CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1);"
+        "CREATE INDEX p_k_idx ON p (k);"
+        "CREATE VIEW pv AS SELECT id FROM p;"
+        "CREATE TABLE c (id int, pid int, pk int, FOREIGN KEY (pid, pk) REFERENCES p (id, k));",
+        "CREATE TABLE p (id int NOT NULL, k int NOT NULL, PRIMARY KEY (id, k));"
+        "CREATE INDEX p_k_idx ON p (k);"
+        "CREATE VIEW pv AS SELECT id FROM p;"
+        "CREATE TABLE c (id int, pid int, pk int, FOREIGN KEY (pid, pk) REFERENCES p (id, k));",
+    ),
+    "partition_detached_into_a_plain_table": Case(
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL) PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 PARTITION OF events"
+        " FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');",
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL) PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 (id bigint NOT NULL, at date NOT NULL);",
+        data="INSERT INTO events VALUES (1, '2026-05-01');",
+        keeps="SELECT id, at FROM events_2026",
+    ),
+    "plain_table_attached_as_a_partition": Case(
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL) PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 (id bigint NOT NULL, at date NOT NULL);",
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL) PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 PARTITION OF events"
+        " FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');",
+        data="INSERT INTO events_2026 VALUES (1, '2026-05-01');",
+        keeps="SELECT id, at FROM events_2026",
+    ),
+    "partition_bounds_changed": Case(
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL) PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 PARTITION OF events"
+        " FOR VALUES FROM ('2026-01-01') TO ('2026-07-01');",
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL) PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 PARTITION OF events"
+        " FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');",
+        data="INSERT INTO events VALUES (1, '2026-05-01');",
+        keeps="SELECT id, at FROM events",
+    ),
+    "primary_key_added_to_a_partitioned_table": Case(
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL) PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 PARTITION OF events"
+        " FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');",
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL, PRIMARY KEY (id, at))"
+        " PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 PARTITION OF events"
+        " FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');",
+        data="INSERT INTO events VALUES (1, '2026-05-01');",
+        keeps="SELECT id, at FROM events",
+    ),
+    "parent_index_attaches_a_partitions_local_index": Case(
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL) PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 PARTITION OF events"
+        " FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');"
+        "CREATE INDEX events_2026_at_idx ON events_2026 (at);",
+        "CREATE TABLE events (id bigint NOT NULL, at date NOT NULL) PARTITION BY RANGE (at);"
+        "CREATE TABLE events_2026 PARTITION OF events"
+        " FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');"
+        "CREATE INDEX events_2026_at_idx ON events_2026 (at);"
+        "CREATE INDEX events_at_idx ON events (at);",
+    ),
+    "row_security_on_a_partitioned_table": Case(
+        "CREATE TABLE docs (id int NOT NULL, k int NOT NULL, owner text) PARTITION BY LIST (k);"
+        "CREATE TABLE docs_1 PARTITION OF docs FOR VALUES IN (1);",
+        "CREATE TABLE docs (id int NOT NULL, k int NOT NULL, owner text) PARTITION BY LIST (k);"
+        "CREATE TABLE docs_1 PARTITION OF docs FOR VALUES IN (1);"
+        "ALTER TABLE docs ENABLE ROW LEVEL SECURITY;"
+        "ALTER TABLE docs_1 ENABLE ROW LEVEL SECURITY;"
+        "CREATE POLICY own ON docs USING (owner = current_user);",
+    ),
+    # -- sequence ownership -----------------------------------------------------------------
+    "serial_column_dropped": Case(
+        "CREATE TABLE t (id serial, v text);",
+        "CREATE TABLE t (v text);",
+        data="INSERT INTO t (v) VALUES ('a');",
+        keeps="SELECT v FROM t",
+    ),
+    "sequence_shared_by_two_tables_outlives_its_owner": Case(
+        "CREATE TABLE a (id serial);CREATE TABLE b (id int DEFAULT nextval('a_id_seq'));",
+        "CREATE SEQUENCE a_id_seq AS integer;CREATE TABLE b (id int DEFAULT nextval('a_id_seq'));",
+    ),
+    "sequence_owner_moves_to_another_column": Case(
+        "CREATE TABLE a (id int, x int); CREATE TABLE b (y int);CREATE SEQUENCE s OWNED BY a.x;",
+        "CREATE TABLE a (id int, x int); CREATE TABLE b (y int);CREATE SEQUENCE s OWNED BY b.y;",
+    ),
+    # Schemas are never dropped (docs/engine.md): the old one stays declared.
+    "sequence_and_schema_added_while_others_go": Case(
+        "CREATE SCHEMA old_s; CREATE SEQUENCE old_s.counter;"
+        "CREATE TABLE t (id int DEFAULT nextval('old_s.counter'));",
+        "CREATE SCHEMA old_s; CREATE SCHEMA new_s; CREATE SEQUENCE new_s.counter;"
+        "CREATE TABLE t (id int DEFAULT nextval('new_s.counter'));",
+    ),
+    # -- type changes and casts -----------------------------------------------------------
+    "assignment_and_implicit_casts": Case(
+        "CREATE TABLE t (a int, b numeric(10,2), c timestamp, d varchar(10), e real);",
+        "CREATE TABLE t (a bigint, b int, c timestamptz, d text, e double precision);",
+        data="INSERT INTO t VALUES (1, 2.4, '2026-01-01 10:00', 'x', 1.5);",
+        keeps="SELECT a, d FROM t",
+    ),
+    "casts_that_need_using": Case(
+        "CREATE TABLE t (a text, b int, c text, d json);",
+        "CREATE TABLE t (a int, b boolean, c date, d jsonb);",
+        data="INSERT INTO t VALUES ('42', 1, '2026-01-02', '{\"k\": 1}');",
+        keeps="SELECT a::text, b::int::text, c::text, d::text FROM t",
+    ),
+    "type_change_of_an_indexed_column_with_a_default": Case(
+        "CREATE TABLE t (id int PRIMARY KEY, code text DEFAULT '7' UNIQUE);"
+        "CREATE INDEX t_code_idx ON t (code);",
+        "CREATE TABLE t (id bigint PRIMARY KEY, code int DEFAULT 7 UNIQUE);"
+        "CREATE INDEX t_code_idx ON t (code);",
+        data="INSERT INTO t VALUES (1, '3');",
+        keeps="SELECT id, code::int FROM t",
+    ),
+    # -- renames --------------------------------------------------------------------------
+    "column_renamed_under_an_index_and_a_view": Case(
+        "CREATE TABLE t (id int, user_name text);"
+        "CREATE INDEX t_user_name_idx ON t (user_name);"
+        "CREATE VIEW v AS SELECT user_name FROM t;",
+        "CREATE TABLE t (id int,\n name text -- @renamed from=user_name\n);"
+        "CREATE INDEX t_user_name_idx ON t (name);"
+        "CREATE VIEW v AS SELECT name AS user_name FROM t;",
+        data="INSERT INTO t VALUES (1, 'a');",
+        keeps="SELECT id, user_name FROM t",
+        keeps_after="SELECT id, name FROM t",
+    ),
+    "serial_table_renamed_keeps_its_sequence": Case(
+        "CREATE TABLE accounts (id serial PRIMARY KEY, v text);",
+        "CREATE TABLE users ( -- @renamed from=accounts\n id serial PRIMARY KEY, v text);",
+        data="INSERT INTO accounts (v) VALUES ('a');",
+        keeps="SELECT id, v FROM accounts",
+        keeps_after="SELECT id, v FROM users",
+    ),
+    "enum_renamed_with_a_renamed_value": Case(
+        "CREATE TYPE state AS ENUM ('new', 'pending');CREATE TABLE t (s state);",
+        "CREATE TYPE status /* @renamed from=state */ AS ENUM ('new',"
+        " 'waiting' -- @renamed from=pending\n);"
+        "CREATE TABLE t (s status);",
+        data="INSERT INTO t VALUES ('pending');",
+    ),
+    # -- generated and identity columns ---------------------------------------------------
+    "identity_added_to_an_existing_column": Case(
+        "CREATE TABLE t (id int NOT NULL, v text);",
+        "CREATE TABLE t (id int GENERATED BY DEFAULT AS IDENTITY, v text);",
+        data="INSERT INTO t VALUES (1, 'a');",
+        keeps="SELECT id, v FROM t",
+    ),
+    "identity_dropped": Case(
+        "CREATE TABLE t (id int GENERATED ALWAYS AS IDENTITY, v text);",
+        "CREATE TABLE t (id int NOT NULL, v text);",
+        data="INSERT INTO t (v) VALUES ('a');",
+        keeps="SELECT id, v FROM t",
+    ),
+    "serial_becomes_identity": Case(
+        "CREATE TABLE t (id serial PRIMARY KEY, v text);",
+        "CREATE TABLE t (id int GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, v text);",
+        data="INSERT INTO t (v) VALUES ('a');",
+        keeps="SELECT id, v FROM t",
+    ),
+    "generation_expression_changed": Case(
+        "CREATE TABLE boxes (w int, h int, area int GENERATED ALWAYS AS (w * h) STORED);",
+        "CREATE TABLE boxes (w int, h int, area int GENERATED ALWAYS AS (w * h * 2) STORED);",
+        data="INSERT INTO boxes VALUES (2, 3);",
+        keeps="SELECT w, h FROM boxes",
+    ),
+    "generated_column_becomes_plain": Case(
+        "CREATE TABLE boxes (w int, area int GENERATED ALWAYS AS (w * 2) STORED, note text);",
+        "CREATE TABLE boxes (w int, area int, note text);",
+        data="INSERT INTO boxes (w, note) VALUES (2, 'n');",
+        keeps="SELECT w, area, note FROM boxes",
+    ),
+    # -- collations -----------------------------------------------------------------------
+    "column_collation_changed_under_an_index": Case(
+        "CREATE TABLE names (n text); CREATE INDEX names_n_idx ON names (n);",
+        'CREATE TABLE names (n text COLLATE "C"); CREATE INDEX names_n_idx ON names (n);',
+        data="INSERT INTO names VALUES ('b'), ('A');",
+        keeps='SELECT n FROM names ORDER BY n COLLATE "C"',
+    ),
+    "collation_dropped_after_its_column_stops_using_it": Case(
+        'CREATE COLLATION ordinal (provider = libc, locale = "C");'
+        "CREATE TABLE names (n text COLLATE ordinal);",
+        "CREATE TABLE names (n text);",
+    ),
+    # -- inheritance ----------------------------------------------------------------------
+    "column_retyped_in_an_inheritance_parent": Case(
+        "CREATE TABLE cities (name text, population int);"
+        "CREATE TABLE capitals () INHERITS (cities);"
+        "CREATE VIEW big AS SELECT name, population FROM capitals;",
+        "CREATE TABLE cities (name text, population bigint);"
+        "CREATE TABLE capitals () INHERITS (cities);"
+        "CREATE VIEW big AS SELECT name, population FROM capitals;",
+        data="INSERT INTO capitals VALUES ('Paris', 2);",
+        keeps="SELECT name, population FROM capitals",
+    ),
+    "column_added_to_an_inheritance_parent_without_columns_of_its_children": Case(
+        "CREATE TABLE cities (name text);CREATE TABLE capitals () INHERITS (cities);",
+        "CREATE TABLE cities (name text, population real);"
+        "CREATE TABLE capitals () INHERITS (cities);",
+        data="INSERT INTO capitals VALUES ('Paris');",
+        keeps="SELECT name FROM capitals",
+    ),
+    # -- replica identity -------------------------------------------------------------------
+    "replica_identity_full_and_nothing": Case(
+        "CREATE TABLE a (id int); CREATE TABLE b (id int);",
+        "CREATE TABLE a (id int); ALTER TABLE a REPLICA IDENTITY FULL;"
+        "CREATE TABLE b (id int); ALTER TABLE b REPLICA IDENTITY NOTHING;"
+        "CREATE TABLE c (id int); ALTER TABLE c REPLICA IDENTITY FULL;",
+    ),
+    "replica_identity_using_an_index": Case(
+        "CREATE TABLE t (id int NOT NULL, code text NOT NULL);",
+        "CREATE TABLE t (id int NOT NULL, code text NOT NULL);"
+        "CREATE UNIQUE INDEX t_code_idx ON t (code);"
+        "ALTER TABLE t REPLICA IDENTITY USING INDEX t_code_idx;",
+    ),
+    "replica_identity_back_to_default": Case(
+        "CREATE TABLE t (id int PRIMARY KEY); ALTER TABLE t REPLICA IDENTITY FULL;",
+        "CREATE TABLE t (id int PRIMARY KEY);",
+    ),
 }
 
 
@@ -233,7 +549,7 @@ def test_plan_reaches_the_desired_schema(
     assert json.loads(second.read_text())["statements"] == [], "the second plan is not empty"
     if case.keeps:
         with postgres_database.connect_as_app() as conn:
-            assert conn.execute(case.keeps).fetchall() == before
+            assert conn.execute(case.keeps_after or case.keeps).fetchall() == before
     assert runner.leaks() == []
 
 
@@ -251,6 +567,75 @@ def _refusal(
     assert done.returncode == 1, done.stdout + done.stderr
     refusal: dict[str, str] = json.loads(done.stdout)["refusal"]
     return refusal
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A change that cannot pass by design: the plan is refused with ``code`` and a message
+    holding every one of ``says``."""
+
+    current: str
+    desired: str
+    code: str
+    says: tuple[str, ...]
+    admin: str = ""  # run on the target by the server's superuser before planning
+
+
+REFUSED: dict[str, Refused] = {
+    "column_added_to_an_inheritance_parent": Refused(
+        "CREATE TABLE cities (name text);CREATE TABLE capitals (state char(2)) INHERITS (cities);",
+        "CREATE TABLE cities (name text, population real);"
+        "CREATE TABLE capitals (state char(2)) INHERITS (cities);",
+        "unsupported_change",
+        ("add_column table:public.capitals: column population would come after state",),
+    ),
+    "a_second_parent_inherited_by_a_table_with_columns": Refused(
+        "CREATE TABLE a (x int); CREATE TABLE b (y int);CREATE TABLE c (z int) INHERITS (a);",
+        "CREATE TABLE a (x int, CONSTRAINT a_x_check CHECK (x > 0) NO INHERIT);"
+        "CREATE TABLE b (y int);"
+        "CREATE TABLE c (z int) INHERITS (a, b);",
+        "unsupported_change",
+        ("add_column table:public.c: column y would come after z", "rebuild it by hand"),
+    ),
+    "a_type_change_without_any_cast": Refused(
+        "CREATE TABLE t (id int PRIMARY KEY, at bigint);",
+        "CREATE TABLE t (id int PRIMARY KEY, at timestamp);",
+        "unsupported_change",
+        ("column at cannot change type from bigint to timestamp without time zone",),
+    ),
+    "a_desired_extension_outside_the_allowlist": Refused(
+        "CREATE TABLE t (id int);",
+        "CREATE EXTENSION dblink; CREATE TABLE t (id int);",
+        "sandbox_refused",
+        ("extension 'dblink' is not created in a sandbox",),
+    ),
+    "a_live_extension_outside_the_allowlist": Refused(
+        "CREATE TABLE t (id int);",
+        "CREATE TABLE t (id int);",
+        "sandbox_refused",
+        ("extension 'amcheck' is not created in a sandbox",),
+        admin="CREATE EXTENSION amcheck;",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_what_cannot_pass_is_refused_with_a_reason(
+    name: str, postgres_database: PostgresDatabase, tmp_path: Path
+) -> None:
+    case = REFUSED[name]
+    runner = RunnerCLI(secrets=[postgres_database.server.app_password])
+    with postgres_database.connect_as_app() as conn:
+        conn.execute(case.current)
+    if case.admin:
+        with postgres_database.connect() as admin:
+            admin.execute(case.admin)
+    desired = write(tmp_path / "desired.sql", case.desired)
+    refusal = _refusal(runner, postgres_database, desired, "--allow-destructive")
+    assert refusal["code"] == case.code, refusal
+    for text in case.says:
+        assert text in refusal["message"], refusal
+    assert runner.leaks() == []
 
 
 def test_a_leakproof_function_is_refused_not_failed(
