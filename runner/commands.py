@@ -10,12 +10,14 @@ importing this module.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -25,6 +27,9 @@ from runner.errors import SeshatError
 from runner.options import format_option
 from runner.redact import Redactor
 from runner.url import DatabaseURL, InvalidURL, parse_url, secrets_of_unreadable
+
+if TYPE_CHECKING:
+    from runner.engines.planner import PlanOptions
 
 __all__ = ["cli"]
 
@@ -115,6 +120,20 @@ def _engine(
         )
     except ConfigurationError as error:
         _output().fail(str(error))
+
+
+def _planning_engine(
+    target: DatabaseURL, dev_url: str | None, no_cache: bool, options: PlanOptions
+) -> Any:
+    """The engine ``plan`` and ``drift`` read ``target`` with: its sandbox is ``dev_url`` or a
+    private server, and runs the desired schema as ``options`` say."""
+    return _engine(
+        target,
+        _resolve_url(dev_url, None) if dev_url else None,
+        no_cache,
+        procedural=options.procedural_schema,
+        isolation=options.sandbox_isolation,
+    )
 
 
 def _run(action: Any) -> Any:
@@ -253,6 +272,50 @@ isolation_option = click.option(
 )
 
 
+def plan_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options a desired schema is planned under (``plan``, ``drift``): the managed
+    scope (:func:`scope_options`), ``--managed-role``, ``--manage-ownership``,
+    ``--procedural-schema`` and ``--sandbox-isolation``. The command gets them as one
+    ``options``, a :class:`~runner.engines.planner.PlanOptions` (allowing destructive changes
+    and protected tables are ``plan``'s own: its defaults)."""
+
+    @functools.wraps(command)
+    def planned(
+        *,
+        exclude: tuple[str, ...],
+        schema: tuple[str, ...],
+        exclude_schema: tuple[str, ...],
+        managed_roles: tuple[str, ...],
+        manage_ownership: bool,
+        procedural_schema: bool,
+        sandbox_isolation: str,
+        **rest: Any,
+    ) -> None:
+        from runner.engines.planner import PlanOptions
+
+        options = PlanOptions(
+            exclude=exclude,
+            schemas=schema,
+            exclude_schemas=exclude_schema,
+            managed_roles=managed_roles,
+            manage_ownership=manage_ownership,
+            procedural_schema=procedural_schema,
+            sandbox_isolation=sandbox_isolation,
+        )
+        command(options=options, **rest)
+
+    decorated: Callable[..., None] = planned
+    for option in (
+        isolation_option,
+        procedural_option,
+        manage_ownership_option,
+        managed_role_option,
+        scope_options,
+    ):
+        decorated = option(decorated)
+    return decorated
+
+
 @schema.command()
 @url_option
 @url_env_option
@@ -266,11 +329,7 @@ isolation_option = click.option(
 @no_cache_option
 @click.option("--allow-destructive", is_flag=True, help="Allow drops and narrowing changes.")
 @click.option("--protected-table", multiple=True, help="Refuse any plan that changes this table.")
-@scope_options
-@managed_role_option
-@manage_ownership_option
-@procedural_option
-@isolation_option
+@plan_options
 @format_option("json", "sql")
 @click.option(
     "--output",
@@ -285,13 +344,7 @@ def plan(
     no_cache: bool,
     allow_destructive: bool,
     protected_table: tuple[str, ...],
-    exclude: tuple[str, ...],
-    schema: tuple[str, ...],
-    exclude_schema: tuple[str, ...],
-    managed_roles: tuple[str, ...],
-    manage_ownership: bool,
-    procedural_schema: bool,
-    sandbox_isolation: str,
+    options: PlanOptions,
     output_format: str,
     output: Path | None,
 ) -> None:
@@ -304,26 +357,12 @@ def plan(
     for want of a sandbox, 2 could not run.
     """
     from runner.engines.plan import plan_bytes, plan_sql
-    from runner.engines.planner import PlanOptions, PlanRefused
+    from runner.engines.planner import PlanRefused
 
     target = _resolve_url(url, url_env)
-    engine = _engine(
-        target,
-        _resolve_url(dev_url, None) if dev_url else None,
-        no_cache,
-        procedural=procedural_schema,
-        isolation=sandbox_isolation,
-    )
-    options = PlanOptions(
-        allow_destructive,
-        protected_table,
-        exclude,
-        schema,
-        exclude_schema,
-        managed_roles=managed_roles,
-        manage_ownership=manage_ownership,
-        procedural_schema=procedural_schema,
-        sandbox_isolation=sandbox_isolation,
+    engine = _planning_engine(target, dev_url, no_cache, options)
+    options = dataclasses.replace(
+        options, allow_destructive=allow_destructive, protected_tables=protected_table
     )
     try:
         document = _run(lambda: engine.plan(desired, options))
@@ -419,24 +458,14 @@ def apply(
 @click.option("--desired", required=True, type=click.Path(exists=True, path_type=Path))
 @dev_option
 @no_cache_option
-@scope_options
-@managed_role_option
-@manage_ownership_option
-@procedural_option
-@isolation_option
+@plan_options
 def drift(
     url: str | None,
     url_env: str | None,
     desired: Path,
     dev_url: str | None,
     no_cache: bool,
-    exclude: tuple[str, ...],
-    schema: tuple[str, ...],
-    exclude_schema: tuple[str, ...],
-    managed_roles: tuple[str, ...],
-    manage_ownership: bool,
-    procedural_schema: bool,
-    sandbox_isolation: str,
+    options: PlanOptions,
 ) -> None:
     """Report how the database differs from the desired schema (the target is only read;
     the desired schema is loaded in a sandbox, as for plan).
@@ -444,22 +473,12 @@ def drift(
     Exit status: 0 no drift, 1 drift (a JSON report of bounded aggregates), 2 could not run
     (also when no sandbox can be had: the message says what to install).
     """
-    from runner.engines.model import PrivilegeScope
     from runner.engines.planner import PlanRefused
-    from runner.engines.scope import Scope
 
     target = _resolve_url(url, url_env)
-    engine = _engine(
-        target,
-        _resolve_url(dev_url, None) if dev_url else None,
-        no_cache,
-        procedural=procedural_schema,
-        isolation=sandbox_isolation,
-    )
-    scope = Scope.of(exclude, schema, exclude_schema)
-    privileges = PrivilegeScope.of(managed_roles, manage_ownership)
+    engine = _planning_engine(target, dev_url, no_cache, options)
     try:
-        report = _run(lambda: engine.drift(desired, scope, privileges))
+        report = _run(lambda: engine.drift(desired, options.scope, options.privileges))
     except PlanRefused as refusal:
         _output().learn(*engine.scratch_names)
         _output().fail(f"{refusal.reason}: {refusal.message}")

@@ -19,7 +19,8 @@ __all__ = ["Model", "plain_path", "wire_fields"]
 
 
 class Model(BaseModel):
-    """Base of every model read from or written to Git: frozen, strict about fields."""
+    """Base of every model read from or written to Git, and of the runner's results
+    (:mod:`runner.protocol.results`): frozen, strict about fields."""
 
     model_config = ConfigDict(
         frozen=True,

@@ -143,33 +143,22 @@ def _publish(
     github: tuple[str | None, int | None, str],
     gitlab: tuple[str | None, int | None, str],
 ) -> Published | None:
-    status, heading = report.exit_status, title(report)
-    repository, pull, api = github
-    if repository is not None and pull is not None:
-        return publish_github(
-            repository,
-            pull,
-            report.head,
-            markdown,
-            status,
-            heading,
-            token=token,
-            api_url=api,
-            log=_say,
-        )
-    project, merge_request, api = gitlab
-    if project is not None and merge_request is not None:
-        return publish_gitlab(
-            project,
-            merge_request,
-            report.head,
-            markdown,
-            status,
-            heading,
-            token=token,
-            api_url=api,
-            log=_say,
-        )
+    """Publish on the forge whose place (a repository and pull request, or a project and
+    merge request) is given; the options allow one at most."""
+    forges = ((publish_github, github), (publish_gitlab, gitlab))
+    for publish, (place, number, api) in forges:
+        if place is not None and number is not None:
+            return publish(
+                place,
+                number,
+                report.head,
+                markdown,
+                report.exit_status,
+                title(report),
+                token=token,
+                api_url=api,
+                log=_say,
+            )
     return None
 
 

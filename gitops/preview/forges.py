@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import requests
 
-from gitops.reviews.github import Author, ForgeError, GitHub
+from gitops.reviews.github import Author, ForgeError, GitHub, forge_json
 from gitops.reviews.markdown import MAX_BODY, cut
 
 __all__ = ["COMMENT_LIMIT", "MARKER", "Published", "publish_github", "publish_gitlab"]
@@ -157,18 +157,9 @@ class _GitLab:
     def call(self, method: str, path: str, *, root: bool = False, **kwargs: Any) -> Any:
         """One call on the project's API (``root``: on the API's root); its JSON."""
         url = f"{self.api if root else self.base}{path}"
-        try:
-            response = self.session.request(method, url, timeout=self.timeout, **kwargs)
-        except requests.RequestException as error:
-            raise ForgeError(f"GitLab {method} {path}: {type(error).__name__}") from None
-        if response.status_code >= 300:
-            raise ForgeError(
-                f"GitLab {method} {path}: HTTP {response.status_code}", response.status_code
-            )
-        try:
-            return response.json() if response.content else None
-        except ValueError:
-            raise ForgeError(f"GitLab {method} {path}: not JSON") from None
+        return forge_json(
+            self.session, method, url, f"GitLab {method} {path}", self.timeout, **kwargs
+        )
 
     def identity(self) -> Author | None:
         """The token's user (``GET /user``: a person, or a project access token's bot);

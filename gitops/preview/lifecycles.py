@@ -102,18 +102,33 @@ def _required(one: ResourcePass[Any], *, destructive: bool, privilege: bool) -> 
     return required_approvals(found[1], destructive=destructive, privilege=privilege)
 
 
-def _awaiting(phase: str, current: str, approvals: int | None, what: str) -> Verdict:
-    if approvals is None:
+def _merged(
+    apply: ApplyPolicy, planned: PlanPreview, what: str, ready: str, awaiting: str
+) -> Verdict:
+    """What a merge would do with ``what`` (``planned``) under ``apply``: record it only
+    (Never), apply it without an approval (``planned.automatic``; phase ``ready``), or wait
+    for the approvals it needs (phase ``awaiting``)."""
+    if apply is ApplyPolicy.NEVER:
         return Verdict(
-            phase,
+            BLOCKED, Reason.APPLY_DISABLED, f"apply: Never; {what} would be recorded only"
+        )
+    if planned.automatic:
+        return Verdict(
+            ready,
+            Reason.READY_TO_APPLY,
+            f"{what} would be applied without an approval (apply: Always)",
+        )
+    if planned.approvals is None:
+        return Verdict(
+            awaiting,
             Reason.AWAITING_APPROVAL,
             f"{what} needs an approval, and no ApprovalPolicy rule matches this resource: "
             "no approval can be accepted",
         )
     return Verdict(
-        phase,
+        awaiting,
         Reason.AWAITING_APPROVAL,
-        f"{what} needs {approvals} approval(s) naming plan {current}",
+        f"{what} needs {planned.approvals} approval(s) naming plan {planned.id}",
     )
 
 
@@ -191,17 +206,13 @@ class SchemaPreviewPass(SchemaPass):
         what = f"a plan of {summary.statements} statement(s)" + (
             ", destructive," if summary.destructive else ""
         )
-        if spec.policy.apply is ApplyPolicy.NEVER:
-            return Verdict(
-                BLOCKED, Reason.APPLY_DISABLED, f"apply: Never; {what} would be recorded only"
-            )
-        if automatic:
-            return Verdict(
-                SchemaPhase.READY_TO_APPLY,
-                Reason.READY_TO_APPLY,
-                f"{what} would be applied without an approval (apply: Always)",
-            )
-        return _awaiting(SchemaPhase.AWAITING_APPROVAL, current, self.planned.approvals, what)
+        return _merged(
+            spec.policy.apply,
+            self.planned,
+            what,
+            SchemaPhase.READY_TO_APPLY,
+            SchemaPhase.AWAITING_APPROVAL,
+        )
 
 
 class MigrationPreviewPass(MigrationPass):
@@ -247,14 +258,10 @@ class MigrationPreviewPass(MigrationPass):
             automatic=automatic,
         )
         what = f"{len(history.pending)} pending migration(s) ({', '.join(history.pending)})"
-        if spec.policy.apply is ApplyPolicy.NEVER:
-            return Verdict(
-                BLOCKED, Reason.APPLY_DISABLED, f"apply: Never; {what} would be recorded only"
-            )
-        if automatic:
-            return Verdict(
-                MigrationPhase.PLANNING,
-                Reason.READY_TO_APPLY,
-                f"{what} would be applied without an approval (apply: Always)",
-            )
-        return _awaiting(MigrationPhase.AWAITING_APPROVAL, current, self.planned.approvals, what)
+        return _merged(
+            spec.policy.apply,
+            self.planned,
+            what,
+            MigrationPhase.PLANNING,
+            MigrationPhase.AWAITING_APPROVAL,
+        )

@@ -19,7 +19,7 @@ import requests
 
 from runner.errors import SeshatError
 
-__all__ = ["Author", "ForgeError", "GitHub", "PullRequest", "graphql_url"]
+__all__ = ["Author", "ForgeError", "GitHub", "PullRequest", "forge_json", "graphql_url"]
 
 
 class ForgeError(SeshatError):
@@ -29,6 +29,24 @@ class ForgeError(SeshatError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+def forge_json(
+    session: requests.Session, method: str, url: str, call: str, timeout: float, /, **kwargs: Any
+) -> Any:
+    """One request on a forge's API; its JSON (None for an empty body). A request that
+    fails, a status of 300 or more, or a body that is not JSON is a :class:`ForgeError`
+    naming the request as ``call`` (``GitHub GET /user``), never by its URL."""
+    try:
+        response = session.request(method, url, timeout=timeout, **kwargs)
+    except requests.RequestException as error:
+        raise ForgeError(f"{call}: {type(error).__name__}") from None
+    if response.status_code >= 300:
+        raise ForgeError(f"{call}: HTTP {response.status_code}", response.status_code)
+    try:
+        return response.json() if response.content else None
+    except ValueError:
+        raise ForgeError(f"{call}: not JSON") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,18 +119,9 @@ class GitHub:
         """One call on ``path`` below the API's root (or a whole URL); its JSON. Errors name
         the call as ``shown``."""
         url = path if path.startswith("https://") or path.startswith("http://") else self.api + path
-        try:
-            response = self.session.request(method, url, timeout=self.timeout, **kwargs)
-        except requests.RequestException as error:
-            raise ForgeError(f"GitHub {method} {shown}: {type(error).__name__}") from None
-        if response.status_code >= 300:
-            raise ForgeError(
-                f"GitHub {method} {shown}: HTTP {response.status_code}", response.status_code
-            )
-        try:
-            return response.json() if response.content else None
-        except ValueError:
-            raise ForgeError(f"GitHub {method} {shown}: not JSON") from None
+        return forge_json(
+            self.session, method, url, f"GitHub {method} {shown}", self.timeout, **kwargs
+        )
 
     def identity(self) -> Author | None:
         """Who this token publishes as, asked once: the token's user (``GET /user``), or,

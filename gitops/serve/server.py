@@ -365,20 +365,23 @@ class Server:
         except Exception:  # a fault of ours: answered, never a hung or reset connection
             return Response.text(500, "internal error", close=True)
 
+    async def _event(self, conn: h11.Connection, reader: asyncio.StreamReader) -> object:
+        """The connection's next event, reading from the client for as long as h11 needs
+        more; None when the client stops sending first."""
+        while (event := conn.next_event()) is h11.NEED_DATA:
+            data = await reader.read(self.limits.chunk)
+            if not data:
+                return None
+            conn.receive_data(data)
+        return event
+
     async def _head(
         self, conn: h11.Connection, reader: asyncio.StreamReader, client: str
     ) -> Request | None:
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await reader.read(self.limits.chunk)
-                if not data:
-                    return None
-                conn.receive_data(data)
-                continue
-            if isinstance(event, h11.Request):
-                return _request(event, client)
-            return None  # ConnectionClosed, or a PAUSED connection
+        event = await self._event(conn, reader)
+        if isinstance(event, h11.Request):
+            return _request(event, client)
+        return None  # the client left, ConnectionClosed, or a PAUSED connection
 
     async def _body(
         self,
@@ -392,13 +395,8 @@ class Server:
             writer.write(conn.send(go) or b"")
         body = bytearray()
         while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await reader.read(self.limits.chunk)
-                if not data:
-                    return None
-                conn.receive_data(data)
-            elif isinstance(event, h11.Data):
+            event = await self._event(conn, reader)
+            if isinstance(event, h11.Data):
                 body += event.data
             elif isinstance(event, h11.EndOfMessage):
                 return bytes(body)

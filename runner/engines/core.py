@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from runner.digests import Digest, digest
 from runner.engines.cache import PlanCache, engine_version
+from runner.engines.changes import UnsupportedChange
 from runner.engines.desired import DesiredSchemaError, desired_files
 from runner.engines.drift import drift_report
 from runner.engines.dryscope import (
@@ -48,9 +49,12 @@ from runner.engines.planner import (
     Planned,
     PlanOptions,
     PlanRefused,
+    Renderer,
     converged,
     fingerprint,
+    plan_changes,
     privilege_fields,
+    sandbox_fields,
 )
 from runner.engines.renamed import Renamed, Spelling, renamed
 from runner.engines.renames import Naming, read_hints, resolve
@@ -186,9 +190,34 @@ class Engine(Generic[FactsT, SandboxT]):
         options: PlanOptions,
         renamed: Renamed | None = None,
     ) -> Planned:
-        """Diff, order, render and judge (the dialect's differ and renderer); ``renamed``
-        is ``live`` with the desired schema's rename hints applied, and their changes."""
+        """Diff, order, render and judge (:func:`~runner.engines.planner.plan_changes` with
+        the dialect's :meth:`drift_differ` and :meth:`renderer`); ``renamed`` is ``live`` with
+        the desired schema's rename hints applied, and their changes. A change the dialect
+        cannot express refuses the plan (``unsupported_change``). The dialect's hooks:
+        :meth:`renderer`, :meth:`check_desired` before, :meth:`finish_plan` after."""
+        render = self.renderer(desired, renamed.view if renamed else live)
+        self.check_desired(desired, options)
+        try:
+            planned = plan_changes(
+                live, desired, options, render, differ=self.drift_differ, renamed=renamed
+            )
+        except UnsupportedChange as error:
+            raise PlanRefused("unsupported_change", str(error)) from None
+        return self.finish_plan(planned)
+
+    def renderer(self, desired: Database, live: Database) -> Renderer:
+        """The dialect's render function for a plan from ``live`` (the renamed view when
+        hints rename) toward ``desired``."""
         raise NotImplementedError
+
+    def check_desired(self, desired: Database, options: PlanOptions) -> None:
+        """Refuse, before planning, what ``desired`` asks of the target that only the target
+        can say it lacks (PostgreSQL: roles; MySQL: accounts). Nothing by default."""
+
+    def finish_plan(self, planned: Planned) -> Planned:
+        """What the dialect does to a plan once it is rendered (MySQL: refuse unknown
+        definers, merge ALTERs of one table). Nothing by default."""
+        return planned
 
     def split(self, text: str) -> list[tuple[int, str]]:
         """(line, text) of each statement of a desired file, for reading rename hints."""
@@ -278,13 +307,8 @@ class Engine(Generic[FactsT, SandboxT]):
 
     def policy_key(self) -> dict[str, object]:
         """What of the engine's own policy decides a normalization or a dry run, for cache
-        keys: nothing for the defaults, so what was keyed before they existed keeps its key."""
-        key: dict[str, object] = {}
-        if self.procedural:
-            key["proceduralSchema"] = True
-        if self.isolation != "jail":
-            key["sandboxIsolation"] = self.isolation
-        return key
+        keys (:func:`~runner.engines.planner.sandbox_fields`)."""
+        return sandbox_fields(self.procedural, self.isolation)
 
     def live_model(self) -> Database:
         """The live model, for a normalization that needs it (PostgreSQL: a schema only the

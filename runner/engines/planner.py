@@ -36,6 +36,7 @@ __all__ = [
     "PlanOptions",
     "PlanRefused",
     "Planned",
+    "Renderer",
     "converged",
     "document_privileges",
     "fingerprint",
@@ -44,6 +45,7 @@ __all__ = [
     "plan_changes",
     "privilege_fields",
     "remember_fingerprint",
+    "sandbox_fields",
 ]
 
 Renderer = Callable[[Change], list[Statement]]
@@ -91,18 +93,20 @@ class PlanOptions:
             **self.scope.key(),
         }
         value.update(privilege_fields(self.privileges))
-        value.update(self.sandbox_fields())
+        value.update(sandbox_fields(self.procedural_schema, self.sandbox_isolation))
         return digest("plan-options", value)
 
-    def sandbox_fields(self) -> dict[str, object]:
-        """How the desired schema ran, in a digest: nothing for the defaults (declarations
-        only, a jailed sandbox), so a plan made with them keeps the digest it always had."""
-        value: dict[str, object] = {}
-        if self.procedural_schema:
-            value["proceduralSchema"] = True
-        if self.sandbox_isolation != "jail":
-            value["sandboxIsolation"] = self.sandbox_isolation
-        return value
+
+def sandbox_fields(procedural: bool, isolation: str) -> dict[str, object]:
+    """How the desired schema runs (procedural statements or not, the sandbox's isolation)
+    in a digest or a cache key: nothing for the defaults (declarations only, a jailed
+    sandbox), so what was keyed before they existed keeps its key."""
+    value: dict[str, object] = {}
+    if procedural:
+        value["proceduralSchema"] = True
+    if isolation != "jail":
+        value["sandboxIsolation"] = isolation
+    return value
 
 
 def privilege_fields(scope: PrivilegeScope) -> dict[str, object]:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, JsonValue
 
 from runner.digests import Sha256
 from runner.engines.plan import PlanDocument
+from runner.models import Model
 
 __all__ = [
     "REASON_PATTERN",
@@ -133,30 +133,20 @@ RunOutcome = Literal["Applied", "UpToDate", "Failed", "Partial", "Unknown"]
 back), or not known (the runner was lost midway)."""
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        defer_build=True,
-    )
-
-
 Count = Annotated[int, Field(ge=0)]
 Version = Annotated[str, Field(pattern=r"^[0-9]{1,20}$")]
 Pending = tuple[Version, Sha256]
 """A pending migration as the approval binds it: its version and its file's checksum."""
 
 
-class DriftCategories(_Wire):
+class DriftCategories(Model):
     missing: Count = 0
     extra: Count = 0
     changed: Count = 0
     invalid: Count = 0
 
 
-class DriftReport(_Wire):
+class DriftReport(Model):
     """Bounded aggregates of what differs (see :func:`runner.engines.drift.drift_report`)."""
 
     digest: Sha256
@@ -166,7 +156,7 @@ class DriftReport(_Wire):
     categories: DriftCategories
 
 
-class ApplyReportModel(_Wire):
+class ApplyReportModel(Model):
     """What an Apply did, statement by statement (:class:`runner.engines.report.ApplyReport`)."""
 
     plan: str
@@ -179,17 +169,11 @@ class ApplyReportModel(_Wire):
     unknown: int | None = None
 
 
-class HistoryReport(_Wire):
+class HistoryReport(Model):
     """The migration history's verdict and its evidence
     (:meth:`runner.migrations.history.Verdict.to_json`)."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        extra="ignore",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        defer_build=True,
-    )
+    model_config = ConfigDict(extra="ignore")  # merged into Model's: only this differs
 
     verdict: HistoryVerdict
     fingerprint: Sha256
@@ -204,7 +188,7 @@ class HistoryReport(_Wire):
     detail: str = ""
 
 
-class MigrateReport(_Wire):
+class MigrateReport(Model):
     """What a migration Apply did (:class:`runner.migrations.apply.MigrationReport`)."""
 
     outcome: RunOutcome
@@ -215,7 +199,7 @@ class MigrateReport(_Wire):
     error: str | None = None
 
 
-class RecoveryReport(_Wire):
+class RecoveryReport(Model):
     """What the ``recover`` operation found and did (:meth:`runner.engines.core.Engine.recover`).
 
     ``found``: ``none`` (nothing to recover), ``rollback_journal`` (SQLite's hot journal:
@@ -231,7 +215,7 @@ class RecoveryReport(_Wire):
     leftovers: list[str] = Field(default_factory=list)
 
 
-class ResolveResult(_Wire):
+class ResolveResult(Model):
     operation: Literal["resolve"] = "resolve"
     digest: Sha256
     """The manifest digest the reference's tag names now (its own digest when pinned)."""
@@ -246,7 +230,7 @@ class VerifyCheck:
     detail: str
 
 
-class VerifyResult(_Wire):
+class VerifyResult(Model):
     """A verification policy judged against one manifest digest, check by check."""
 
     operation: Literal["verify"] = "verify"
@@ -258,39 +242,39 @@ class VerifyResult(_Wire):
     checks: list[VerifyCheck] = Field(default_factory=list)
 
 
-class InspectResult(_Wire):
+class InspectResult(Model):
     operation: Literal["inspect"] = "inspect"
     model: dict[str, JsonValue]
     """The live schema model as canonical JSON (``seshat-runner schema inspect``)."""
 
 
-class DriftResult(_Wire):
+class DriftResult(Model):
     operation: Literal["drift"] = "drift"
     drift: DriftReport
 
 
-class PlanResult(_Wire):
+class PlanResult(Model):
     operation: Literal["plan"] = "plan"
     plan_digest: Sha256
     plan: PlanDocument
 
 
-class ApplyResult(_Wire):
+class ApplyResult(Model):
     operation: Literal["apply"] = "apply"
     apply: ApplyReportModel
 
 
-class HistoryResult(_Wire):
+class HistoryResult(Model):
     operation: Literal["history"] = "history"
     history: HistoryReport
 
 
-class MigrateResult(_Wire):
+class MigrateResult(Model):
     operation: Literal["migrate"] = "migrate"
     migrate: MigrateReport
 
 
-class RecoverResult(_Wire):
+class RecoverResult(Model):
     operation: Literal["recover"] = "recover"
     recovery: RecoveryReport
 

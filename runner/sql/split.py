@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 from runner.sql.charsets import NAME_PART, NAME_PART_NO_DOLLAR, NAME_START
 
-__all__ = ["Piece", "emit_piece", "skip_quoted", "split_postgresql", "strip_block_comments"]
+__all__ = [
+    "Piece",
+    "block_comment_end",
+    "emit_piece",
+    "skip_quoted",
+    "split_postgresql",
+    "strip_block_comments",
+]
 
 _DOLLAR = re.compile(rf"\$({NAME_START}{NAME_PART_NO_DOLLAR}*)?\$")
 _NAME = re.compile(rf"{NAME_START}{NAME_PART}*")
@@ -49,14 +56,7 @@ def split_postgresql(script: str) -> list[Piece]:
             end = script.find("\n", i)
             i = n if end < 0 else end + 1
         elif ch == "/" and script.startswith("/*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if script.startswith("/*", i):
-                    depth, i = depth + 1, i + 2
-                elif script.startswith("*/", i):
-                    depth, i = depth - 1, i + 2
-                else:
-                    i += 1
+            i = block_comment_end(script, i)
         elif ch in ("'", '"'):
             i = skip_quoted(script, i, backslash=False)
         elif (name := _NAME.match(script, i)) is not None:
@@ -133,6 +133,22 @@ def emit_piece(
 def _strip_comments(text: str) -> str:
     text = re.sub(r"--[^\n]*", "", text)
     return strip_block_comments(text)
+
+
+def block_comment_end(sql: str, i: int, nested: bool = True) -> int:
+    """The position after the ``/* ... */`` comment starting at ``i`` (nested or not)."""
+    if not nested:
+        end = sql.find("*/", i + 2)
+        return len(sql) if end < 0 else end + 2
+    depth, i, n = 1, i + 2, len(sql)
+    while i < n and depth:
+        if sql.startswith("/*", i):
+            depth, i = depth + 1, i + 2
+        elif sql.startswith("*/", i):
+            depth, i = depth - 1, i + 2
+        else:
+            i += 1
+    return i
 
 
 def strip_block_comments(text: str, keep: str | None = None) -> str:

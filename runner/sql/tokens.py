@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from runner.sql.charsets import NAME_PART, NAME_PART_NO_DOLLAR, NAME_START, VARIABLE_PART
+from runner.sql.split import block_comment_end
 from runner.sql.split_mysql import MysqlLexing
 
 __all__ = [
@@ -63,22 +64,6 @@ def _unquote(text: str, quote: str) -> str:
     return inner.replace(quote * 2, quote)
 
 
-def block_comment_end(sql: str, i: int, nested: bool = True) -> int:
-    """The position after the ``/* ... */`` comment starting at ``i`` (nested or not)."""
-    if not nested:
-        end = sql.find("*/", i + 2)
-        return len(sql) if end < 0 else end + 2
-    depth, i, n = 1, i + 2, len(sql)
-    while i < n and depth:
-        if sql.startswith("/*", i):
-            depth, i = depth + 1, i + 2
-        elif sql.startswith("*/", i):
-            depth, i = depth - 1, i + 2
-        else:
-            i += 1
-    return i
-
-
 _PG_TOKEN = re.compile(
     rf"""
       (?P<space>\s+)
@@ -99,6 +84,15 @@ _PG_TOKEN = re.compile(
 )
 """One PostgreSQL token at a token's start (a string prefix is read with its string: ``E``
 only where a word would start, so ``a$E'..'`` is the name ``a$E`` and a plain string)."""
+
+
+def _symbol(tokens: list[Token], ch: str, start: int, end: int, depth: int) -> int:
+    """Append the symbol ``ch`` (``sql[start:end]``) at parenthesis ``depth``; the depth after
+    it. Every tokenizer counts alike: a parenthesis stands at the depth outside it."""
+    if ch == ")":
+        depth = max(0, depth - 1)
+    tokens.append(Token("symbol", ch, start, end, depth))
+    return depth + 1 if ch == "(" else depth
 
 
 def postgresql_tokens(sql: str, limit: int | None = None) -> list[Token]:
@@ -143,12 +137,7 @@ def postgresql_tokens(sql: str, limit: int | None = None) -> list[Token]:
         elif kind in ("param", "number"):
             tokens.append(Token(kind, found.group(), start, i, depth))
         else:
-            ch = found.group()
-            if ch == ")":
-                depth = max(0, depth - 1)
-            tokens.append(Token("symbol", ch, start, i, depth))
-            if ch == "(":
-                depth += 1
+            depth = _symbol(tokens, found.group(), start, i, depth)
     return tokens
 
 
@@ -257,11 +246,7 @@ def mysql_tokens(sql: str, lexing: MysqlLexing) -> list[Token]:
                 tokens.append(Token("word", word.group(0).upper(), start, i, depth))
         else:
             i += 1
-            if ch == ")":
-                depth = max(0, depth - 1)
-            tokens.append(Token("symbol", ch, start, i, depth))
-            if ch == "(":
-                depth += 1
+            depth = _symbol(tokens, ch, start, i, depth)
     return tokens
 
 
@@ -304,9 +289,5 @@ def sqlite_tokens(sql: str) -> list[Token]:
             tokens.append(Token("number", sql[start:i], start, i, depth))
         else:
             i += 1
-            if ch == ")":
-                depth = max(0, depth - 1)
-            tokens.append(Token("symbol", ch, start, i, depth))
-            if ch == "(":
-                depth += 1
+            depth = _symbol(tokens, ch, start, i, depth)
     return tokens

@@ -19,7 +19,6 @@ from typing import Any, Final
 
 import pymysql
 
-from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying, probed_hazards
 from runner.engines.desired import DesiredSchemaError
 from runner.engines.model import Database, Definition, PrivilegeScope
@@ -51,13 +50,14 @@ from runner.engines.planner import (
     Planned,
     PlanOptions,
     PlanRefused,
+    Renderer,
     converged,
     document_privileges,
     fingerprint,
     plan_changes,
 )
 from runner.engines.privileges import PRIVILEGE_OPS, role_uses
-from runner.engines.renamed import Renamed, Spelling
+from runner.engines.renamed import Spelling
 from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
@@ -334,20 +334,14 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     # -- planning --------------------------------------------------------------------------
 
-    def changes(
-        self,
-        live: Database,
-        desired: Database,
-        options: PlanOptions,
-        renamed: Renamed | None = None,
-    ) -> Planned:
-        render = renderer(desired, renamed.view if renamed else live)
+    def renderer(self, desired: Database, live: Database) -> Renderer:
+        return renderer(desired, live)
+
+    def check_desired(self, desired: Database, options: PlanOptions) -> None:
         if self.privileges.active:
             self._accounts_exist(desired)
-        try:
-            planned = plan_changes(live, desired, options, render, differ=diff, renamed=renamed)
-        except UnsupportedChange as error:
-            raise PlanRefused("unsupported_change", str(error)) from None
+
+    def finish_plan(self, planned: Planned) -> Planned:
         self._refuse_unknown_definers(planned)
         return Planned(planned.changes, tuple(_merged(planned.statements)))
 

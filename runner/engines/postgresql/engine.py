@@ -15,15 +15,14 @@ from typing import Any
 
 import psycopg
 
-from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying
 from runner.engines.desired import DesiredSchemaError
 from runner.engines.model import Database
 from runner.engines.plan import PlanDocument, PlanStatement, plan_digest
 from runner.engines.planner import (
-    Planned,
     PlanOptions,
     PlanRefused,
+    Renderer,
     document_privileges,
     fingerprint,
     plan_changes,
@@ -43,7 +42,7 @@ from runner.engines.postgresql.sandbox import (
     server_facts,
 )
 from runner.engines.privileges import role_uses
-from runner.engines.renamed import Renamed, Spelling
+from runner.engines.renamed import Spelling
 from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import Scope, apply_scope
@@ -317,19 +316,12 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     # -- planning --------------------------------------------------------------------------
 
-    def changes(
-        self,
-        live: Database,
-        desired: Database,
-        options: PlanOptions,
-        renamed: Renamed | None = None,
-    ) -> Planned:
+    def renderer(self, desired: Database, live: Database) -> Renderer:
+        return render
+
+    def check_desired(self, desired: Database, options: PlanOptions) -> None:
         if options.privileges.active:
             self._roles_exist(desired)
-        try:
-            return plan_changes(live, desired, options, render, renamed=renamed)
-        except UnsupportedChange as error:
-            raise PlanRefused("unsupported_change", str(error)) from None
 
     def split(self, text: str) -> list[tuple[int, str]]:
         return [(piece.line, piece.sql) for piece in split_postgresql(text)]

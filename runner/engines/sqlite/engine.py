@@ -28,19 +28,16 @@ from urllib.parse import quote
 
 from runner.digests import digest
 from runner.engines.cache import engine_version
-from runner.engines.changes import UnsupportedChange
 from runner.engines.core import Engine, LoadPiece, load_retrying
 from runner.engines.desired import DesiredSchemaError
 from runner.engines.model import NO_PRIVILEGES, Database, PrivilegeScope
 from runner.engines.plan import PlanDocument, PlanStatement, plan_digest
 from runner.engines.planner import (
-    Planned,
-    PlanOptions,
     PlanRefused,
+    Renderer,
     fingerprint,
-    plan_changes,
 )
-from runner.engines.renamed import Renamed, Spelling
+from runner.engines.renamed import Spelling
 from runner.engines.renames import Naming
 from runner.engines.report import ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
@@ -218,17 +215,8 @@ class SqliteEngine(Engine[None, None]):
         except SqlTextError as error:
             raise DesiredSchemaError(str(error)) from None
 
-    def changes(
-        self,
-        live: Database,
-        desired: Database,
-        options: PlanOptions,
-        renamed: Renamed | None = None,
-    ) -> Planned:
-        try:
-            return plan_changes(live, desired, options, render, differ=sqlite_diff, renamed=renamed)
-        except UnsupportedChange as error:
-            raise PlanRefused("unsupported_change", str(error)) from None
+    def renderer(self, desired: Database, live: Database) -> Renderer:
+        return render
 
     def drift_differ(self, live: Database, desired: Database) -> list[Any]:
         return sqlite_diff(live, desired)
