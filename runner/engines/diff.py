@@ -86,6 +86,10 @@ class _Differ:
             self.dependents[dependency].add(dependent)
             self.uses[dependent].add(dependency)
 
+    @property
+    def _postgresql(self) -> bool:
+        return self.live.dialect == "postgresql"
+
     def add(self, change: Change) -> None:
         self.changes.append(change)
 
@@ -120,6 +124,8 @@ class _Differ:
             self.add(
                 Change("create_table", key, Phase.CREATE, (key,), after=self.desired.tables[key])
             )
+            if _replica_identity(self.desired.tables[key]):
+                self._set_replica_identity(self.desired.tables[key])
         for key in sorted(self.live.tables.keys() & self.desired.tables.keys()):
             self.table(self.live.tables[key], self.desired.tables[key])
         self._replace_partitions()
@@ -147,6 +153,8 @@ class _Differ:
             for key in sorted(self.live.tables.keys() & self.desired.tables.keys()):
                 if self.live.tables[key].partition_of == parent and key not in self.new_tables:
                     old, new = self.live.tables[key], self.desired.tables[key]
+                    # Replaced, not altered: what table() planned for it is moot.
+                    self.changes = [c for c in self.changes if c.key != key]
                     self.add(Change("drop_table", key, Phase.DROP, (key,), before=old))
                     self.add(Change("create_table", key, Phase.CREATE, (key,), after=new))
                     self.dropped_tables.add(key)
@@ -155,24 +163,26 @@ class _Differ:
 
     def table(self, old: Table, new: Table) -> None:
         key = old.key
-        if (old.partition_key, old.partition_of, old.partition_bound) != (
-            new.partition_key,
-            new.partition_of,
-            new.partition_bound,
-        ):
-            # Partitioning cannot be altered in place: the table is replaced.
+        moved = (old.partition_of, old.partition_bound) != (new.partition_of, new.partition_bound)
+        if old.partition_key != new.partition_key or (moved and not self._postgresql):
+            # A table's own partitioning cannot be altered in place: the table is replaced.
             self.add(Change("drop_table", key, Phase.DROP, (key,), before=old))
             self.add(Change("create_table", key, Phase.CREATE, (key,), after=new))
             self.dropped_tables.add(key)
             self.new_tables.add(key)
             return
+        if moved:
+            old, new = self._move_partition(old, new)
         old_columns = {c.name: c for c in old.columns}
         new_columns = {c.name: c for c in new.columns}
+        inherited = self._from_parents(old, new)
+        self._inherited_in_order(old, new)
         for name in sorted(old_columns.keys() - new_columns.keys()):
             self._rewrite(key, name)
-            self.add(column_change("drop_column", key, Phase.DROP, before=old_columns[name]))
+            if name not in inherited:
+                self.add(column_change("drop_column", key, Phase.DROP, before=old_columns[name]))
         for position, column in enumerate(new.columns):
-            if column.name not in old_columns:
+            if column.name not in old_columns and column.name not in inherited:
                 # New columns are added in their desired order (``position``), not by name.
                 self.add(
                     column_change("add_column", key, Phase.CREATE, after=column, position=position)
@@ -188,21 +198,92 @@ class _Differ:
                 new_columns[name],
                 replace=name in regenerated,
                 position=positions[name],
+                inherited=name in inherited,
             )
         if old.unlogged != new.unlogged:
             self.add(Change("set_logged", key, Phase.CREATE, (key,), before=old, after=new))
         if (old.row_security, old.force_row_security) != (new.row_security, new.force_row_security):
             self.add(Change("set_row_security", key, Phase.CREATE, (key,), before=old, after=new))
-        if old.options != new.options:
+        if _options(old) != _options(new):
             self.add(
                 Change("alter_table_options", key, Phase.CREATE, (key,), before=old, after=new)
             )
+        if _replica_identity(old) != _replica_identity(new):
+            self._set_replica_identity(new)
         for parent in old.inherits:
             if parent not in new.inherits and parent not in self.dropped_tables:
                 self.add(Change("no_inherit", key, Phase.DROP, (key,), before=old, detail=parent))
         for parent in new.inherits:
             if parent not in old.inherits:
                 self.add(Change("inherit", key, Phase.CREATE, (key,), after=new, detail=parent))
+
+    def _from_parents(self, old: Table, new: Table) -> set[str]:
+        """Columns whose change reaches ``old`` from an inheritance parent it keeps: ``ALTER
+        TABLE`` on a parent adds, drops and retypes the column in its children too (and a
+        child may not retype an inherited column itself), so the child's change is the
+        parent's. Partitions' columns are their parent's in the model already."""
+        found: set[str] = set()
+        for parent in old.inherits:
+            before, after = self.live.tables.get(parent), self.desired.tables.get(parent)
+            if parent not in new.inherits or before is None or after is None:
+                continue
+            if parent in self.dropped_tables or parent in self.new_tables:
+                continue
+            was = {c.name: c for c in before.columns}
+            now = {c.name: c for c in after.columns}
+            found |= was.keys() ^ now.keys()
+            found |= {n for n in was.keys() & now.keys() if was[n].type != now[n].type}
+        return found
+
+    def _inherited_in_order(self, old: Table, new: Table) -> None:
+        """A table in an inheritance tree whose columns would not end in the desired order
+        is refused (:class:`UnsupportedChange`): a new column, its own or a parent's, is
+        appended, while a table created with ``INHERITS`` has its parents' columns first.
+        Column order is part of the schema and only a rebuild of the table could keep it."""
+        if not self._postgresql or not (old.inherits or new.inherits):
+            return
+        names = {c.name for c in old.columns}
+        kept = [c.name for c in old.columns if new.column(c.name) is not None]
+        reached = kept + [c.name for c in new.columns if c.name not in names]
+        desired = [c.name for c in new.columns]
+        if reached == desired:
+            return
+        at = next(i for i, (a, b) in enumerate(zip(reached, desired, strict=True)) if a != b)
+        column = new.column(desired[at])
+        assert column is not None
+        before = reached[at : reached.index(desired[at])]
+        raise UnsupportedChange(
+            column_change("add_column", old.key, Phase.CREATE, after=column),
+            f"column {desired[at]} would come after {', '.join(before)}"
+            " (a column added to an existing table, or reaching it from an inheritance parent,"
+            " is appended, where CREATE TABLE ... INHERITS puts the parents' columns first):"
+            " column order is part of the schema and only a rebuild of the table could keep"
+            " it; rebuild it by hand",
+        )
+
+    def _move_partition(self, old: Table, new: Table) -> tuple[Table, Table]:
+        """A partition whose parent or bounds change, or a table that becomes or stops
+        being a partition, keeps its rows: ``DETACH PARTITION`` from the old parent, ``ATTACH
+        PARTITION`` to the new one (which checks the rows against the new bounds). The two
+        sides are compared by every column they have, a partition's being its parent's."""
+        key = old.key
+        if old.partition_of is not None:
+            self.add(Change("detach_partition", key, Phase.DROP, (key,), before=old))
+        if new.partition_of is not None:
+            self.add(
+                Change(
+                    "attach_partition", key, Phase.CREATE, (key,), after=new, existing_table=True
+                )
+            )
+        return (
+            dataclasses.replace(old, columns=_all_columns(old, self.live)),
+            dataclasses.replace(new, columns=_all_columns(new, self.desired)),
+        )
+
+    def _set_replica_identity(self, table: Table) -> None:
+        """PostgreSQL's ``REPLICA IDENTITY``, set once the table's indexes exist (the one it
+        names may be new)."""
+        self.add(Change("set_replica_identity", table.key, Phase.FINISH, (table.key,), after=table))
 
     def _regenerated(self, table: str, old: dict[str, Column], new: dict[str, Column]) -> set[str]:
         """Generated columns that read a column changing type or going away: PostgreSQL
@@ -230,13 +311,15 @@ class _Differ:
         generated (their values are computed again, nothing is lost). Where a column that is
         not generated follows, the order cannot be kept without rebuilding the table: the
         change is refused (:class:`UnsupportedChange`), never reordered silently."""
-        if self.live.dialect != "postgresql":
+        if not self._postgresql:
             return regenerated
         desired = {c.name: c for c in new.columns}
         replaced = regenerated | {
             c.name
             for c in old.columns
-            if c.name in desired and c.generated != desired[c.name].generated
+            if c.name in desired
+            and c.generated != desired[c.name].generated
+            and desired[c.name].generated is not None  # else DROP EXPRESSION keeps it
         }
         common = [c for c in old.columns if c.name in desired]
         kept = [c for c in common if c.name not in replaced]
@@ -262,11 +345,26 @@ class _Differ:
         return regenerated | {c.name for c in follows}
 
     def column(
-        self, table: str, old: Column, new: Column, *, replace: bool = False, position: int = 0
+        self,
+        table: str,
+        old: Column,
+        new: Column,
+        *,
+        replace: bool = False,
+        position: int = 0,
+        inherited: bool = False,
     ) -> None:
         def change(op: str, phase: Phase = Phase.CREATE) -> None:
             self.add(column_change(op, table, phase, before=old, after=new))
 
+        if inherited and old.type != new.type:
+            self._rewrite(table, old.name)  # retyped by its parent's ALTER TABLE
+            old = dataclasses.replace(old, type=new.type)
+
+        if old.generated is not None and new.generated is None and self._postgresql:
+            # A generated column becomes an ordinary one in place, keeping its values.
+            self.add(column_change("drop_expression", table, Phase.DROP, before=old, after=new))
+            old = dataclasses.replace(old, generated=None)
         if old.generated != new.generated or replace:
             # A generation expression cannot be altered (nor the type of a column it reads):
             # the column is replaced, where the desired table has it.
@@ -752,6 +850,31 @@ class _Differ:
             )
         )
         return not in_desired or _owner(key, self.live) in self.dropped_tables
+
+
+def _all_columns(table: Table, db: Database) -> tuple[Column, ...]:
+    """Every column ``table`` has: a partition's are its parent's (the model lists only the
+    ones it declares itself, which stand in for the parent's of the same name)."""
+    parent = db.tables.get(table.partition_of or "")
+    if parent is None:
+        return table.columns
+    own = {c.name: c for c in table.columns}
+    inherited = tuple(own.pop(c.name, c) for c in _all_columns(parent, db))
+    return inherited + tuple(own.values())
+
+
+_REPLICA_IDENTITY = "replica_identity"
+
+
+def _replica_identity(table: Table) -> str:
+    """A PostgreSQL table's ``REPLICA IDENTITY`` other than ``DEFAULT`` (its own change,
+    :meth:`_Differ._set_replica_identity`), else ``""``."""
+    return dict(table.options).get(_REPLICA_IDENTITY, "")
+
+
+def _options(table: Table) -> tuple[tuple[str, str], ...]:
+    """The dialect facts ``alter_table_options`` changes: all but the replica identity."""
+    return tuple(o for o in table.options if o[0] != _REPLICA_IDENTITY)
 
 
 def _tables_of(constraint: Constraint) -> tuple[str, ...]:

@@ -168,6 +168,9 @@ def hazards_of(change: Change) -> list[Hazard]:
             add("data", "DATA_DEPENDENT_NOT_NULL")
         if column.generated is not None or column.identity:
             add("lock", "TABLE_REWRITE")
+    elif op == "attach_partition":  # every row is checked against the bounds
+        add("data", "DATA_DEPENDENT_CHECK")
+        add("lock", "LOCK_ACCESS_EXCLUSIVE_SCAN")
     elif op == "set_not_null":
         add("data", "DATA_DEPENDENT_NOT_NULL")
         add("lock", "LOCK_ACCESS_EXCLUSIVE_SCAN")

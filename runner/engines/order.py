@@ -47,10 +47,12 @@ OP_RANK = {
     for rank, op in enumerate(
         [
             "no_inherit",
+            "detach_partition",
             "drop_definition",
             "drop_index",
             "drop_constraint",
             "drop_default",
+            "drop_expression",
             "drop_identity",
             "drop_column",
             "drop_table",
@@ -74,10 +76,12 @@ OP_RANK = {
             "set_logged",
             "set_row_security",
             "inherit",
+            "attach_partition",
             "add_constraint",
             "create_index",
             "validate_constraint",
             "set_sequence_owner",
+            "set_replica_identity",
             "set_comment",
             "drop_comment",
             *PRIVILEGE_OPS,
@@ -161,9 +165,26 @@ def _sorted_phase(changes: list[Change], edges: dict[str, set[str]], reverse: bo
     return result
 
 
+def _owned_by_dropped(changes: list[Change], live: Database) -> set[tuple[str, str]]:
+    """(table, what a sub-object of it uses) for every table the plan drops: its triggers,
+    policies, constraints and indexes go with it, not in changes of their own, so what
+    they use (a trigger's function) is dropped only after the table. What they use among
+    the dropped tables (a partition a primary key's index reaches) is no such reason."""
+    dropped = {c.key for c in changes if c.op == "drop_table"}
+    owners = {k: c.table for k, c in live.constraints.items()}
+    owners |= {k: i.table for k, i in live.indexes.items()}
+    owners |= {k: d.table for k, d in live.definitions.items() if d.table}
+    return {
+        (owners[dependent], dependency)
+        for dependent, dependency in live.depends
+        if owners.get(dependent) in dropped and dependency not in dropped
+    }
+
+
 def order(changes: list[Change], live: Database, desired: Database) -> list[Change]:
     """``changes`` in execution order (see the module docstring)."""
-    live_edges, desired_edges = _edges(live.depends), _edges(desired.depends)
+    live_edges = _edges(live.depends | _owned_by_dropped(changes, live))
+    desired_edges = _edges(desired.depends)
     result: list[Change] = []
     for phase in Phase:
         members = [c for c in changes if c.phase is phase]

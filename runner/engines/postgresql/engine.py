@@ -33,6 +33,7 @@ from runner.engines.postgresql.leftovers import leftovers as find_leftovers
 from runner.engines.postgresql.quoting import ident, literal
 from runner.engines.postgresql.render import render
 from runner.engines.postgresql.sandbox import (
+    ExtensionNotAllowed,
     PrepareFailed,
     Sandbox,
     ServerFacts,
@@ -120,6 +121,8 @@ def _load(
         sandbox.prepare(
             session.database, [(f"{p.file}:{p.line}", p.sql) for p in pieces], desired=True
         )
+    except ExtensionNotAllowed as refusal:  # a refusal of the artifact, not an error
+        raise PlanRefused("sandbox_refused", str(refusal)) from None
     except (SandboxRefusal, PrepareFailed) as refusal:
         raise DesiredSchemaError(str(refusal)) from None
     left: list[LoadPiece] = []
@@ -368,6 +371,12 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                     + [(f"statement {i + 1}", s.sql) for i, s in enumerate(statements)],
                     desired=False,
                 )
+            except ExtensionNotAllowed as refusal:
+                raise PlanRefused(
+                    "sandbox_refused",
+                    f"the target has extension {refusal.name!r}, which the dry run cannot "
+                    f"rebuild: {refusal}",
+                ) from None
             except (SandboxRefusal, PrepareFailed) as refusal:
                 why = f"the dry run cannot start: {refusal}"
                 raise PlanRefused("dry_run_failed", why) from None

@@ -105,6 +105,12 @@ class _Reader:
         self.sequences: dict[str, Sequence] = {}
         self.definitions: dict[str, Definition] = {}
 
+    def define(self, catalog: str, oid: int, target: str, definition: Definition) -> None:
+        """Keep ``definition``, read from ``catalog``'s row ``oid`` (``target`` names it in
+        ``COMMENT ON``)."""
+        self.register(catalog, oid, definition.key, target)
+        self.definitions[definition.key] = definition
+
     def register(self, catalog: str, oid: int, key: str, target: str | None = None) -> None:
         self.ids[(self.catalog[catalog], oid, 0)] = key
         if target is not None:
@@ -119,9 +125,17 @@ class _Reader:
             f" AND {_ext('pg_namespace', 'n.oid')} ORDER BY 2",
         ):
             key = f"schema:{name}"
-            self.register("pg_namespace", oid, key, f"SCHEMA {ident(name)}")
-            self.definitions[key] = Definition(
-                key, "schema", f"CREATE SCHEMA {ident(name)}", f"DROP SCHEMA {ident(name)}", name
+            self.define(
+                "pg_namespace",
+                oid,
+                f"SCHEMA {ident(name)}",
+                Definition(
+                    key,
+                    "schema",
+                    f"CREATE SCHEMA {ident(name)}",
+                    f"DROP SCHEMA {ident(name)}",
+                    name,
+                ),
             )
 
     def extensions(self) -> None:
@@ -132,13 +146,17 @@ class _Reader:
             " WHERE e.extname <> 'plpgsql' ORDER BY 2",
         ):
             key = f"extension:{name}"
-            self.register("pg_extension", oid, key, f"EXTENSION {ident(name)}")
-            self.definitions[key] = Definition(
-                key,
-                "extension",
-                f"CREATE EXTENSION IF NOT EXISTS {ident(name)} WITH SCHEMA {ident(schema)}",
-                f"DROP EXTENSION {ident(name)}",
-                f"{name} {schema}",
+            self.define(
+                "pg_extension",
+                oid,
+                f"EXTENSION {ident(name)}",
+                Definition(
+                    key,
+                    "extension",
+                    f"CREATE EXTENSION IF NOT EXISTS {ident(name)} WITH SCHEMA {ident(schema)}",
+                    f"DROP EXTENSION {ident(name)}",
+                    f"{name} {schema}",
+                ),
             )
 
     # -- collations -----------------------------------------------------------------------
@@ -173,13 +191,17 @@ class _Reader:
             if not deterministic:
                 options.append("deterministic = false")
             body = ", ".join(options)
-            self.register("pg_collation", oid, key, f"COLLATION {full}")
-            self.definitions[key] = Definition(
-                key,
-                "collation",
-                f"CREATE COLLATION {full} ({body})",
-                f"DROP COLLATION {full}",
-                body,
+            self.define(
+                "pg_collation",
+                oid,
+                f"COLLATION {full}",
+                Definition(
+                    key,
+                    "collation",
+                    f"CREATE COLLATION {full} ({body})",
+                    f"DROP COLLATION {full}",
+                    body,
+                ),
             )
 
     # -- types ------------------------------------------------------------------------------
@@ -233,14 +255,18 @@ class _Reader:
             self.ids[(self.catalog["pg_type"], array, 0)] = key
             if kind == "e":
                 values = labels[oid]
-                self.register("pg_type", oid, key, f"TYPE {full}")
-                self.definitions[key] = Definition(
-                    key,
-                    "enum",
-                    f"CREATE TYPE {full} AS ENUM ({', '.join(literal(v) for v in values)})",
-                    f"DROP TYPE {full}",
-                    json.dumps(values),
-                    extra=(("labels", json.dumps(values)),),
+                self.define(
+                    "pg_type",
+                    oid,
+                    f"TYPE {full}",
+                    Definition(
+                        key,
+                        "enum",
+                        f"CREATE TYPE {full} AS ENUM ({', '.join(literal(v) for v in values)})",
+                        f"DROP TYPE {full}",
+                        json.dumps(values),
+                        extra=(("labels", json.dumps(values)),),
+                    ),
                 )
             elif kind == "c":
                 self.ids[(self.catalog["pg_class"], relid, 0)] = key
@@ -298,7 +324,10 @@ class _Reader:
             " CASE WHEN c.relispartition THEN (SELECT pn.nspname || '.' || p.relname"
             "   FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent"
             "   JOIN pg_namespace pn ON pn.oid = p.relnamespace WHERE i.inhrelid = c.oid) END,"
-            " CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END"
+            " CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END,"
+            " c.relreplident, (SELECT quote_ident(ic.relname) FROM pg_index i"
+            "   JOIN pg_class ic ON ic.oid = i.indexrelid"
+            "   WHERE i.indrelid = c.oid AND i.indisreplident)"
             " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             f" WHERE c.relkind IN ('r', 'p') AND {USER_SCHEMA} AND {_ext('pg_class', 'c.oid')}"
             " ORDER BY 2, 3",
@@ -383,7 +412,20 @@ class _Reader:
                     collation=coll,
                 )
             )
-        for oid, schema, name, kind, persistence, rls, force, partkey, parent, bound in rows:
+        for (
+            oid,
+            schema,
+            name,
+            kind,
+            persistence,
+            rls,
+            force,
+            partkey,
+            parent,
+            bound,
+            replident,
+            replindex,
+        ) in rows:
             table = Table(
                 schema=schema,
                 name=name,
@@ -395,6 +437,7 @@ class _Reader:
                 row_security=bool(rls),
                 force_row_security=bool(force),
                 inherits=tuple(inherits[oid]),
+                options=_replica_identity(replident, replindex),
             )
             self.register("pg_class", oid, table.key, f"TABLE {qualified(schema, name)}")
             self.tables[table.key] = table
@@ -433,6 +476,21 @@ class _Reader:
             if kind in ("p", "u", "x") and index:
                 self.ids[(self.catalog["pg_class"], index, 0)] = constraint.key
             self.constraints[constraint.key] = constraint
+        # A constraint PostgreSQL cloned for a partition (a foreign key referencing a
+        # partitioned table has one per referenced partition) stands for its root: what it
+        # depends on (a partition) its root depends on.
+        pg_constraint = self.catalog["pg_constraint"]
+        for oid, root in _rows(
+            self.conn,
+            "WITH RECURSIVE up(oid, root) AS (SELECT oid, conparentid FROM pg_constraint"
+            " WHERE conparentid <> 0 UNION ALL SELECT up.oid, c.conparentid FROM up"
+            " JOIN pg_constraint c ON c.oid = up.root WHERE c.conparentid <> 0)"
+            " SELECT up.oid, up.root FROM up JOIN pg_constraint r ON r.oid = up.root"
+            " WHERE r.conparentid = 0",
+        ):
+            key = self.ids.get((pg_constraint, root, 0))
+            if key is not None and key.startswith("constraint:"):
+                self.ids.setdefault((pg_constraint, oid, 0), key)
 
     # -- indexes and sequences -------------------------------------------------------------
 
@@ -525,26 +583,34 @@ class _Reader:
             columns = ", ".join(view_columns[oid])
             if kind == "v":
                 key = f"view:{schema}.{name}"
-                self.register("pg_class", oid, key, f"VIEW {full}")
-                self.definitions[key] = Definition(
-                    key,
-                    "view",
-                    f"CREATE VIEW {full}{with_} AS\n{body}",
-                    f"DROP VIEW {full}",
-                    f"{with_} {body}",
-                    replace=f"CREATE OR REPLACE VIEW {full}{with_} AS\n{body}",
-                    extra=(("columns", columns),),
+                self.define(
+                    "pg_class",
+                    oid,
+                    f"VIEW {full}",
+                    Definition(
+                        key,
+                        "view",
+                        f"CREATE VIEW {full}{with_} AS\n{body}",
+                        f"DROP VIEW {full}",
+                        f"{with_} {body}",
+                        replace=f"CREATE OR REPLACE VIEW {full}{with_} AS\n{body}",
+                        extra=(("columns", columns),),
+                    ),
                 )
             else:
                 key = f"matview:{schema}.{name}"
-                self.register("pg_class", oid, key, f"MATERIALIZED VIEW {full}")
-                self.definitions[key] = Definition(
-                    key,
-                    "matview",
-                    f"CREATE MATERIALIZED VIEW {full}{with_} AS\n{body}",
-                    f"DROP MATERIALIZED VIEW {full}",
-                    f"{with_} {body}",
-                    extra=(("columns", columns),),
+                self.define(
+                    "pg_class",
+                    oid,
+                    f"MATERIALIZED VIEW {full}",
+                    Definition(
+                        key,
+                        "matview",
+                        f"CREATE MATERIALIZED VIEW {full}{with_} AS\n{body}",
+                        f"DROP MATERIALIZED VIEW {full}",
+                        f"{with_} {body}",
+                        extra=(("columns", columns),),
+                    ),
                 )
         view_keys = {
             oid: key
@@ -633,14 +699,18 @@ class _Reader:
             )
             sql += f" USING ({qual})" if qual is not None else ""
             sql += f" WITH CHECK ({check})" if check is not None else ""
-            self.register("pg_policy", oid, key, f"POLICY {ident(name)} ON {on}")
-            self.definitions[key] = Definition(
-                key,
-                "policy",
-                sql,
-                f"DROP POLICY {ident(name)} ON {on}",
-                sql,
-                table=f"table:{schema}.{table}",
+            self.define(
+                "pg_policy",
+                oid,
+                f"POLICY {ident(name)} ON {on}",
+                Definition(
+                    key,
+                    "policy",
+                    sql,
+                    f"DROP POLICY {ident(name)} ON {on}",
+                    sql,
+                    table=f"table:{schema}.{table}",
+                ),
             )
 
     # -- comments and dependencies -------------------------------------------------------
@@ -710,6 +780,19 @@ class _Reader:
         ):
             found |= {("", str(name), "a"), (str(name), "", "e")}
         return frozenset(found)
+
+
+def _replica_identity(kind: str, index: str | None) -> tuple[tuple[str, str], ...]:
+    """A table's ``REPLICA IDENTITY`` as its one option, none for ``DEFAULT`` (the primary
+    key): ``FULL``, ``NOTHING`` or ``USING INDEX name``. An index identity whose index is
+    gone logs nothing, as ``NOTHING`` does."""
+    if kind == "f":
+        return (("replica_identity", "FULL"),)
+    if kind == "n" or (kind == "i" and index is None):
+        return (("replica_identity", "NOTHING"),)
+    if kind == "i":
+        return (("replica_identity", f"USING INDEX {index}"),)
+    return ()
 
 
 def _privileges(reader: _Reader, scope: PrivilegeScope) -> Privileges:

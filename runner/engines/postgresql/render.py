@@ -202,6 +202,24 @@ def _set_row_security(change: Change) -> list[Statement]:
     ]
 
 
+def _detach_partition(change: Change) -> list[Statement]:
+    table = change.old(Table)
+    parent = _table_name(table.partition_of or "")
+    return [Statement(f"ALTER TABLE {parent} DETACH PARTITION {_table_name(table.key)}")]
+
+
+def _attach_partition(change: Change) -> list[Statement]:
+    table = change.new(Table)
+    parent = _table_name(table.partition_of or "")
+    attach = f"ATTACH PARTITION {_table_name(table.key)} {table.partition_bound}"
+    return [Statement(f"ALTER TABLE {parent} {attach}")]
+
+
+def _set_replica_identity(change: Change) -> list[Statement]:
+    identity = dict(change.new(Table).options).get("replica_identity", "DEFAULT")
+    return _alter(change, f"REPLICA IDENTITY {identity}")
+
+
 def _inherit(change: Change) -> list[Statement]:
     return _alter(change, f"INHERIT {_table_name(change.detail)}")
 
@@ -453,6 +471,7 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
     "alter_column_type": _alter_column_type,
     "set_default": _set_default,
     "drop_default": _alter_column("DROP DEFAULT"),
+    "drop_expression": _alter_column("DROP EXPRESSION"),
     "add_identity": _add_identity,
     "set_identity": _set_identity,
     "set_identity_options": _set_identity_options,
@@ -463,6 +482,9 @@ RENDERERS: dict[str, Callable[[Change], list[Statement]]] = {
     "inherit": _inherit,
     "no_inherit": _no_inherit,
     "set_row_security": _set_row_security,
+    "set_replica_identity": _set_replica_identity,
+    "detach_partition": _detach_partition,
+    "attach_partition": _attach_partition,
     "add_constraint": _add_constraint,
     "drop_constraint": _drop_constraint,
     "create_index": _create_index,

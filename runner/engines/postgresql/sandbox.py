@@ -368,13 +368,22 @@ class Sandbox:
         return []
 
 
-def _allowed(where: str, name: str) -> None:
-    if name not in EXTENSIONS:
+class ExtensionNotAllowed(SandboxRefusal):
+    """An extension outside :data:`EXTENSIONS`: named by a statement at ``where`` (a desired
+    file's line, or a statement rebuilding the live schema)."""
+
+    def __init__(self, where: str, name: str) -> None:
         prefix = f"{where}: " if where else ""
-        raise SandboxRefusal(
+        super().__init__(
             f"{prefix}extension {name!r} is not created in a sandbox (allowed: "
             f"{', '.join(sorted(EXTENSIONS))})"
         )
+        self.where, self.name = where, name
+
+
+def _allowed(where: str, name: str) -> None:
+    if name not in EXTENSIONS:
+        raise ExtensionNotAllowed(where, name)
 
 
 def _text(error: psycopg.Error) -> str:

@@ -127,6 +127,7 @@ def test_an_attack_in_the_desired_schema_never_reaches_the_target(
             "dry_run_failed",
             "destructive_disallowed",
             "statement_not_declarative",
+            "sandbox_refused",  # an extension outside the allowlist
         )
         assert result.returncode == 2 or json.loads(result.stdout)["refusal"]["code"] in stable
 
