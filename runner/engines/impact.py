@@ -87,6 +87,7 @@ Check = Literal[
     "table_size",  # a rewrite or a scan under a strong lock: pages, bytes, estimated rows
 ]
 _FAILING: Final = frozenset({"null_rows", "rows_without_value", "duplicate_groups", "orphan_rows"})
+"""The checks whose offending rows make the change fail, whatever else the plan does."""
 
 
 class Figure(Model):
@@ -558,8 +559,13 @@ def describe(figure: Figure) -> str:
     return line
 
 
+_FAILING_ORDER: Final = ("null_rows", "rows_without_value", "duplicate_groups", "orphan_rows")
+
+
 def certain_failures(report: ImpactReport | None) -> list[Figure]:
-    return [f for f in report.figures if f.fails] if report is not None else []
+    """The figures that prove the plan would fail, NOT NULL first, then UNIQUE, then FK."""
+    found = [f for f in report.figures if f.fails] if report is not None else []
+    return sorted(found, key=lambda f: _FAILING_ORDER.index(f.check))
 
 
 def refuse_certain(report: ImpactReport | None) -> None:
