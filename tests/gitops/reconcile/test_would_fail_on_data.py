@@ -1,0 +1,59 @@
+"""A plan certain to fail on the rows already there is Blocked/WouldFailOnData, naming the
+change and the count, and clears once the data is fixed; the figures of a plan that is
+offered stand beside it on the status branch (docs/reconciler.md, "Plans that know the
+data")."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from harness.reconcile_world import World, schema_yaml
+
+LIVE = "CREATE TABLE orders (id INTEGER PRIMARY KEY, email TEXT, legacy TEXT);"
+DESIRED = "CREATE TABLE orders (id INTEGER PRIMARY KEY, email TEXT NOT NULL);\n"
+
+
+def test_blocked_until_the_data_is_fixed(world: World) -> None:
+    layout = world.artifact("orders-nn", DESIRED)
+    database = world.database(
+        "orders", LIVE + "INSERT INTO orders VALUES (1, NULL, 'x'), (2, 'b@x', NULL);"
+    )
+    world.remote.write_file(
+        "databases/orders.yaml",
+        schema_yaml("orders", layout, extra=", allowDestructive: true"),
+    )
+    world.remote.commit_all("declare orders")
+
+    assert world.reconcile() == {"shop/orders": "Blocked/WouldFailOnData"}
+    status = world.status("orders")["status"]
+    [ready] = [c for c in status["conditions"] if c["type"] == "Ready"]  # type: ignore[index]
+    assert "SET NOT NULL on orders.email: 1 rows are NULL (exact)" in ready["message"]
+    assert "plan" not in status  # type: ignore[operator]  # nothing offered for approval
+
+    # Blocked refreshes like every verdict: the same data, the same verdict, no new commit.
+    assert world.reconcile() == {"shop/orders": "Blocked/WouldFailOnData"}
+    assert len(world.status_log()) == 1
+
+    conn = sqlite3.connect(database)
+    with conn:
+        conn.execute("UPDATE orders SET email = 'a@x' WHERE email IS NULL")
+    conn.close()
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    plan = world.status("orders")["status"]["plan"]  # type: ignore[index]
+    impact = plan["impact"]
+    assert impact["mode"] == "estimate"
+    assert impact["none"] >= 1 and impact["counted"] >= 1  # NULLs none; a dropped value
+    figures = json.loads(world.show("seshat/status", impact["path"]))
+    assert figures["plan"] == plan["id"]
+    assert "SET NOT NULL on orders.email: 0 rows are NULL (exact)" in figures["lines"]
+    assert "DROP COLUMN orders.legacy: 1 non-NULL values (exact)" in figures["lines"]
+
+    # A figure that moves keeps the plan id: the approval in hand still names the plan.
+    conn = sqlite3.connect(database)
+    with conn:
+        conn.execute("INSERT INTO orders VALUES (3, 'c@x', 'y')")
+    conn.close()
+    assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
+    again = world.status("orders")["status"]["plan"]  # type: ignore[index]
+    assert again["id"] == plan["id"]
