@@ -45,6 +45,7 @@ def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
         "managedRoles": [],
         "manageOwnership": False,
         "proceduralSchema": False,
+        "impact": "estimate",
         "timeouts": {"plan": "10m", "apply": "6h", "migrate": "6h"},
     }
     assert resource.metadata.namespace == "shop"
