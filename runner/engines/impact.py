@@ -260,10 +260,11 @@ def probes(changes: Sequence[Change], document: PlanDocument, live: Database) ->
         codes = {h.code for h in hazards_of(change)} | judged.get((change.op, change.key), set())
         found += _hazard_probes(change, codes, live)
         for code in sorted(codes & _LOCKS.keys()):
-            for table in change.tables:
-                if table in live.tables and table not in sized:
-                    sized.add(table)
-                    found.append(Probe(change, code, "table_size", table))
+            # The table the change alters (a foreign key's parent is only read).
+            table = next((t for t in change.tables if t in live.tables), "")
+            if table and table not in sized:
+                sized.add(table)
+                found.append(Probe(change, code, "table_size", table))
     return found
 
 
@@ -342,7 +343,7 @@ def _figure(probe: Probe, **fields: object) -> Figure:
 
 def _short(key: str) -> str:
     name = key.split(":", 1)[-1]
-    for default in ("public.", "main."):
+    for default in ("public.", "main.", "db."):  # PostgreSQL's, SQLite's, MySQL's one schema
         if name.startswith(default):
             return name.removeprefix(default)
     return name
