@@ -18,6 +18,8 @@ makes no commit.
 
 from __future__ import annotations
 
+import json
+
 from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
@@ -28,6 +30,7 @@ from runner.engines.impact import ImpactReport, describe
 __all__ = [
     "binding_path",
     "impact_bytes",
+    "impact_lines",
     "impact_path",
     "plan_paths",
     "read_status",
@@ -62,6 +65,21 @@ def impact_bytes(plan_id: str, report: ImpactReport) -> bytes:
         "lines": [describe(figure) for figure in report.figures],
     }
     return canonical_json(document) + b"\n"
+
+
+def impact_lines(data: bytes | None, limit: int = 50) -> list[str]:
+    """The figures of an impact file, worded again from its figures (never its ``lines``,
+    which only a person reads in Git), at most ``limit`` of them; nothing for a file that
+    is not one."""
+    if data is None:
+        return []
+    try:
+        report = ImpactReport.model_validate(json.loads(data)["impact"])
+    except (ValueError, KeyError, TypeError):
+        return []
+    lines = [describe(figure) for figure in report.figures[:limit]]
+    more = len(report.figures) - len(lines) + report.left_out
+    return lines + ([f"... and {more} more"] if more else [])
 
 
 def status_bytes(

@@ -31,6 +31,9 @@ def test_blocked_until_the_data_is_fixed(world: World) -> None:
     assert "SET NOT NULL on orders.email: 1 rows are NULL (exact)" in ready["message"]
     assert "plan" not in status  # type: ignore[operator]  # nothing offered for approval
 
+    review = world.show("seshat/review/shop/orders", ".seshat/reviews/shop/orders.md")
+    assert "WouldFailOnData" in review and "1 rows are NULL (exact)" in review
+
     # Blocked refreshes like every verdict: the same data, the same verdict, no new commit.
     assert world.reconcile() == {"shop/orders": "Blocked/WouldFailOnData"}
     assert len(world.status_log()) == 1
@@ -48,6 +51,17 @@ def test_blocked_until_the_data_is_fixed(world: World) -> None:
     assert figures["plan"] == plan["id"]
     assert "SET NOT NULL on orders.email: 0 rows are NULL (exact)" in figures["lines"]
     assert "DROP COLUMN orders.legacy: 1 non-NULL values (exact)" in figures["lines"]
+
+    # Shown where people decide: seshat plan show, seshat status, the review.
+    url = world.remote.remote_url
+    shown = world.seshat("plan", "show", "shop/orders", "--repo", url)
+    assert shown.returncode == 0, shown.stderr
+    assert "impact       SET NOT NULL on orders.email: 0 rows are NULL (exact)" in shown.stdout
+    assert "impact       DROP COLUMN orders.legacy: 1 non-NULL values (exact)" in shown.stdout
+    listed = world.seshat("status", "--repo", url)
+    assert "impact: 2 counted" in listed.stdout  # a size, a dropped value, listed.stdout
+    review = world.show("seshat/review/shop/orders", ".seshat/reviews/shop/orders.md")
+    assert "**Impact**" in review and "DROP COLUMN orders.legacy: 1 non-NULL" in review
 
     # A figure that moves keeps the plan id: the approval in hand still names the plan.
     conn = sqlite3.connect(database)
