@@ -64,6 +64,7 @@ def test_blocked_until_the_data_is_fixed(world: World) -> None:
     assert "**Impact**" in review and "DROP COLUMN orders.legacy: 1 non-NULL" in review
 
     # A figure that moves keeps the plan id: the approval in hand still names the plan.
+    commits = len(world.status_log())
     conn = sqlite3.connect(database)
     with conn:
         conn.execute("INSERT INTO orders VALUES (3, 'c@x', 'y')")
@@ -71,3 +72,4 @@ def test_blocked_until_the_data_is_fixed(world: World) -> None:
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     again = world.status("orders")["status"]["plan"]  # type: ignore[index]
     assert again["id"] == plan["id"]
+    assert len(world.status_log()) == commits  # the same aggregates: nothing rewritten
