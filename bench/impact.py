@@ -92,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 conn.execute("ANALYZE orders")
                 size = conn.execute("SELECT pg_relation_size('orders')").fetchone()
+                assert size is not None
             print(f"loaded {args.rows:,} rows ({size[0] / 1024**2:.0f} MiB) in "
                   f"{time.perf_counter() - started:.1f} s")  # fmt: skip
             desired = base / "desired.sql"

@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Annotated, Final, Literal, Protocol
+from typing import Annotated, Any, Final, Literal, Protocol
 
 from pydantic import Field
 
@@ -55,6 +55,7 @@ __all__ = [
     "ImpactReport",
     "Probe",
     "Reader",
+    "ReaderBase",
     "TableFacts",
     "TimedOut",
     "Unreadable",
@@ -307,6 +308,29 @@ class Reader(Protocol):
     def name(self, key: str) -> str: ...  # a table's key as a quoted, qualified name
     def quote(self, name: str) -> str: ...
     def misfit_condition(self, column: str, old: str, new: str) -> str | None: ...
+
+
+class ReaderBase:
+    """What most readers share: the query count, no statistics, no sequences, no rule for
+    values that do not fit, and a count read from :meth:`one`'s first column."""
+
+    queries = 0
+
+    def one(self, sql: str) -> Any:
+        """The first row of ``sql``, bounded by the reader's timeout."""
+        raise NotImplementedError
+
+    def count(self, sql: str) -> int:
+        return int(self.one(sql)[0])
+
+    def stats(self, key: str, column: str) -> ColumnStats | None:
+        return None
+
+    def sequence_value(self, key: str) -> int | None:
+        return None
+
+    def misfit_condition(self, column: str, old: str, new: str) -> str | None:
+        return None
 
 
 @dataclass(slots=True)

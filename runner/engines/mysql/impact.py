@@ -18,7 +18,7 @@ from typing import Any
 
 import pymysql
 
-from runner.engines.impact import ColumnStats, TableFacts, TimedOut, Unreadable
+from runner.engines.impact import ReaderBase, TableFacts, TimedOut, Unreadable
 from runner.engines.mysql.connection import connection, database_name
 from runner.engines.mysql.quoting import ident
 from runner.url import DatabaseURL
@@ -42,12 +42,12 @@ def _name(key: str) -> str:
     return key.split(":", 1)[1].split(".", 1)[1]
 
 
-class MySQLReader:
+class MySQLReader(ReaderBase):
     def __init__(self, conn: Any, database: str, timeout_ms: int, mariadb: bool) -> None:
         self.conn, self.database, self.queries = conn, database, 0
         self.timeout_ms, self.mariadb = timeout_ms, mariadb
 
-    def _one(self, sql: str, params: tuple[object, ...] = (), bounded: bool = True) -> Any:
+    def one(self, sql: str, params: tuple[object, ...] = (), bounded: bool = True) -> Any:
         self.queries += 1
         if bounded and self.mariadb:
             sql = f"SET STATEMENT max_statement_time = {self.timeout_ms / 1000:.3f} FOR {sql}"
@@ -66,7 +66,7 @@ class MySQLReader:
             raise
 
     def table(self, key: str) -> TableFacts | None:
-        row = self._one(
+        row = self.one(
             "SELECT DATA_LENGTH, TABLE_ROWS, @@innodb_page_size FROM information_schema.TABLES"
             " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
             (self.database, _name(key)),
@@ -76,7 +76,7 @@ class MySQLReader:
             return None
         size, rows, page = int(row[0] or 0), row[1], int(row[2] or 16384)
         try:
-            self._one(f"SELECT 1 FROM {self.name(key)} LIMIT 0", bounded=False)
+            self.one(f"SELECT 1 FROM {self.name(key)} LIMIT 0", bounded=False)
             readable = True
         except Unreadable:
             readable = False
@@ -86,15 +86,6 @@ class MySQLReader:
             rows=None if rows is None else int(rows),
             readable=readable,
         )
-
-    def stats(self, key: str, column: str) -> ColumnStats | None:
-        return None  # the server's column statistics are not the credential's to read
-
-    def count(self, sql: str) -> int:
-        return int(self._one(sql)[0])
-
-    def sequence_value(self, key: str) -> int | None:
-        return None
 
     def name(self, key: str) -> str:
         return ident(_name(key))

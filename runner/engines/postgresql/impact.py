@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from runner.engines.impact import ColumnStats, TableFacts, TimedOut, Unreadable
+from runner.engines.impact import ColumnStats, ReaderBase, TableFacts, TimedOut, Unreadable
 from runner.engines.postgresql.connection import connection
 from runner.engines.postgresql.quoting import ident, literal, qualified
 from runner.url import DatabaseURL
@@ -36,7 +36,7 @@ def _split(key: str) -> tuple[str, str]:
     return schema, name
 
 
-class PostgresReader:
+class PostgresReader(ReaderBase):
     def __init__(self, conn: psycopg.Connection[Any], timeout_ms: int) -> None:
         self.conn, self.timeout_ms, self.queries = conn, timeout_ms, 0
 
@@ -91,9 +91,8 @@ class PostgresReader:
         )
         return None if row is None else ColumnStats(float(row[0]), float(row[1]))
 
-    def count(self, sql: str) -> int:
-        row = self._run(sql)
-        return int(row[0])
+    def one(self, sql: str) -> Any:
+        return self._run(sql)
 
     def sequence_value(self, key: str) -> int | None:
         row = self._run(f"SELECT last_value, is_called FROM {self.name(key)}")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from runner.engines.impact import ColumnStats, TableFacts, TimedOut
+from runner.engines.impact import ReaderBase, TableFacts, TimedOut
 from runner.engines.sqlite.sqltext import ident
 
 __all__ = ["SqliteReader", "reader"]
@@ -26,11 +26,11 @@ def _name(key: str) -> str:
     return key.split(":", 1)[1].split(".", 1)[1]
 
 
-class SqliteReader:
+class SqliteReader(ReaderBase):
     def __init__(self, conn: sqlite3.Connection, timeout_ms: int) -> None:
         self.conn, self.timeout_ms, self.queries = conn, timeout_ms, 0
 
-    def _one(self, sql: str, params: tuple[object, ...] = (), timeout_ms: int = 0) -> Any:
+    def one(self, sql: str, params: tuple[object, ...] = (), timeout_ms: int = 0) -> Any:
         self.queries += 1
         ends = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
         self.conn.set_progress_handler(lambda: int(time.monotonic() > ends), 1000)
@@ -44,37 +44,23 @@ class SqliteReader:
             self.conn.set_progress_handler(None, 0)
 
     def table(self, key: str) -> TableFacts | None:
-        page = self._one("PRAGMA page_size")
+        page = self.one("PRAGMA page_size")
         page_size = int(page[0]) if page else 4096
         try:
-            row = self._one(
+            row = self.one(
                 "SELECT count(*) FROM dbstat WHERE name = ?", (_name(key),), _CATALOG_TIMEOUT_MS
             )
             pages = int(row[0]) if row else 0
         except (sqlite3.OperationalError, TimedOut):  # no dbstat, or too slow: the whole file
-            row = self._one("PRAGMA page_count")
+            row = self.one("PRAGMA page_count")
             pages = int(row[0]) if row else 0
         return TableFacts(bytes=pages * page_size, pages=pages, rows=None, readable=True)
-
-    def stats(self, key: str, column: str) -> ColumnStats | None:
-        return None
-
-    def count(self, sql: str) -> int:
-        row = self._one(sql)
-        assert row is not None
-        return int(row[0])
-
-    def sequence_value(self, key: str) -> int | None:
-        return None
 
     def name(self, key: str) -> str:
         return ident(_name(key))
 
     def quote(self, name: str) -> str:
         return ident(name)
-
-    def misfit_condition(self, column: str, old: str, new: str) -> str | None:
-        return None  # SQLite's types are affinities: a value that does not fit still goes in
 
 
 @contextlib.contextmanager

@@ -5,13 +5,20 @@ data")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+from pathlib import Path
 
 from harness.reconcile_world import World, schema_yaml
 
 LIVE = "CREATE TABLE orders (id INTEGER PRIMARY KEY, email TEXT, legacy TEXT);"
 DESIRED = "CREATE TABLE orders (id INTEGER PRIMARY KEY, email TEXT NOT NULL);\n"
+
+
+def run(database: Path, statement: str) -> None:
+    with contextlib.closing(sqlite3.connect(database)) as conn, conn:
+        conn.execute(statement)
 
 
 def test_blocked_until_the_data_is_fixed(world: World) -> None:
@@ -38,10 +45,7 @@ def test_blocked_until_the_data_is_fixed(world: World) -> None:
     assert world.reconcile() == {"shop/orders": "Blocked/WouldFailOnData"}
     assert len(world.status_log()) == 1
 
-    conn = sqlite3.connect(database)
-    with conn:
-        conn.execute("UPDATE orders SET email = 'a@x' WHERE email IS NULL")
-    conn.close()
+    run(database, "UPDATE orders SET email = 'a@x' WHERE email IS NULL")
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     plan = world.status("orders")["status"]["plan"]  # type: ignore[index]
     impact = plan["impact"]
@@ -65,10 +69,7 @@ def test_blocked_until_the_data_is_fixed(world: World) -> None:
 
     # A figure that moves keeps the plan id: the approval in hand still names the plan.
     commits = len(world.status_log())
-    conn = sqlite3.connect(database)
-    with conn:
-        conn.execute("INSERT INTO orders VALUES (3, 'c@x', 'y')")
-    conn.close()
+    run(database, "INSERT INTO orders VALUES (3, 'c@x', 'y')")
     assert world.reconcile() == {"shop/orders": "AwaitingApproval/AwaitingApproval"}
     again = world.status("orders")["status"]["plan"]  # type: ignore[index]
     assert again["id"] == plan["id"]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from runner.engines.changes import Change, Phase
+from runner.engines.diff import column_change as diff_column_change
 from runner.engines.impact import (
     ColumnStats,
     Figure,
@@ -44,16 +45,7 @@ DOCUMENT = PlanDocument(
 
 
 def column_change(op: str, column: Column) -> Change:
-    return Change(
-        op,
-        TABLE.key,
-        Phase.CREATE,
-        (TABLE.key,),
-        before=column,
-        after=column,
-        detail=column.name,
-        existing_table=True,
-    )
+    return diff_column_change(op, TABLE.key, Phase.CREATE, before=column, after=column)
 
 
 class FakeReader:

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from harness.databases import database_url
+from harness.impact import by_check, plan_with_impact
 from harness.mariadb import MariaDBDatabase
-from harness.runner_cli import RunnerCLI, write
+from harness.runner_cli import RunnerCLI
 
 LIVE = """
 CREATE TABLE customers (id int NOT NULL PRIMARY KEY);
@@ -48,28 +49,8 @@ def load(db: MariaDBDatabase, sql: str) -> None:
 def plan(
     runner: RunnerCLI, url: str, folder: Path, desired: str, *extra: str
 ) -> tuple[Any, dict[str, Any]]:
-    impact = folder / "impact.json"
-    impact.unlink(missing_ok=True)
-    result = runner(
-        "schema",
-        "plan",
-        "--url-env",
-        "TARGET_URL",
-        "--desired",
-        str(write(folder / "schema.sql", desired)),
-        "--allow-destructive",
-        "--output",
-        str(folder / "plan.json"),
-        "--impact-output",
-        str(impact),
-        *extra,
-        env={"TARGET_URL": url},
-    )
-    return result, json.loads(impact.read_text()) if impact.exists() else {}
-
-
-def checks(figures: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {f["check"]: f for f in figures["figures"]}
+    target = ["--url-env", "TARGET_URL"]
+    return plan_with_impact(runner, target, folder, desired, *extra, env={"TARGET_URL": url})
 
 
 def test_zero_refused_and_counted(
@@ -83,7 +64,7 @@ def test_zero_refused_and_counted(
     )
     result, figures = plan(runner, db.url_with_password, tmp_path, DESIRED)
     assert result.returncode == 0, result.stderr
-    found = checks(figures)
+    found = by_check(figures)
     for check in ("null_rows", "duplicate_groups", "orphan_rows"):
         assert found[check]["verdict"] == "none" and found[check]["exact"], found[check]
     assert found["non_null_values"]["count"] == 1
@@ -126,7 +107,7 @@ def test_timed_out_and_no_select_privilege(
         "1",
     )
     assert result.returncode == 0, result.stderr
-    assert checks(figures)["duplicate_groups"]["reason"] == "timed_out"
+    assert by_check(figures)["duplicate_groups"]["reason"] == "timed_out"
 
     server = db.server
     user, password = f"impact_{secrets.token_hex(3)}", secrets.token_urlsafe(16)

@@ -5,27 +5,21 @@ without SELECT, and a plan whose bytes do not move with its figures."""
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.postgres import PostgresDatabase
-from harness.runner_cli import RunnerCLI, write
-from psycopg import sql
+from harness.impact import by_check, plan_with_impact
+from harness.postgres import PostgresDatabase, login_role
+from harness.runner_cli import RunnerCLI
 
 LIVE = """
 CREATE TABLE customers (id integer PRIMARY KEY);
 CREATE TABLE orders (
-    id integer PRIMARY KEY,
-    email text,
-    code varchar(20),
-    customer_id integer,
-    legacy text
+    id integer PRIMARY KEY, email text, code varchar(20), customer_id integer, legacy text
 );
 """
-
 DESIRED = """
 CREATE TABLE customers (id integer PRIMARY KEY);
 CREATE TABLE orders (
@@ -35,20 +29,14 @@ CREATE TABLE orders (
     customer_id integer REFERENCES customers (id)
 );
 """
+TARGET = ["--url-env", "TARGET_URL"]
 
 
 @pytest.fixture
-def db(postgres_database: PostgresDatabase) -> Iterator[PostgresDatabase]:
-    with postgres_database.server.connect() as admin:
-        admin.execute(f"ALTER ROLE {postgres_database.server.app_user} CREATEDB")
-    yield postgres_database
-
-
-@pytest.fixture
-def runner(db: PostgresDatabase) -> Iterator[RunnerCLI]:
-    cli = RunnerCLI(secrets=[db.server.app_password])
+def runner(postgres_database: PostgresDatabase) -> Iterator[RunnerCLI]:
+    cli = RunnerCLI(secrets=[postgres_database.server.app_password])
     yield cli
-    assert cli.leaks() == [], "the password appeared in the runner's output"
+    assert cli.leaks() == [], "a password appeared in the runner's output"
 
 
 def load(db: PostgresDatabase, text: str) -> None:
@@ -57,40 +45,18 @@ def load(db: PostgresDatabase, text: str) -> None:
 
 
 def plan(
-    runner: RunnerCLI, url: str, desired: Path, out: Path, *extra: str
+    runner: RunnerCLI, url: str, folder: Path, desired: str, *extra: str
 ) -> tuple[Any, dict[str, Any]]:
-    impact = out.with_suffix(".impact.json")
-    impact.unlink(missing_ok=True)
-    result = runner(
-        "schema",
-        "plan",
-        "--url-env",
-        "TARGET_URL",
-        "--desired",
-        str(desired),
-        "--output",
-        str(out),
-        "--impact-output",
-        str(impact),
-        "--allow-destructive",
-        *extra,
-        env={"TARGET_URL": url},
-    )
-    figures = json.loads(impact.read_text()) if impact.exists() else {}
-    return result, figures
-
-
-def by_check(figures: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {f["check"]: f for f in figures["figures"]}
+    return plan_with_impact(runner, TARGET, folder, desired, *extra, env={"TARGET_URL": url})
 
 
 def test_clean_data_measures_zero_and_the_plan_is_made(
-    db: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
+    postgres_database: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
 ) -> None:
+    db = postgres_database
     load(db, LIVE + "INSERT INTO customers VALUES (1), (2);")
     load(db, "INSERT INTO orders VALUES (1, 'a@x', 'A', 1, NULL), (2, 'b@x', 'B', NULL, NULL)")
-    desired = write(tmp_path / "schema.sql", DESIRED)
-    result, figures = plan(runner, db.url_with_password, desired, tmp_path / "plan.json")
+    result, figures = plan(runner, db.url_with_password, tmp_path, DESIRED)
     assert result.returncode == 0, result.stderr
     checks = by_check(figures)
     assert figures["mode"] == "estimate"
@@ -106,16 +72,16 @@ def test_clean_data_measures_zero_and_the_plan_is_made(
 
 
 def test_offending_rows_refuse_the_plan_and_other_figures_are_counted(
-    db: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
+    postgres_database: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
 ) -> None:
+    db = postgres_database
     load(db, LIVE + "INSERT INTO customers VALUES (1);")
     load(
         db,
         "INSERT INTO orders VALUES (1, NULL, 'A', 1, 'x'), (2, NULL, 'A', 7, 'y'),"
         " (3, 'c@x', 'B', 8, NULL), (4, 'd@x', 'longer than five', 1, NULL)",
     )
-    desired = write(tmp_path / "schema.sql", DESIRED)
-    refused, _ = plan(runner, db.url_with_password, desired, tmp_path / "plan.json")
+    refused, _ = plan(runner, db.url_with_password, tmp_path, DESIRED)
     assert refused.returncode == 1, refused.stderr
     refusal = json.loads(refused.stdout)["refusal"]
     assert refusal["code"] == "would_fail_on_data"
@@ -127,8 +93,7 @@ def test_offending_rows_refuse_the_plan_and_other_figures_are_counted(
         "email text NOT NULL", "email text"
     )
     narrowed = narrowed.replace(" REFERENCES customers (id)", "")
-    desired = write(tmp_path / "narrow.sql", narrowed)
-    result, figures = plan(runner, db.url_with_password, desired, tmp_path / "plan.json")
+    result, figures = plan(runner, db.url_with_password, tmp_path, narrowed)
     assert result.returncode == 0, result.stderr
     checks = by_check(figures)
     assert checks["misfit_values"]["count"] == 1
@@ -136,86 +101,61 @@ def test_offending_rows_refuse_the_plan_and_other_figures_are_counted(
     assert "DROP COLUMN orders.legacy: 2 non-NULL values (exact)" in result.stderr
 
     # --impact off: nothing measured, nothing refused on figures.
-    result, figures = plan(
-        runner,
-        db.url_with_password,
-        write(tmp_path / "s.sql", DESIRED),
-        tmp_path / "p.json",
-        "--impact",
-        "off",
-    )
+    result, figures = plan(runner, db.url_with_password, tmp_path, DESIRED, "--impact", "off")
     assert result.returncode == 0, result.stderr
     assert figures == {}
 
 
 def test_a_count_past_its_timeout_is_unknown_not_a_long_query(
-    db: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
+    postgres_database: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
 ) -> None:
+    db = postgres_database
     load(db, LIVE)
-    load(
-        db,
-        "INSERT INTO orders SELECT g, 'e' || g, NULL, NULL, NULL FROM generate_series(1, 400000) g",
-    )
+    load(db, "INSERT INTO orders SELECT g, 'e', NULL, NULL, NULL FROM generate_series(1, 400000) g")
     desired = DESIRED.replace(" UNIQUE", "").replace(" REFERENCES customers (id)", "")
-    desired_file = write(tmp_path / "schema.sql", desired + "")
-    result, figures = plan(
-        runner,
-        db.url_with_password,
-        desired_file,
-        tmp_path / "plan.json",
-        "--impact",
-        "exact",
-        "--impact-timeout",
-        "1",
-    )
+    options = ("--impact", "exact", "--impact-timeout", "1")
+    result, figures = plan(runner, db.url_with_password, tmp_path, desired, *options)
     assert result.returncode == 0, result.stderr
     checks = by_check(figures)
-    assert checks["null_rows"]["verdict"] == "unknown"
-    assert checks["null_rows"]["reason"] == "timed_out"
+    assert (checks["null_rows"]["verdict"], checks["null_rows"]["reason"]) == (
+        "unknown",
+        "timed_out",
+    )
     assert "SET NOT NULL on orders.email: unknown (timed out)" in result.stderr
 
 
 def test_without_select_privilege_counts_are_unknown_and_sizes_known(
-    db: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
+    postgres_database: PostgresDatabase, tmp_path: Path
 ) -> None:
+    db = postgres_database
     load(db, LIVE + "INSERT INTO orders VALUES (1, NULL, 'A', NULL, 'x');")
-    server = db.server
-    role, password = f"impact_{secrets.token_hex(3)}", secrets.token_urlsafe(16)
-    with server.connect() as admin:
-        admin.execute(
-            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                sql.Identifier(role), sql.Literal(password)
-            )
-        )
-    try:
-        url = f"postgresql://{role}:{password}@{server.host}:{server.port}/{db.name}"
+    with login_role(db, "impact") as (url, password):
         limited = RunnerCLI(secrets=[password])
-        desired = write(tmp_path / "schema.sql", DESIRED)
-        result, figures = plan(limited, url, desired, tmp_path / "plan.json")
+        result, figures = plan(limited, url, tmp_path, DESIRED)
         assert limited.leaks() == []
-        assert result.returncode == 0, result.stderr  # nothing is known to fail
-        checks = by_check(figures)
-        for check in ("null_rows", "duplicate_groups", "non_null_values"):
-            assert checks[check]["verdict"] == "unknown"
-            assert checks[check]["reason"] == "no_select_privilege"
-        assert checks["table_size"]["bytes"] > 0
-    finally:
-        with server.connect() as admin:
-            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    assert result.returncode == 0, result.stderr  # nothing is known to fail
+    checks = by_check(figures)
+    for check in ("null_rows", "duplicate_groups", "non_null_values"):
+        assert (checks[check]["verdict"], checks[check]["reason"]) == (
+            "unknown",
+            "no_select_privilege",
+        )
+    assert checks["table_size"]["bytes"] > 0
 
 
 def test_the_plan_bytes_do_not_move_with_the_figures(
-    db: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
+    postgres_database: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
 ) -> None:
     """Figures are observations beside the plan: the same schema with other rows plans the
     same bytes (so the same plan id), while the figures differ."""
+    db = postgres_database
     load(db, LIVE)
-    desired = write(tmp_path / "schema.sql", "CREATE TABLE customers (id integer PRIMARY KEY);")
-    first, before = plan(runner, db.url_with_password, desired, tmp_path / "one.json")
+    desired = "CREATE TABLE customers (id integer PRIMARY KEY);"
+    first, before = plan(runner, db.url_with_password, tmp_path, desired)
+    planned = (tmp_path / "plan.json").read_bytes()
     load(db, "INSERT INTO orders SELECT g, NULL, NULL, NULL, NULL FROM generate_series(1, 50) g")
-    second, after = plan(runner, db.url_with_password, desired, tmp_path / "two.json")
+    second, after = plan(runner, db.url_with_password, tmp_path, desired)
     assert first.returncode == second.returncode == 0, second.stderr
     assert by_check(before)["rows"]["verdict"] == "none"
     assert by_check(after)["rows"]["count"] == 50
-    assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
+    assert (tmp_path / "plan.json").read_bytes() == planned
