@@ -380,7 +380,7 @@ def plan(
     for want of a sandbox, 2 could not run.
     """
     from runner.engines.impact import DEFAULT_TIMEOUT_MS, describe, refuse_certain
-    from runner.engines.plan import plan_bytes, plan_sql
+    from runner.engines.plan import comment_text, plan_bytes, plan_sql
     from runner.engines.planner import PlanRefused
 
     target = _resolve_url(url, url_env)
@@ -406,7 +406,7 @@ def plan(
     text = plan_bytes(document).decode() if output_format == "json" else plan_sql(document)
     if figures is not None:
         for figure in figures.figures:
-            _output().out(f"impact: {describe(figure)}", err=True)
+            _output().out(f"impact: {comment_text(describe(figure))}", err=True)  # names: escaped
         if impact_output is not None:
             report = figures.model_dump_json(by_alias=True, exclude_none=True)
             impact_output.write_text(_output().redact(report) + "\n", encoding="utf-8")
