@@ -29,6 +29,7 @@ fail".
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -257,6 +258,7 @@ def probes(changes: Sequence[Change], document: PlanDocument, live: Database) ->
         )
     found: list[Probe] = []
     sized: set[str] = set()
+    tables, columns = _renames(changes)
     for change in changes:
         codes = {h.code for h in hazards_of(change)} | judged.get((change.op, change.key), set())
         found += _hazard_probes(change, codes, live)
@@ -266,7 +268,34 @@ def probes(changes: Sequence[Change], document: PlanDocument, live: Database) ->
             if table and table not in sized:
                 sized.add(table)
                 found.append(Probe(change, code, "table_size", table))
-    return found
+    return [_live_names(probe, tables, columns) for probe in found]
+
+
+def _renames(changes: Sequence[Change]) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    """What the plan's rename hints rename (its changes are diffed from the renamed view, and
+    run after the renames): tables by their new key, columns by (table key, new name); the
+    target holds the old names until the plan runs."""
+    tables: dict[str, str] = {}
+    columns: dict[tuple[str, str], str] = {}
+    for change in changes:
+        if change.op == "rename_table":
+            tables[change.key] = change.tables[0]
+        elif change.op == "rename_column":
+            columns[(change.key, change.detail)] = change.old(Column).name
+    return tables, columns
+
+
+def _live_names(probe: Probe, tables: dict[str, str], columns: dict[tuple[str, str], str]) -> Probe:
+    """``probe`` with the names the target holds now (before the plan's renames)."""
+    if not tables and not columns:
+        return probe
+    return dataclasses.replace(
+        probe,
+        table=tables.get(probe.table, probe.table),
+        columns=tuple(columns.get((probe.table, c), c) for c in probe.columns),
+        references=tables.get(probe.references, probe.references),
+        referenced=tuple(columns.get((probe.references, c), c) for c in probe.referenced),
+    )
 
 
 # -- how a dialect reads ----------------------------------------------------------------------
