@@ -329,6 +329,7 @@ class Reader(Protocol):
     """A dialect's read-only session on the target for impact checks."""
 
     queries: int
+    implicit_defaults: bool
 
     def table(self, key: str) -> TableFacts | None: ...
     def stats(self, key: str, column: str) -> ColumnStats | None: ...
@@ -344,6 +345,9 @@ class ReaderBase:
     values that do not fit, and a count read from :meth:`one`'s first column."""
 
     queries = 0
+    implicit_defaults = False
+    """Whether a new NOT NULL column without a default gets its type's implicit default on
+    the rows already there (MySQL), rather than failing (PostgreSQL, SQLite)."""
 
     def one(self, sql: str) -> Any:
         """The first row of ``sql``, bounded by the reader's timeout."""
@@ -416,8 +420,10 @@ def _subject(probe: Probe) -> str:
     return f"{table}.{', '.join(probe.columns)}"
 
 
-def _counted(probe: Probe, count: int, exact: bool) -> Figure:
+def _counted(probe: Probe, count: int, exact: bool, implicit_defaults: bool = False) -> Figure:
     fails = exact and count > 0 and probe.check in _FAILING
+    if probe.check == "rows_without_value" and implicit_defaults:
+        fails = False  # MySQL fills a new NOT NULL column with its type's implicit default
     return _figure(
         probe, verdict="count" if count else "none", count=count, exact=exact, fails=fails
     )
@@ -516,7 +522,7 @@ def _one(probe: Probe, m: _Measuring) -> Figure:
     if not m.exact(facts):
         return _estimate(probe, facts, m)
     try:
-        return _counted(probe, r.count(sql), exact=True)
+        return _counted(probe, r.count(sql), exact=True, implicit_defaults=r.implicit_defaults)
     except TimedOut:
         return _unknown(probe, "timed_out")
     except Unreadable:

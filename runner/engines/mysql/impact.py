@@ -43,6 +43,8 @@ def _name(key: str) -> str:
 
 
 class MySQLReader(ReaderBase):
+    implicit_defaults = True
+
     def __init__(self, conn: Any, database: str, timeout_ms: int, mariadb: bool) -> None:
         self.conn, self.database, self.queries = conn, database, 0
         self.timeout_ms, self.mariadb = timeout_ms, mariadb

@@ -51,6 +51,8 @@ def column_change(op: str, column: Column) -> Change:
 class FakeReader:
     """A reader over made-up catalog facts, recording the SQL it was asked."""
 
+    implicit_defaults = False
+
     def __init__(self, size: int, stats: ColumnStats | None) -> None:
         self.size, self.statistics, self.queries = size, stats, 0
         self.asked: list[str] = []
