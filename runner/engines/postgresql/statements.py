@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from runner.sql.charsets import DOLLAR_QUOTE, NAME
+from runner.sql.split import block_comment_end
 
 __all__ = [
     "ExtensionStatement",
@@ -55,14 +56,7 @@ def _skip_space(sql: str, i: int) -> int:
             end = sql.find("\n", i)
             i = n if end < 0 else end + 1
         elif sql.startswith("/*", i):
-            level, i = 1, i + 2
-            while i < n and level:
-                if sql.startswith("/*", i):
-                    level, i = level + 1, i + 2
-                elif sql.startswith("*/", i):
-                    level, i = level - 1, i + 2
-                else:
-                    i += 1
+            i = block_comment_end(sql, i)
         else:
             break
     return i
