@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["NOT_CONVERGED", "ApplyReport"]
+__all__ = ["NOT_CONVERGED", "ApplyReport", "StatementFailed"]
 
 NOT_CONVERGED = (
     "every statement ran, but the database does not have the schema the plan's dry run "
@@ -45,3 +45,14 @@ class ApplyReport:
         if self.interrupted:  # only then: other reports keep exactly their keys
             document |= {"interrupted": True, "unknown": self.unknown}
         return document
+
+
+class StatementFailed(Exception):
+    """Statement ``index`` (0-based) of a plan failed with ``error``, the server's reason:
+    raised inside a dialect's run of the statements, caught where it becomes a report's
+    ``failed`` or a dry run's refusal."""
+
+    def __init__(self, index: int, error: str) -> None:
+        super().__init__(error)
+        self.index = index
+        self.error = error

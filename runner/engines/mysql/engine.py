@@ -107,13 +107,6 @@ def _execute(conn: Any, sql: str) -> None:
         cur.execute(sql)
 
 
-class _Failed(Exception):
-    def __init__(self, index: int, error: str) -> None:
-        super().__init__(error)
-        self.index = index
-        self.error = error
-
-
 class MysqlEngine(Engine[ServerFacts, Sandbox]):
     """One MySQL or MariaDB target, read only while planning; everything else runs in a
     sandbox (:mod:`.sandbox`)."""
