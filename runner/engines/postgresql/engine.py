@@ -44,7 +44,7 @@ from runner.engines.postgresql.sandbox import (
 from runner.engines.privileges import role_uses
 from runner.engines.renamed import Spelling
 from runner.engines.renames import Naming
-from runner.engines.report import ApplyReport, StatementFailed
+from runner.engines.report import ApplyOptions, ApplyReport, StatementFailed
 from runner.engines.scope import Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
 from runner.engines.watchdog import Watchdog, watching
@@ -399,13 +399,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     # -- applying --------------------------------------------------------------------------
 
-    def apply(
-        self,
-        document: PlanDocument,
-        *,
-        lock_timeout_ms: int = 30_000,
-        transaction_mode: str = "auto",
-    ) -> ApplyReport:
+    def apply(self, document: PlanDocument, options: ApplyOptions) -> ApplyReport:
         """Run ``document`` against the live database under the advisory lock: consecutive
         transactional statements in one transaction (``auto``, ``all``: a plan that can be
         one is), or each statement on its own (``none``)."""
@@ -414,9 +408,8 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         self.manage(document_privileges(document))
         with connection(self.url) as conn:
             with conn.cursor() as cur:
-                cur.execute(
-                    "SELECT set_config('lock_timeout', %s, false)", (f"{lock_timeout_ms}ms",)
-                )
+                timeout = f"{options.lock_timeout_ms}ms"
+                cur.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
                 try:
                     cur.execute("SELECT pg_advisory_lock(%s)", (ADVISORY_LOCK_KEY,))
                 except psycopg.errors.LockNotAvailable:
@@ -427,7 +420,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             if fingerprint(live) != document.observed:
                 raise PlanRefused("stale_plan", "the live schema changed since the plan was made")
             try:
-                together = transaction_mode != "none"
+                together = options.transaction_mode != "none"
                 statements = [(s.sql, s.transactional and together) for s in document.statements]
                 _execute(conn, statements, report)
             except StatementFailed as failure:

@@ -39,7 +39,7 @@ from runner.engines.planner import (
 )
 from runner.engines.renamed import Spelling
 from runner.engines.renames import Naming
-from runner.engines.report import ApplyReport, StatementFailed
+from runner.engines.report import ApplyOptions, ApplyReport, StatementFailed
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.sqlite.introspect import introspect, model_of, read_catalog, server_major
 from runner.engines.sqlite.rebuild import sqlite_diff
@@ -269,17 +269,11 @@ class SqliteEngine(Engine[None, None]):
         SQLite's own locks (:func:`.recovery.recover`)."""
         return recover(self.path, timeout=30.0)
 
-    def apply(
-        self,
-        document: PlanDocument,
-        *,
-        lock_timeout_ms: int = 30_000,
-        transaction_mode: str = "auto",
-    ) -> ApplyReport:
+    def apply(self, document: PlanDocument, options: ApplyOptions) -> ApplyReport:
         """Run ``document`` in one transaction under the database's write lock (``auto`` and
         ``all`` alike; ``none`` is refused before, :attr:`transaction_modes`)."""
         report = ApplyReport(plan_digest(document))
-        with self._connect("rw", timeout=lock_timeout_ms / 1000) as conn:
+        with self._connect("rw", timeout=options.lock_timeout_ms / 1000) as conn:
             _session(conn)
             try:
                 conn.execute("BEGIN IMMEDIATE")
