@@ -58,9 +58,9 @@ def owner_of(key: str, db: Database) -> str | None:
 
 
 class DiffState:
-    """The differ's shared state; each part (tables, constraints, sequences, definitions,
-    comments) is a subclass that adds its own steps, and :func:`~runner.engines.diff.diff`
-    runs them in order over one instance."""
+    """The differ's shared state; each part (tables and columns, constraints and indexes,
+    sequences, definitions and the recreate closure, comments) is a subclass that adds its
+    own steps, and :func:`~runner.engines.diff.diff` runs them in order over one instance."""
 
     def __init__(self, live: Database, desired: Database) -> None:
         self.live = live
