@@ -7,10 +7,7 @@ import dataclasses
 
 from runner.engines.casts import cast_mode
 from runner.engines.changes import Phase, UnsupportedChange
-from runner.engines.diff.state import (
-    DiffState,
-    column_change,
-)
+from runner.engines.diff.state import DiffState, column_change
 from runner.engines.model import Column, Table
 
 __all__ = ["ColumnDiffer"]

@@ -4,9 +4,7 @@ object goes anyway."""
 from __future__ import annotations
 
 from runner.engines.changes import Change, Phase
-from runner.engines.diff.state import (
-    DiffState,
-)
+from runner.engines.diff.state import DiffState
 
 __all__ = ["CommentDiffer"]
 

@@ -4,11 +4,7 @@ table left to go with it."""
 from __future__ import annotations
 
 from runner.engines.changes import Change, Phase
-from runner.engines.diff.state import (
-    DiffState,
-    constraint_differs,
-    tables_of,
-)
+from runner.engines.diff.state import DiffState, constraint_differs, tables_of
 
 __all__ = ["ConstraintDiffer"]
 

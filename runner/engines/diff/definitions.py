@@ -8,10 +8,7 @@ import json
 
 from runner.engines.changes import Change, Phase
 from runner.engines.diff.recreate import HELD_MEANWHILE, RecreateDiffer
-from runner.engines.diff.state import (
-    definition_tables,
-    owner_of,
-)
+from runner.engines.diff.state import definition_tables, owner_of
 from runner.engines.model import Definition
 
 __all__ = ["DefinitionDiffer"]

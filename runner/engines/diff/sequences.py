@@ -6,9 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from runner.engines.changes import Change, Phase
-from runner.engines.diff.state import (
-    DiffState,
-)
+from runner.engines.diff.state import DiffState
 
 __all__ = ["SequenceDiffer"]
 

@@ -7,9 +7,7 @@ import dataclasses
 
 from runner.engines.changes import Change, Phase
 from runner.engines.diff.columns import ColumnDiffer
-from runner.engines.diff.state import (
-    column_change,
-)
+from runner.engines.diff.state import column_change
 from runner.engines.model import Column, Database, Table
 
 __all__ = ["TableDiffer"]
