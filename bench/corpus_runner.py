@@ -94,7 +94,6 @@ class Runner:
         self.timeout = timeout
         self.fork = fork
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "PYTHONHASH"))}
-        base["SESHAT_NO_CACHE"] = "1"  # every case is planned cold: the score is the engine's
         base.pop("MYSQL_PWD", None)
         self.base_env = base
 
@@ -134,13 +133,16 @@ class Runner:
 
     def plan(self, url: str, desired: Path, output: Path, *, allow_destructive: bool,
              seed: int, env: dict[str, str] | None = None,
-             extra: list[str] | None = None) -> PlanOutcome:  # fmt: skip
+             extra: list[str] | None = None, cold: bool = False) -> PlanOutcome:  # fmt: skip
         """``schema plan --format json --output FILE`` with ``PYTHONHASHSEED=seed`` (and
-        the case's ``extra`` arguments)."""
+        the case's ``extra`` arguments); ``cold``: with ``--no-cache`` (nothing read from or
+        written to the planning cache), else with the cache a controller's runner keeps."""
         args = ["schema", "plan", "--url", url, "--desired", str(desired), "--format", "json"]
         args += ["--output", str(output), *(extra or [])]
         if allow_destructive:
             args.append("--allow-destructive")
+        if cold:
+            args.append("--no-cache")
         output.unlink(missing_ok=True)
         run = self.run(args, env={**(env or {}), "PYTHONHASHSEED": str(seed)})
         outcome = PlanOutcome(run.rc, run.stdout, run.stderr, run.seconds, run.timed_out)

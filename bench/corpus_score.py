@@ -116,7 +116,7 @@ def _score(case: Case, result: CaseResult, db: CaseDatabases, folder: Path, runn
         result.fail("plan_error", plan1.error_text)
         return
     plan2 = runner.plan(db.url_a2, desired2, folder / "plan2.json", allow_destructive=allow,
-                        seed=2, env=env, extra=extra)  # fmt: skip
+                        seed=2, env=env, extra=extra, cold=True)  # fmt: skip
     result.deterministic = plan1.same_as(plan2)
     if result.deterministic is False:
         result.details["plan2"] = plan2.summary

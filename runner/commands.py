@@ -452,7 +452,7 @@ def apply(
     from runner.digests import sha256_digest
     from runner.engines.plan import read_plan
     from runner.engines.planner import PlanRefused
-    from runner.engines.report import NOT_CONVERGED
+    from runner.engines.report import NOT_CONVERGED, ApplyOptions
 
     data = plan_file.read_bytes()
     if expect_digest is not None and sha256_digest(data) != expect_digest:
@@ -473,11 +473,13 @@ def apply(
         _output().fail(f"{plan_file}: not a plan: {str(error).splitlines()[0]}")
     target = _resolve_url(url, url_env)
     engine = _engine(target, None)
-    options: dict[str, Any] = {"lock_timeout_ms": lock_timeout * 1000}
-    if getattr(engine, "journals", False):  # engines whose DDL is not transactional
-        options["journal"] = journal or plan_file.with_name(plan_file.name + ".journal")
+    if engine.journals:  # engines whose DDL is not transactional
+        journal = journal or plan_file.with_name(plan_file.name + ".journal")
+    else:
+        journal = None
+    options = ApplyOptions(lock_timeout_ms=lock_timeout * 1000, journal=journal)
     try:
-        report = _run(lambda: engine.apply(document, **options))
+        report = _run(lambda: engine.apply(document, options))
     except PlanRefused as refusal:
         _output().out(json.dumps({"refusal": {"code": refusal.reason, "message": refusal.message}}))
         sys.exit(EXIT_REFUSED)

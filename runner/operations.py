@@ -198,6 +198,7 @@ def _execute(
     from runner.engines.impact import DEFAULT_TIMEOUT_MS, refuse_certain
     from runner.engines.plan import plan_digest, read_plan
     from runner.engines.planner import PlanOptions, PlanRefused, model_document
+    from runner.engines.report import ApplyOptions
     from runner.errors import ConfigurationError
 
     settings = request.settings
@@ -249,10 +250,9 @@ def _execute(
             raise _refused("digest_mismatch", "the plan does not hash to the expected digest")
         plan = read_plan(data)
         engine.check_transaction_mode(mode, plan)
-        extra: dict[str, Any] = {"transaction_mode": mode}
-        if request.journal and getattr(engine, "journals", False):
-            extra["journal"] = Path(request.journal)
-        applied = engine.apply(plan, lock_timeout_ms=settings.lock_timeout_ms, **extra)
+        journal = Path(request.journal) if request.journal and engine.journals else None
+        applying = ApplyOptions(settings.lock_timeout_ms, mode, journal)
+        applied = engine.apply(plan, applying)
         return ApplyResult(apply=ApplyReportModel.model_validate(applied.to_json()))
     except PlanRefused as refusal:
         raise _refused(refusal.reason, refusal.message) from None

@@ -60,7 +60,7 @@ from runner.engines.planner import (
 )
 from runner.engines.renamed import Renamed, Spelling, renamed
 from runner.engines.renames import Naming, read_hints, resolve
-from runner.engines.report import ApplyReport
+from runner.engines.report import ApplyOptions, ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.servers import ISOLATIONS, SandboxRefusal
 from runner.errors import ConfigurationError, RecoveryNeeded
@@ -101,7 +101,7 @@ class Engine(Generic[FactsT, SandboxT]):
     """The ``transactionMode`` values an Apply can honour: ``all`` needs transactional DDL,
     ``none`` statements that may each commit on their own (SQLite's rebuilds may not)."""
     journals: ClassVar[bool] = False
-    """Whether :meth:`apply` keeps a per-statement journal (``journal=``)."""
+    """Whether :meth:`apply` keeps a per-statement journal (:attr:`ApplyOptions.journal`)."""
     manages_privileges: ClassVar[bool] = False
     """Whether the dialect reads grants and owners when a :class:`PrivilegeScope` asks
     (PostgreSQL; MariaDB grants only); others refuse a scope that is not empty."""
@@ -256,13 +256,7 @@ class Engine(Generic[FactsT, SandboxT]):
 
         return diff(live, desired)
 
-    def apply(
-        self,
-        document: PlanDocument,
-        *,
-        lock_timeout_ms: int = 30_000,
-        transaction_mode: str = "auto",
-    ) -> ApplyReport:
+    def apply(self, document: PlanDocument, options: ApplyOptions) -> ApplyReport:
         raise NotImplementedError
 
     def recover(self) -> dict[str, object]:

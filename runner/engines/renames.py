@@ -237,6 +237,24 @@ def _element(code: list[Token], start: int) -> tuple[str, Ident] | None:
     return ("column", ident) if ident is not None else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """One statement as the hint readers see it: its ``code`` tokens, its hint ``comments``
+    (the index of the code token after each, the comment, the old name it gives) and
+    ``where``, which names the line of an offset."""
+
+    code: list[Token]
+    comments: list[tuple[int, Token, tuple[Ident, ...]]]
+    where: Callable[[int], str]
+
+    def object_hint(self, kind: str, name: tuple[Ident, ...], accepted: set[int]) -> list[Hint]:
+        """The first hint at one of the ``accepted`` positions, for the object itself."""
+        for position, token, old in self.comments:
+            if position in accepted:
+                return [Hint(kind, name, old, self.where(token.start))]
+        return []
+
+
 def _statement_hints(sql: str, where: Callable[[int], str]) -> list[Hint]:
     """The hints of one statement (``where`` names the line of an offset)."""
     tokens = lex(sql)
@@ -253,40 +271,23 @@ def _statement_hints(sql: str, where: Callable[[int], str]) -> list[Hint]:
     at = _skip_words(code, 0, "CREATE", "OR", "REPLACE", "GLOBAL", "LOCAL")
     at = _skip_words(code, at, "TEMP", "TEMPORARY", "UNLOGGED", "VIRTUAL")
     kind = code[at].upper if at < len(code) else ""
+    statement = _Statement(code, comments, where)
     if kind == "TABLE":
-        return _table_hints(code, at + 1, comments, where)
+        return _table_hints(statement, at + 1)
     if kind == "TYPE":
-        return _type_hints(code, at + 1, comments, where)
+        return _type_hints(statement, at + 1)
     if kind in ("INDEX", "UNIQUE", "FULLTEXT", "SPATIAL"):
-        return _index_hints(code, at, comments, where)
+        return _index_hints(statement, at)
     return []
 
 
-def _object_hint(
-    kind: str,
-    name: tuple[Ident, ...],
-    accepted: set[int],
-    comments: list[tuple[int, Token, tuple[Ident, ...]]],
-    where: Callable[[int], str],
-) -> list[Hint]:
-    """The first hint at one of the ``accepted`` positions, for the object itself."""
-    for position, token, old in comments:
-        if position in accepted:
-            return [Hint(kind, name, old, where(token.start))]
-    return []
-
-
-def _table_hints(
-    code: list[Token],
-    at: int,
-    comments: list[tuple[int, Token, tuple[Ident, ...]]],
-    where: Callable[[int], str],
-) -> list[Hint]:
+def _table_hints(statement: _Statement, at: int) -> list[Hint]:
+    code, comments, where = statement.code, statement.comments, statement.where
     at = _skip_words(code, at, "IF", "NOT", "EXISTS")
     name, after = _qualified(code, at)
     if not name or after >= len(code) or code[after].text != "(":
         return []
-    hints = _object_hint("table", name, {after, after + 1}, comments, where)
+    hints = statement.object_hint("table", name, {after, after + 1})
     starts = _elements(code, after)
     end = _close(code, after)
     taken: set[int] = set()
@@ -303,21 +304,17 @@ def _table_hints(
     return hints
 
 
-def _type_hints(
-    code: list[Token],
-    at: int,
-    comments: list[tuple[int, Token, tuple[Ident, ...]]],
-    where: Callable[[int], str],
-) -> list[Hint]:
+def _type_hints(statement: _Statement, at: int) -> list[Hint]:
+    code, comments, where = statement.code, statement.comments, statement.where
     name, after = _qualified(code, at)
     if not name or code[after].upper != "AS":
         return []
     opening = _skip_words(code, after + 1, "ENUM")
     accepted = {after}
     if opening >= len(code) or code[opening].text != "(":
-        return _object_hint("type", name, accepted, comments, where)
+        return statement.object_hint("type", name, accepted)
     accepted.add(opening + 1)  # right after the parenthesis, before the first value
-    hints = _object_hint("type", name, accepted, comments, where)
+    hints = statement.object_hint("type", name, accepted)
     starts = _elements(code, opening)
     for position, token, old in comments:
         if not opening + 1 < position <= _close(code, opening):
@@ -335,12 +332,8 @@ def _label(token: Token) -> str:
     return token.text[1:-1].replace("''", "'")
 
 
-def _index_hints(
-    code: list[Token],
-    at: int,
-    comments: list[tuple[int, Token, tuple[Ident, ...]]],
-    where: Callable[[int], str],
-) -> list[Hint]:
+def _index_hints(statement: _Statement, at: int) -> list[Hint]:
+    code, comments, where = statement.code, statement.comments, statement.where
     at = _skip_words(code, at, "UNIQUE", "FULLTEXT", "SPATIAL")
     at = _skip_words(code, at + 1 if code[at].upper == "INDEX" else at, "CONCURRENTLY")
     at = _skip_words(code, at, "IF", "NOT", "EXISTS")

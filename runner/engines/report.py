@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["NOT_CONVERGED", "ApplyReport"]
+__all__ = ["NOT_CONVERGED", "ApplyOptions", "ApplyReport", "StatementFailed"]
 
 NOT_CONVERGED = (
     "every statement ran, but the database does not have the schema the plan's dry run "
     "reached; plan again to see the difference"
 )
 """The report's ``error`` when the apply finished without reaching the promised schema."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyOptions:
+    """How an apply runs, the same for every dialect (what one cannot honour is refused
+    before, :meth:`~runner.engines.core.Engine.check_transaction_mode`)."""
+
+    lock_timeout_ms: int = 30_000
+    """How long a statement waits for a lock the apply needs."""
+    transaction_mode: str = "auto"
+    """``auto``, ``all`` or ``none``: consecutive transactional statements in one transaction,
+    or each statement on its own."""
+    journal: Path | None = None
+    """The per-statement journal of an engine that keeps one
+    (:attr:`~runner.engines.core.Engine.journals`); the others leave it unread."""
 
 
 @dataclass
@@ -45,3 +61,14 @@ class ApplyReport:
         if self.interrupted:  # only then: other reports keep exactly their keys
             document |= {"interrupted": True, "unknown": self.unknown}
         return document
+
+
+class StatementFailed(Exception):
+    """Statement ``index`` (0-based) of a plan failed with ``error``, the server's reason:
+    raised inside a dialect's run of the statements, caught where it becomes a report's
+    ``failed`` or a dry run's refusal."""
+
+    def __init__(self, index: int, error: str) -> None:
+        super().__init__(error)
+        self.index = index
+        self.error = error

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from runner.engines.report import StatementFailed
 from runner.errors import CanNotRunError
 from runner.migrations.history import HistoryRow
 from runner.url import DatabaseURL
@@ -49,12 +50,6 @@ _CREATE = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     operation_id VARCHAR(128) NOT NULL
 )"""
 _LOCK_KEY = int.from_bytes(hashlib.sha256(b"seshat-migrations").digest()[:8], "big", signed=True)
-
-
-class StatementFailed(Exception):
-    def __init__(self, index: int, error: str) -> None:
-        super().__init__(error)
-        self.index, self.error = index, error
 
 
 class HistoryStore(Protocol):
@@ -237,33 +232,26 @@ class SqliteStore(_Store):
             raise StatementFailed(index, str(error)) from None
 
     def run_transactional(self, statements: list[str], row: HistoryRow) -> None:
-        if self.conn.in_transaction:  # inside all_or_nothing: a savepoint of it
-            self.conn.execute("SAVEPOINT seshat_file")
-            try:
-                self._run_then_record(statements, row)
-                self.conn.execute("RELEASE seshat_file")
-            except BaseException:
-                self.conn.execute("ROLLBACK TO seshat_file")
-                self.conn.execute("RELEASE seshat_file")
-                raise
-            return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._atomic():
             self._run_then_record(statements, row)
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
+
+    def all_or_nothing(self) -> contextlib.AbstractContextManager[None]:
+        return self._atomic()
 
     @contextlib.contextmanager
-    def all_or_nothing(self) -> Iterator[None]:
-        self.conn.execute("BEGIN IMMEDIATE")
+    def _atomic(self) -> Iterator[None]:
+        """A transaction under SQLite's write lock, or, inside one (``all_or_nothing``), a
+        savepoint of it: kept whole when the body returns, undone when it raises."""
+        nested = self.conn.in_transaction
+        self.conn.execute("SAVEPOINT seshat_file" if nested else "BEGIN IMMEDIATE")
         try:
             yield
+            self.conn.execute("RELEASE seshat_file" if nested else "COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("ROLLBACK TO seshat_file" if nested else "ROLLBACK")
+            if nested:
+                self.conn.execute("RELEASE seshat_file")
             raise
-        self.conn.execute("COMMIT")
 
 
 class PostgresStore(_Store):

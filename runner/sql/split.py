@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runner.sql.charsets import NAME_PART, NAME_PART_NO_DOLLAR, NAME_START
+from runner.sql.charsets import DOLLAR_QUOTE, NAME
 
 __all__ = [
     "Piece",
@@ -21,12 +21,6 @@ __all__ = [
     "split_postgresql",
     "strip_block_comments",
 ]
-
-_DOLLAR = re.compile(rf"\$({NAME_START}{NAME_PART_NO_DOLLAR}*)?\$")
-_NAME = re.compile(rf"{NAME_START}{NAME_PART}*")
-"""An unquoted name or keyword, as the server reads one: read whole, so ``a$E'...'`` is the
-name ``a$E`` and a plain string (not an escape string), and ``x$$`` is a name (not the
-start of a dollar quote)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +53,7 @@ def split_postgresql(script: str) -> list[Piece]:
             i = block_comment_end(script, i)
         elif ch in ("'", '"'):
             i = skip_quoted(script, i, backslash=False)
-        elif (name := _NAME.match(script, i)) is not None:
+        elif (name := NAME.match(script, i)) is not None:
             i = name.end()
             if i - name.start() == 1 and ch in "eE" and script.startswith("'", i):
                 i = skip_quoted(script, i, backslash=True)  # E'...': backslashes escape
@@ -74,7 +68,7 @@ def split_postgresql(script: str) -> list[Piece]:
                     body += 1
                 elif word == "END" and body > 0:
                     body -= 1
-        elif ch == "$" and (match := _DOLLAR.match(script, i)):
+        elif ch == "$" and (match := DOLLAR_QUOTE.match(script, i)):
             tag = match.group(0)
             end = script.find(tag, match.end())
             i = n if end < 0 else end + len(tag)

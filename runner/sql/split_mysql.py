@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from runner.sql.charsets import NAME_PART, NAME_START
+from runner.sql.charsets import NAME
 from runner.sql.split import Piece, emit_piece, skip_quoted, strip_block_comments
 
 __all__ = ["MysqlLexing", "split_mysql"]
@@ -29,10 +29,9 @@ class MysqlLexing:
     ansi_quotes: bool = False
 
 
-# A word is an unquoted identifier or keyword: MySQL's identifier characters include
-# U+0080 and up, so `größe` is one word (and `À` no longer fails to match where isalpha()
-# said a word starts); only ASCII words can be keywords.
-_WORD = re.compile(rf"{NAME_START}{NAME_PART}*")
+# A word (charsets.NAME) is an unquoted identifier or keyword: MySQL's identifier characters
+# include U+0080 and up, so `größe` is one word (and `À` no longer fails to match where
+# isalpha() said a word starts); only ASCII words can be keywords.
 _DELIMITER = re.compile(r"[ \t]*DELIMITER[ \t]+(\S+)[ \t]*(?:\r?\n|$)", re.IGNORECASE)
 _NOT_NESTING = frozenset({"IF", "LOOP", "WHILE", "REPEAT"})
 
@@ -89,12 +88,12 @@ def split_mysql(script: str, lexing: MysqlLexing = MysqlLexing()) -> list[Piece]
             )
             i = skip_quoted(script, i, backslash=backslash)
             first_word = False
-        elif (match := _WORD.match(script, i)) is not None:
+        elif (match := NAME.match(script, i)) is not None:
             word = _keyword(match.group(0))
             if word in ("BEGIN", "CASE") and not (word == "BEGIN" and first_word):
                 depth += 1
             elif word == "END" and depth > 0:
-                following = _WORD.match(script, _skip_space(script, match.end()))
+                following = NAME.match(script, _skip_space(script, match.end()))
                 closes = _keyword(following.group(0)) if following is not None else ""
                 if closes not in _NOT_NESTING:
                     depth -= 1

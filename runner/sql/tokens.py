@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from runner.sql.charsets import NAME_PART, NAME_PART_NO_DOLLAR, NAME_START, VARIABLE_PART
+from runner.sql.charsets import NAME, NAME_PART, NAME_PART_NO_DOLLAR, NAME_START, VARIABLE_PART
 from runner.sql.split import block_comment_end
 from runner.sql.split_mysql import MysqlLexing
 
@@ -250,7 +250,6 @@ def mysql_tokens(sql: str, lexing: MysqlLexing) -> list[Token]:
     return tokens
 
 
-_SQLITE_WORD = re.compile(rf"{NAME_START}{NAME_PART}*")
 _SQLITE_NUMBER = re.compile(r"[0-9.][0-9A-Za-z_.]*")
 
 
@@ -281,7 +280,7 @@ def sqlite_tokens(sql: str) -> list[Token]:
             i = pattern.match(sql, i).end()  # type: ignore[union-attr]
             value = sql[start + 1 : i - 1] if sql[i - 1 : i] == closing else sql[start + 1 : i]
             tokens.append(Token("name", value.replace(closing * 2, closing), start, i, depth))
-        elif (word := _SQLITE_WORD.match(sql, i)) is not None:
+        elif (word := NAME.match(sql, i)) is not None:
             i = word.end()
             tokens.append(Token("word", word.group(0).upper(), start, i, depth))
         elif ch.isdigit() or (ch == "." and sql[i + 1 : i + 2].isdigit()):

@@ -16,7 +16,6 @@ import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from fnmatch import fnmatchcase
-from pathlib import Path
 from typing import Any, Final
 
 import pymysql
@@ -76,7 +75,7 @@ from runner.engines.planner import (
 from runner.engines.privileges import PRIVILEGE_OPS, role_uses
 from runner.engines.renamed import Spelling
 from runner.engines.renames import Naming
-from runner.engines.report import ApplyReport
+from runner.engines.report import ApplyOptions, ApplyReport
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.watchdog import Watchdog, watching
 from runner.errors import CanNotRunError
@@ -107,13 +106,6 @@ def _execute(conn: Any, sql: str) -> None:
         cur.execute(sql)
 
 
-class _Failed(Exception):
-    def __init__(self, index: int, error: str) -> None:
-        super().__init__(error)
-        self.index = index
-        self.error = error
-
-
 class MysqlEngine(Engine[ServerFacts, Sandbox]):
     """One MySQL or MariaDB target, read only while planning; everything else runs in a
     sandbox (:mod:`.sandbox`)."""
@@ -130,7 +122,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         index_names_per_table=True,
         kinds=frozenset({"table", "column", "index"}),  # MariaDB renames no constraint
     )
-    journals = True  # apply takes ``journal=``: the CLI passes --journal
+    journals = True  # apply reads ApplyOptions.journal: the CLI passes --journal
 
     database: str  # the target's database (a MySQL URL names exactly one)
 
@@ -549,28 +541,22 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     # -- applying --------------------------------------------------------------------------
 
-    def apply(
-        self,
-        document: PlanDocument,
-        *,
-        lock_timeout_ms: int = 30_000,
-        journal: Path | None = None,
-        transaction_mode: str = "auto",
-    ) -> ApplyReport:
+    def apply(self, document: PlanDocument, options: ApplyOptions) -> ApplyReport:
         """Run ``document`` statement by statement under ``GET_LOCK``, journaling each one.
 
-        If ``journal`` records an interrupted run of this same plan, nothing runs: the
+        If ``options.journal`` records an interrupted run of this same plan, nothing runs: the
         report says which statements finished and which one's outcome is unknown.
         """
         report = ApplyReport(plan_digest(document))
         self.manage(document_privileges(document))
+        journal = options.journal
         if journal is not None and (previous := interrupted(journal, report.plan_id)):
             report.ran = previous.finished
             report.unknown = previous.unknown
             report.interrupted = True
             report.error = _interrupted_message(previous.finished, previous.unknown)
             return report
-        seconds = max(1, lock_timeout_ms // 1000)
+        seconds = max(1, options.lock_timeout_ms // 1000)
         with self._server_errors(), connection(self.url) as conn:
             _execute(conn, f"SET SESSION lock_wait_timeout = {seconds}")
             got = rows(conn, "SELECT GET_LOCK(%s, %s)", (lock_name(self.database), seconds))

@@ -44,7 +44,7 @@ from runner.engines.postgresql.sandbox import (
 from runner.engines.privileges import role_uses
 from runner.engines.renamed import Spelling
 from runner.engines.renames import Naming
-from runner.engines.report import ApplyReport
+from runner.engines.report import ApplyOptions, ApplyReport, StatementFailed
 from runner.engines.scope import Scope, apply_scope
 from runner.engines.servers import SandboxRefusal
 from runner.engines.watchdog import Watchdog, watching
@@ -357,7 +357,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
                 (a template naming the statement's ``number`` and the ``error``) says how."""
                 try:
                     _sandbox_execute(session, [(s.sql, s.transactional) for s in steps], batch)
-                except _StatementFailed as failure:
+                except StatementFailed as failure:
                     why = failed.format(number=failure.index + 1, error=failure.error)
                     raise PlanRefused("dry_run_failed", why) from None
 
@@ -404,13 +404,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
 
     # -- applying --------------------------------------------------------------------------
 
-    def apply(
-        self,
-        document: PlanDocument,
-        *,
-        lock_timeout_ms: int = 30_000,
-        transaction_mode: str = "auto",
-    ) -> ApplyReport:
+    def apply(self, document: PlanDocument, options: ApplyOptions) -> ApplyReport:
         """Run ``document`` against the live database under the advisory lock: consecutive
         transactional statements in one transaction (``auto``, ``all``: a plan that can be
         one is), or each statement on its own (``none``)."""
@@ -419,9 +413,8 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         self.manage(document_privileges(document))
         with connection(self.url) as conn:
             with conn.cursor() as cur:
-                cur.execute(
-                    "SELECT set_config('lock_timeout', %s, false)", (f"{lock_timeout_ms}ms",)
-                )
+                timeout = f"{options.lock_timeout_ms}ms"
+                cur.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
                 try:
                     cur.execute("SELECT pg_advisory_lock(%s)", (ADVISORY_LOCK_KEY,))
                 except psycopg.errors.LockNotAvailable:
@@ -432,23 +425,16 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             if fingerprint(live) != document.observed:
                 raise PlanRefused("stale_plan", "the live schema changed since the plan was made")
             try:
-                together = transaction_mode != "none"
+                together = options.transaction_mode != "none"
                 statements = [(s.sql, s.transactional and together) for s in document.statements]
                 _execute(conn, statements, report)
-            except _StatementFailed as failure:
+            except StatementFailed as failure:
                 report.failed = failure.index
                 report.error = failure.error
                 return report
             after = apply_scope(introspect(conn, self.privileges), scope)
             report.settle(fingerprint(after) == document.expected)
         return report
-
-
-class _StatementFailed(Exception):
-    def __init__(self, index: int, error: str) -> None:
-        super().__init__(error)
-        self.index = index
-        self.error = error
 
 
 _BATCH = 200
@@ -469,7 +455,7 @@ def _execute(
             try:
                 conn.execute(sql.encode("utf-8"))
             except psycopg.Error as error:
-                raise _StatementFailed(index, _error_text(error)) from None
+                raise StatementFailed(index, _error_text(error)) from None
             report.ran.append(index)
             index += 1
             continue
@@ -484,7 +470,7 @@ def _execute(
                     conn.execute(statements[current][0].encode("utf-8"))
         except psycopg.Error as error:
             report.rolled_back = [i for i in group if i < current]
-            raise _StatementFailed(current, _error_text(error)) from None
+            raise StatementFailed(current, _error_text(error)) from None
         report.ran.extend(group)
 
 
@@ -504,9 +490,9 @@ def _sandbox_execute(
             try:
                 session.one(sql)
             except psycopg.Error as error:
-                raise _StatementFailed(index, session.error(error)) from None
+                raise StatementFailed(index, session.error(error)) from None
             except SandboxRefusal as refusal:
-                raise _StatementFailed(index, str(refusal)) from None
+                raise StatementFailed(index, str(refusal)) from None
             index += 1
             continue
         group: list[int] = []
@@ -542,4 +528,4 @@ def _sandbox_execute(
                 if lent is not None and len(texts[current]) == 1:
                     texts[current] = lent
                     continue
-                raise _StatementFailed(group[current], session.error(error)) from None
+                raise StatementFailed(group[current], session.error(error)) from None

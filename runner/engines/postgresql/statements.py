@@ -14,11 +14,11 @@ nested ``/* */`` comments.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from runner.sql.charsets import NAME_PART, NAME_PART_NO_DOLLAR, NAME_START
+from runner.sql.charsets import DOLLAR_QUOTE, NAME
+from runner.sql.split import block_comment_end
 
 __all__ = [
     "ExtensionStatement",
@@ -30,8 +30,6 @@ __all__ = [
     "tokens",
 ]
 
-_WORD = re.compile(rf"{NAME_START}{NAME_PART}*")
-_DOLLAR = re.compile(rf"\$({NAME_START}{NAME_PART_NO_DOLLAR}*)?\$")
 _SPACE = " \t\r\n\f\v"
 
 
@@ -58,14 +56,7 @@ def _skip_space(sql: str, i: int) -> int:
             end = sql.find("\n", i)
             i = n if end < 0 else end + 1
         elif sql.startswith("/*", i):
-            level, i = 1, i + 2
-            while i < n and level:
-                if sql.startswith("/*", i):
-                    level, i = level + 1, i + 2
-                elif sql.startswith("*/", i):
-                    level, i = level - 1, i + 2
-                else:
-                    i += 1
+            i = block_comment_end(sql, i)
         else:
             break
     return i
@@ -93,12 +84,12 @@ def tokens(sql: str) -> list[Token]:
             end, escaped = _escaped(sql, i + 1)
             found.append(Token("string", escaped, depth))
             i = end
-        elif ch == "$" and (match := _DOLLAR.match(sql, i)):
+        elif ch == "$" and (match := DOLLAR_QUOTE.match(sql, i)):
             end = sql.find(match.group(0), match.end())
             stop = n if end < 0 else end
             found.append(Token("string", sql[match.end() : stop], depth))
             i = n if end < 0 else end + len(match.group(0))
-        elif (match := _WORD.match(sql, i)) is not None:
+        elif (match := NAME.match(sql, i)) is not None:
             found.append(Token("word", _fold(match.group(0)), depth))
             i = match.end()
         else:
@@ -320,7 +311,7 @@ def leading_words(sql: str, count: int) -> tuple[str, ...]:
     words: list[str] = []
     i, n = 0, len(sql)
     while len(words) < count and (i := _skip_space(sql, i)) < n:
-        match = _WORD.match(sql, i)
+        match = NAME.match(sql, i)
         if match is None:
             break
         words.append(match.group(0).upper())

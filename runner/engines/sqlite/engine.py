@@ -39,7 +39,7 @@ from runner.engines.planner import (
 )
 from runner.engines.renamed import Spelling
 from runner.engines.renames import Naming
-from runner.engines.report import ApplyReport
+from runner.engines.report import ApplyOptions, ApplyReport, StatementFailed
 from runner.engines.scope import EVERYTHING, Scope, apply_scope
 from runner.engines.sqlite.introspect import introspect, model_of, read_catalog, server_major
 from runner.engines.sqlite.rebuild import sqlite_diff
@@ -68,26 +68,19 @@ def _session(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA legacy_alter_table = ON")
 
 
-class _StatementFailed(Exception):
-    def __init__(self, index: int, error: str) -> None:
-        super().__init__(error)
-        self.index = index
-        self.error = error
-
-
 def _run(conn: sqlite3.Connection, statements: Sequence[PlanStatement]) -> None:
     """Run ``statements`` inside the caller's transaction; then check foreign keys."""
     for index, statement in enumerate(statements):
         try:
             conn.execute(statement.sql)
         except sqlite3.Error as error:
-            raise _StatementFailed(index, str(error)) from None
+            raise StatementFailed(index, str(error)) from None
     violations = conn.execute("PRAGMA foreign_key_check").fetchall()
     if violations:
         table, rowid, parent, _ = violations[0]
         touching = [i for i, s in enumerate(statements) if s.key == f"table:main.{table}"]
         index = touching[-1] if touching else len(statements) - 1
-        raise _StatementFailed(
+        raise StatementFailed(
             index,
             f"foreign key check failed: {len(violations)} rows of {table} have no parent row "
             f"in {parent} (first: rowid {rowid})",
@@ -252,7 +245,7 @@ class SqliteEngine(Engine[None, None]):
             try:
                 with limited():
                     _run(conn, statements)
-            except _StatementFailed as failure:
+            except StatementFailed as failure:
                 conn.execute("ROLLBACK")
                 raise PlanRefused(
                     "dry_run_failed",
@@ -283,17 +276,11 @@ class SqliteEngine(Engine[None, None]):
         SQLite's own locks (:func:`.recovery.recover`)."""
         return recover(self.path, timeout=30.0)
 
-    def apply(
-        self,
-        document: PlanDocument,
-        *,
-        lock_timeout_ms: int = 30_000,
-        transaction_mode: str = "auto",
-    ) -> ApplyReport:
+    def apply(self, document: PlanDocument, options: ApplyOptions) -> ApplyReport:
         """Run ``document`` in one transaction under the database's write lock (``auto`` and
         ``all`` alike; ``none`` is refused before, :attr:`transaction_modes`)."""
         report = ApplyReport(plan_digest(document))
-        with self._connect("rw", timeout=lock_timeout_ms / 1000) as conn:
+        with self._connect("rw", timeout=options.lock_timeout_ms / 1000) as conn:
             _session(conn)
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -314,8 +301,8 @@ class SqliteEngine(Engine[None, None]):
                     conn.execute("COMMIT")
                 except sqlite3.Error as error:
                     last = max(0, len(document.statements) - 1)
-                    raise _StatementFailed(last, f"could not commit: {error}") from None
-            except _StatementFailed as failure:
+                    raise StatementFailed(last, f"could not commit: {error}") from None
+            except StatementFailed as failure:
                 conn.execute("ROLLBACK")
                 report.failed = failure.index
                 report.error = failure.error

@@ -11,19 +11,31 @@ import json
 import os
 import shutil
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness.seshat_cli import Run, SeshatRunner, seshat_runner
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "repos"
-SESHAT = [sys.executable, "-c", "from gitops.cli import main; main()"]
 
 
-def validate(repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*SESHAT, "validate", str(repo), *extra], capture_output=True, text=True, timeout=60
-    )
+def validate(repo: Path, *extra: str) -> Run:
+    """``seshat validate REPO`` as a process of its own (forked from the worker's server
+    that imported the CLI once: harness/forkserver.py)."""
+    assert _SESHAT is not None, "the module's fixture sets it"
+    return _SESHAT("validate", repo, *extra)
+
+
+_SESHAT: SeshatRunner | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _seshat_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    global _SESHAT
+    _SESHAT = seshat_runner(tmp_path_factory.mktemp("validate"))
+    yield
+    _SESHAT = None
 
 
 EXPECTED = {
