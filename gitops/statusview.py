@@ -26,7 +26,13 @@ from gitops.writeback.recorded import (
     status_source,
     status_tree,
 )
-from gitops.writeback.status_files import binding_path, plan_paths, status_path
+from gitops.writeback.status_files import (
+    binding_path,
+    impact_lines,
+    impact_path,
+    plan_paths,
+    status_path,
+)
 from runner.digests import Digest, sha256_digest
 from runner.engines.plan import PlanDocument, comment_text, plan_sql, sandbox_notes
 from runner.errors import CanNotRunError
@@ -134,7 +140,7 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
     for document in documents:
         resource, state = document["resource"], document.get("status", {})
         current = state.get("plan") or {}
-        plan = current.get("id", "")[:19] + _plan_marks(current)
+        plan = current.get("id", "")[:19] + _plan_marks(current) + _impact_marks(current)
         last = state.get("lastApplied") or {}
         applied = f"{last.get('planId', '')[:19]} {last.get('outcome', '')}".strip()
         table.add_row(
@@ -165,6 +171,16 @@ def _plan_marks(plan: dict[str, Any]) -> str:
     if plan.get("sandboxIsolation") == "none":
         marks.append("no jail")
     return f" ({', '.join(marks)})" if marks else ""
+
+
+def _impact_marks(plan: dict[str, Any]) -> str:
+    """The plan's impact aggregates: how many figures counted something, how many are
+    unknown (``seshat plan show`` words each one)."""
+    impact = plan.get("impact")
+    if not isinstance(impact, dict):
+        return ""
+    said = [f"{impact.get(k, 0)} {k}" for k in ("counted", "unknown") if impact.get(k)]
+    return f" impact: {', '.join(said) or 'none'}"
 
 
 @click.group(name="plan")
@@ -213,6 +229,7 @@ def plan_show(target: str, source: str, status_branch: str) -> None:
             return
         binding = clone.read(tip, binding_path(namespace, name, plan_id))
         sql = clone.read(tip, sql_path)
+        impact = impact_lines(clone.read(tip, impact_path(namespace, name, plan_id)))
     shown = _checked_schema_plan(plan_id, raw, binding, sql)
     click.echo(f"plan id      {plan_id} (verified)")
     click.echo(f"plan digest  {sha256_digest(raw)} (named by the id's binding)")
@@ -223,6 +240,8 @@ def plan_show(target: str, source: str, status_branch: str) -> None:
     )
     for note in sandbox_notes(shown):
         click.echo(f"ran as       {note.removeprefix('-- ')}")
+    for line in impact:  # observations beside the plan: its id does not cover them
+        click.echo(f"impact       {comment_text(line)}")
     click.echo(f"approve with seshat approve {target} --plan {plan_id} --key KEY\n")
     click.echo(plan_sql(shown, plan_id), nl=False)
 

@@ -336,6 +336,26 @@ def plan_options(command: Callable[..., None]) -> Callable[..., None]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the plan here instead of stdout.",
 )
+@click.option(
+    "--impact",
+    type=click.Choice(["off", "estimate", "exact"]),
+    default="estimate",
+    show_default=True,
+    help="Measure what the plan does to the rows already there (read-only): estimate counts "
+    "small tables exactly and large ones from statistics; exact counts every one, each query "
+    "bounded by --impact-timeout.",
+)
+@click.option(
+    "--impact-timeout",
+    type=click.IntRange(1, 600_000),
+    default=None,
+    help="Each impact query's statement timeout, in milliseconds (default 2000).",
+)
+@click.option(
+    "--impact-output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the impact figures (JSON, beside the plan, never in it) here.",
+)
 def plan(
     url: str | None,
     url_env: str | None,
@@ -347,6 +367,9 @@ def plan(
     options: PlanOptions,
     output_format: str,
     output: Path | None,
+    impact: str,
+    impact_timeout: int | None,
+    impact_output: Path | None,
 ) -> None:
     """Plan the changes that take the database to the desired schema.
 
@@ -356,7 +379,8 @@ def plan(
     plan computed (an empty plan means the database has converged), 1 refused by policy or
     for want of a sandbox, 2 could not run.
     """
-    from runner.engines.plan import plan_bytes, plan_sql
+    from runner.engines.impact import DEFAULT_TIMEOUT_MS, describe, refuse_certain
+    from runner.engines.plan import comment_text, plan_bytes, plan_sql
     from runner.engines.planner import PlanRefused
 
     target = _resolve_url(url, url_env)
@@ -364,8 +388,15 @@ def plan(
     options = dataclasses.replace(
         options, allow_destructive=allow_destructive, protected_tables=protected_table
     )
+
+    def planned() -> tuple[Any, Any]:
+        document = engine.plan(desired, options)
+        figures = engine.impact(document, impact, impact_timeout or DEFAULT_TIMEOUT_MS)
+        refuse_certain(figures)
+        return document, figures
+
     try:
-        document = _run(lambda: engine.plan(desired, options))
+        document, figures = _run(planned)
     except PlanRefused as refusal:
         _output().learn(*engine.scratch_names)
         _output().out(json.dumps({"refusal": {"code": refusal.reason, "message": refusal.message}}))
@@ -373,6 +404,12 @@ def plan(
     finally:
         _output().learn(*engine.scratch_names)
     text = plan_bytes(document).decode() if output_format == "json" else plan_sql(document)
+    if figures is not None:
+        for figure in figures.figures:
+            _output().out(f"impact: {comment_text(describe(figure))}", err=True)  # names: escaped
+        if impact_output is not None:
+            report = figures.model_dump_json(by_alias=True, exclude_none=True)
+            impact_output.write_text(_output().redact(report) + "\n", encoding="utf-8")
     if output is not None:
         output.write_text(_output().redact(text), encoding="utf-8")
     else:

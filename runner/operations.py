@@ -195,6 +195,7 @@ def _execute(
     from runner.engines.base import engine_for
     from runner.engines.cache import planning_cache
     from runner.engines.desired import DesiredSchemaError
+    from runner.engines.impact import DEFAULT_TIMEOUT_MS, refuse_certain
     from runner.engines.plan import plan_digest, read_plan
     from runner.engines.planner import PlanOptions, PlanRefused, model_document
     from runner.engines.report import ApplyOptions
@@ -236,7 +237,13 @@ def _execute(
             engine.check_transaction_mode(mode)
             document = engine.plan(Path(request.desired), options)
             engine.check_transaction_mode(mode, document)
-            return PlanResult(plan_digest=plan_digest(document), plan=document)
+            impact = engine.impact(
+                document,
+                settings.impact or "estimate",
+                settings.impact_timeout_ms or DEFAULT_TIMEOUT_MS,
+            )
+            refuse_certain(impact)
+            return PlanResult(plan_digest=plan_digest(document), plan=document, impact=impact)
         assert request.plan is not None
         data = Path(request.plan).read_bytes()
         if sha256_digest(data) != request.expect_digest:

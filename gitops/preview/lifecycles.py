@@ -38,6 +38,7 @@ from gitops.resources.status import (
     Reason,
     SchemaPhase,
 )
+from runner.engines.impact import describe
 from runner.engines.plan import plan_sql
 
 __all__ = [
@@ -70,6 +71,7 @@ class PlanPreview:
     history: str = ""  # migrations: the history verdict
     approvals: int | None = None  # approvals needed; None: none can be (no rule matches)
     automatic: bool = False  # apply: Always would apply it without an approval
+    impact: tuple[str, ...] = ()  # the plan's impact figures, worded (schemas)
 
 
 def preview_verdict(one: ResourcePass[Any], census: tuple[Reason, str] | None) -> Verdict:
@@ -202,6 +204,7 @@ class SchemaPreviewPass(SchemaPass):
             sql=plan_sql(document, current),  # the id shown above, not a second one
             approvals=_required(self, destructive=summary.destructive, privilege=privilege),
             automatic=automatic,
+            impact=tuple(describe(f) for f in self.impact.figures) if self.impact else (),
         )
         what = f"a plan of {summary.statements} statement(s)" + (
             ", destructive," if summary.destructive else ""

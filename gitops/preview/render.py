@@ -73,6 +73,7 @@ def _plan_json(one: ResourcePreview) -> dict[str, Any] | None:
         "history": plan.history,
         "approvals": plan.approvals,
         "automatic": plan.automatic,
+        "impact": list(plan.impact),
     }
 
 
@@ -344,6 +345,11 @@ def _resource(one: ResourcePreview) -> _Part:
                 + (f"; privilege changes: {code(privileges)}" if privileges else "")
             )
             brief.append(lines[-1])
+            if plan.impact:
+                lines.append("- **Impact** (measured read-only on the base's database):")
+                lines += [f"  - {code(line, 300)}" for line in plan.impact[:20]]
+                if len(plan.impact) > 20:
+                    lines.append(f"  - *... and {len(plan.impact) - 20} more*")
             detail = _Detail(tuple(plan.sql.rstrip("\n").split("\n")), sql=True)
     elif one.change.introduced and one.outcome is not Outcome.NOT_PREVIEWED:
         lines.append(f"- {NEW_RESOURCE}")

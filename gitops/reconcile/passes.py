@@ -56,7 +56,14 @@ from gitops.resources.status import (
 from gitops.reviews.review import Reviews
 from gitops.writeback.batch import Batch, status_change
 from gitops.writeback.status_branch import StatusBranch
-from gitops.writeback.status_files import plan_paths, read_status, status_bytes, status_path
+from gitops.writeback.status_files import (
+    impact_lines,
+    impact_path,
+    plan_paths,
+    read_status,
+    status_bytes,
+    status_path,
+)
 from runner.errors import CanNotRunError, SeshatError
 from runner.protocol.messages import RegistrySettings
 
@@ -370,13 +377,14 @@ def _review(
     log: Callable[[str], None],
 ) -> None:
     """Publish the resource's review; a forge or push problem never fails the pass."""
-    sql = None
+    sql, impact = None, []
     if isinstance(status, DatabaseSchemaStatus) and status.plan is not None:
         _, sql_path = plan_paths(namespace, name, status.plan.id)  # by the id, never a path
         data = status_branch.read(sql_path)
         sql = data.decode("utf-8", errors="replace") if data is not None else None
+        impact = impact_lines(status_branch.read(impact_path(namespace, name, status.plan.id)))
     try:
-        outcome = reviews.after_verdict(kind, namespace, name, status, sql, revision)
+        outcome = reviews.after_verdict(kind, namespace, name, status, sql, revision, impact)
     except (SeshatError, git.GitCommandError, ValueError) as error:
         log(f"{namespace}/{name}: review not published: {error}")
         return

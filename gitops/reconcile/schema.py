@@ -30,17 +30,19 @@ from gitops.reconcile.lifecycle import (
 )
 from gitops.repo.loader import LoadedResource
 from gitops.resources.database import ApplyPolicy
-from gitops.resources.schema import DatabaseSchema, DevDatabase, SandboxIsolation
+from gitops.resources.schema import DatabaseSchema, DevDatabase, ImpactMode, SandboxIsolation
 from gitops.resources.status import (
     DatabaseSchemaStatus,
     DriftSummary,
+    ImpactSummary,
     PlanSummary,
     Reason,
     SchemaPhase,
 )
 from gitops.writeback.ledger import Dispatched, Recovered, Settled
-from gitops.writeback.status_files import binding_path, plan_paths
+from gitops.writeback.status_files import binding_path, impact_bytes, impact_path, plan_paths
 from runner.digests import canonical_json, digest, digest_hex, sha256_digest
+from runner.engines.impact import ImpactReport
 from runner.engines.plan import PlanDocument, plan_bytes, plan_sql
 from runner.protocol.frame import PROTOCOL_VERSION
 from runner.protocol.messages import ArtifactSource, PlanSettings
@@ -64,8 +66,11 @@ did before they existed (no resource re-plans for an upgrade alone)."""
 
 def schema_policy_digest(resource: DatabaseSchema) -> str:
     """The fingerprint of what decides a plan; ``timeouts`` decide only when an operation is
-    abandoned, so changing one keeps the plan id and its approvals."""
-    policy = resource.spec.policy.model_dump(mode="json", by_alias=True, exclude={"timeouts"})
+    abandoned and ``impact`` only how its figures are measured (they are observations beside
+    the plan), so changing one keeps the plan id and its approvals."""
+    policy = resource.spec.policy.model_dump(
+        mode="json", by_alias=True, exclude={"timeouts", "impact"}
+    )
     for name, unset in _PRIVILEGE_POLICY.items():
         if policy.get(name) == unset:
             policy.pop(name, None)
@@ -119,6 +124,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "statement_not_declarative": Reason.ARTIFACT_REFUSED,
         "superuser_required": Reason.ARTIFACT_REFUSED,
         "sandbox_limit_exceeded": Reason.ARTIFACT_REFUSED,
+        "would_fail_on_data": Reason.WOULD_FAIL_ON_DATA,
     }
 
     def __init__(
@@ -126,6 +132,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
     ) -> None:
         assert isinstance(loaded.resource, DatabaseSchema)
         self.resource: DatabaseSchema = loaded.resource
+        self.impact: ImpactReport | None = None  # the figures of the last plan, beside it
         super().__init__(loaded, ctx, previous)
 
     def initial_status(self) -> DatabaseSchemaStatus:
@@ -151,6 +158,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             else None,
             lock_timeout_ms=policy.lock_timeout * 1000,
             transaction_mode=policy.transaction_mode.value,
+            impact=None if policy.impact is ImpactMode.ESTIMATE else policy.impact.value,
         )
 
     def procedural(self) -> bool:
@@ -203,6 +211,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                     path=json_path,
                     procedural_schema=document.procedural_schema,
                     sandbox_isolation=document.sandbox_isolation,
+                    impact=self._impact(current),
                 )
             }
         )
@@ -267,6 +276,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                 "two plans of the same inputs differ; nothing is applied",
             )
         document = first.plan
+        self.impact = first.impact  # observations beside the plan: never part of its id
         data = plan_bytes(document)
         if sha256_digest(data) != first.plan_digest:
             raise Stop(
@@ -276,6 +286,26 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
             )
         assert outcomes[1].result is not None
         return document, data, outcomes[1].result.target_identity or ""
+
+    def _impact(self, current: str) -> ImpactSummary | None:
+        """The status's aggregates of the plan's figures; the figures themselves, worded,
+        go to a file beside the plan, written when the plan is new or its aggregates change
+        (a figure that moves alone rewrites nothing: no commit per pass for a busy table)."""
+        if self.impact is None:
+            return None
+        path = impact_path(self.ref.namespace, self.ref.name, current)
+        figures = self.impact.figures
+        summary = ImpactSummary(
+            mode=self.impact.mode,
+            counted=sum(1 for f in figures if f.verdict == "count"),
+            none=sum(1 for f in figures if f.verdict == "none"),
+            unknown=sum(1 for f in figures if f.verdict == "unknown"),
+            path=path,
+        )
+        before = self.previous.plan if self.previous is not None else None
+        if before is None or before.id != current or before.impact != summary:
+            self.files[path] = impact_bytes(current, self.impact)
+        return summary
 
     # -- an interrupted write, an uncertain Apply ------------------------------------------
 

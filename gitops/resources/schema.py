@@ -46,6 +46,15 @@ class SchemaTransactionMode(StrEnum):
     NONE = "none"
 
 
+class ImpactMode(StrEnum):
+    """``off`` (nothing measured), ``estimate`` (exact counts on small tables, statistics
+    on large ones) or ``exact`` (every count exact, each bounded by a statement timeout)."""
+
+    OFF = "off"
+    ESTIMATE = "estimate"
+    EXACT = "exact"
+
+
 class SchemaPolicy(Model):
     """What a schema plan may do and when it is applied."""
 
@@ -81,6 +90,9 @@ class SchemaPolicy(Model):
     once it is reviewed and merged."""
     timeouts: OperationTimeouts = Field(default_factory=OperationTimeouts)
     """How long each operation may take (not part of the policy digest)."""
+    impact: ImpactMode = ImpactMode.ESTIMATE
+    """How a plan's impact checks measure the rows already there (docs/engine.md, "Impact");
+    not part of the policy digest: figures are observations beside the plan, never in it."""
 
 
 class SandboxIsolation(StrEnum):

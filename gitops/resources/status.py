@@ -25,6 +25,7 @@ __all__ = [
     "DatabaseSchemaStatus",
     "DriftSummary",
     "HistorySummary",
+    "ImpactSummary",
     "MigrationPhase",
     "PlanSummary",
     "Reason",
@@ -133,6 +134,7 @@ class Reason(StrEnum):
     STATUS_TAMPERED = "StatusTampered"
     SANDBOX_UNAVAILABLE = "SandboxUnavailable"  # no sandbox to plan in: a configuration fault
     RECOVERY_NEEDED = "RecoveryNeeded"  # an interrupted write the runner cannot recover
+    WOULD_FAIL_ON_DATA = "WouldFailOnData"  # the rows already there make the plan fail
     # Failed: a fault where a retry is reasonable.
     DISPATCH_FAILED = "DispatchFailed"
     OPERATION_FAILED = "OperationFailed"
@@ -194,6 +196,17 @@ class DriftSummary(Model):
     invalid: Annotated[int, Field(ge=0)] = 0
 
 
+class ImpactSummary(Model):
+    """Bounded aggregates of a plan's impact figures (docs/engine.md, "Impact"); each figure,
+    worded for people, is in the file ``path`` beside the plan."""
+
+    mode: Literal["estimate", "exact"]
+    counted: Annotated[int, Field(ge=0)] = 0  # figures above zero (rows, values, sizes)
+    none: Annotated[int, Field(ge=0)] = 0  # measured zero
+    unknown: Annotated[int, Field(ge=0)] = 0  # not measured, and why, in the file
+    path: str = ""
+
+
 class PlanSummary(Model):
     """The plan a status points at; the documents live beside it on the status branch."""
 
@@ -206,6 +219,9 @@ class PlanSummary(Model):
     """The plan let procedural statements of the desired schema run (absent otherwise)."""
     sandbox_isolation: Literal["none"] | None = None
     """The plan was made with a sandbox server outside its OS jail (absent otherwise)."""
+    impact: ImpactSummary | None = None
+    """What the plan does to the rows already there, measured read-only (absent when not
+    measured); observations beside the plan, not part of its id."""
 
 
 class RejectionReason(StrEnum):

@@ -14,6 +14,7 @@ commits on it are kept), never a force-push.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,7 @@ def review_body(
     revision: str,
     status_branch: str = "seshat/status",
     limit: int = MAX_BODY,
+    impact: Sequence[str] = (),
 ) -> str:
     """The review text (and pull request body) of one verdict reached on the declarations'
     commit ``revision``: Seshat's own words around
@@ -117,6 +119,14 @@ def review_body(
                 else ""
             ),
         ]
+        if impact:
+            lines += [
+                "",
+                "**Impact** (measured read-only on the database; observations beside the "
+                "plan, not part of its id):",
+                "",
+                fence("\n".join(impact), "text"),
+            ]
         if sql:
             namespace, _, name = key.partition("/")
             where = plan_paths(namespace, name, plan.id)[1]
@@ -182,6 +192,7 @@ class Reviews:
         status: Status,
         sql: str | None,
         revision: str,
+        impact: Sequence[str] = (),
     ) -> ReviewOutcome | None:
         """Publish, update or close the review of one resource after a pass that read the
         declarations at ``revision``."""
@@ -191,7 +202,7 @@ class Reviews:
             return ReviewOutcome(branch, None, closed) if closed else None
         if status.phase.value not in _REVIEWED:
             return None
-        body = review_body(key, status, sql, revision, self.config.status_branch)
+        body = review_body(key, status, sql, revision, self.config.status_branch, impact=impact)
         self.clone.fetch(branch, self.config.branch)
         start = self.clone.tip(branch) or revision
         plan = status.plan.id if status.plan else None

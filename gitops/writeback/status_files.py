@@ -4,6 +4,8 @@
 status/<namespace>/<name>.yaml                     one status file per resource
 plans/<namespace>/<name>/<plan-id-hex>.json, .sql  the plan document and its SQL rendering
 plans/<namespace>/<name>/<plan-id-hex>.binding.json  what the plan id is the digest of
+plans/<namespace>/<name>/<plan-id-hex>.impact.json   the plan's impact figures (observations
+                                                     beside the plan, not covered by its id)
 ```
 
 A plan's files are found from its id alone (:func:`plan_paths`); the id is the digest of the
@@ -16,13 +18,25 @@ makes no commit.
 
 from __future__ import annotations
 
+import json
+
 from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
 from gitops.yamlout import dump_all
-from runner.digests import digest_hex
+from runner.digests import canonical_json, digest_hex
+from runner.engines.impact import ImpactReport, describe
 
-__all__ = ["binding_path", "plan_paths", "read_status", "status_bytes", "status_path"]
+__all__ = [
+    "binding_path",
+    "impact_bytes",
+    "impact_lines",
+    "impact_path",
+    "plan_paths",
+    "read_status",
+    "status_bytes",
+    "status_path",
+]
 
 
 def status_path(namespace: str, name: str) -> str:
@@ -36,6 +50,36 @@ def plan_paths(namespace: str, name: str, plan_id: str) -> tuple[str, str]:
 
 def binding_path(namespace: str, name: str, plan_id: str) -> str:
     return f"plans/{namespace}/{name}/{digest_hex(plan_id)}.binding.json"
+
+
+def impact_path(namespace: str, name: str, plan_id: str) -> str:
+    return f"plans/{namespace}/{name}/{digest_hex(plan_id)}.impact.json"
+
+
+def impact_bytes(plan_id: str, report: ImpactReport) -> bytes:
+    """The impact figures of plan ``plan_id``, each also worded for people (``lines``):
+    observations beside the plan, which its id does not cover."""
+    document = {
+        "plan": plan_id,
+        "impact": report.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "lines": [describe(figure) for figure in report.figures],
+    }
+    return canonical_json(document) + b"\n"
+
+
+def impact_lines(data: bytes | None, limit: int = 50) -> list[str]:
+    """The figures of an impact file, worded again from its figures (never its ``lines``,
+    which only a person reads in Git), at most ``limit`` of them; nothing for a file that
+    is not one."""
+    if data is None:
+        return []
+    try:
+        report = ImpactReport.model_validate(json.loads(data)["impact"])
+    except (ValueError, KeyError, TypeError):
+        return []
+    lines = [describe(figure) for figure in report.figures[:limit]]
+    more = len(report.figures) - len(lines) + report.left_out
+    return lines + ([f"... and {more} more"] if more else [])
 
 
 def status_bytes(

@@ -44,6 +44,7 @@ from runner.engines.dryscope import (
     restrict,
     untouched_equal,
 )
+from runner.engines.impact import DEFAULT_TIMEOUT_MS, ImpactReport, Reader, measure, probes
 from runner.engines.model import NO_PRIVILEGES, Database, PrivilegeScope
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement
 from runner.engines.planner import (
@@ -140,6 +141,8 @@ class Engine(Generic[FactsT, SandboxT]):
         self.used_live = False  # the last normalization needed the live model
         self._live: Callable[[], Database] | None = None  # the reading a normalization may use
         self.privileges = NO_PRIVILEGES  # what every reading of this plan or drift manages
+        self.planned: tuple[Database, tuple[Any, ...]] | None = None  # the last plan's live
+        # model and changes, for its impact checks (:meth:`impact`)
         self.prepare()
 
     def prepare(self) -> None:
@@ -231,6 +234,22 @@ class Engine(Generic[FactsT, SandboxT]):
         database and run ``statements`` there: the statements as the dry run judged them
         (lock probes), and the whole schema it reached (the core applies the scope)."""
         raise NotImplementedError
+
+    def impact_reader(self, timeout_ms: int) -> AbstractContextManager[Reader]:
+        """A read-only session on the target for impact checks, each query bounded by
+        ``timeout_ms`` (:mod:`runner.engines.impact`)."""
+        raise NotImplementedError
+
+    def impact(
+        self, document: PlanDocument, mode: str, timeout_ms: int = DEFAULT_TIMEOUT_MS
+    ) -> ImpactReport | None:
+        """The figures of the plan :meth:`plan` just made (``document``): None with mode
+        ``off`` or nothing planned. Observations beside the plan, never in it."""
+        if mode == "off" or self.planned is None:
+            return None
+        live, changes = self.planned
+        found = probes(changes, document, live)
+        return measure(lambda: self.impact_reader(timeout_ms), found, live, mode)
 
     def drift_differ(self, live: Database, desired: Database) -> list[Any]:
         from runner.engines.diff import diff
@@ -453,6 +472,7 @@ class Engine(Generic[FactsT, SandboxT]):
             desired = self._desired(lazy, files, read, facts, options.scope)
             live = read()
             planned = self.changes(live, desired, options, self._renamed(files, live, desired))
+            self.planned = (live, planned.changes)
             key = self._verdict_key(live, desired, planned.statements, facts, options)
             cached = self.cache.verdict(key)
             if cached is not None:

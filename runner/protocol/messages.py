@@ -121,6 +121,10 @@ class PlanSettings(_Frozen):
     sandbox_isolation: Literal["jail", "none"] | None = None
     """How a private sandbox server is isolated (``spec.dev.isolation``); unset, ``jail``."""
     lock_timeout_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
+    impact: Literal["off", "estimate", "exact"] | None = None
+    """Plans: how the impact checks measure (``spec.policy.impact``); unset, ``estimate``."""
+    impact_timeout_ms: Annotated[int, Field(ge=1, le=600_000)] | None = None
+    """Plans: each impact query's statement timeout; unset, the runner's default."""
     out_of_order: bool = False  # migrations: accept pending versions below an applied one
     transaction_mode: Literal["auto", "file", "all", "none"] | None = None
     """How an Apply is wrapped in transactions (docs/operations.md, "Transaction mode"):

@@ -20,6 +20,7 @@ from typing import Annotated, Final, Literal
 from pydantic import ConfigDict, Field, JsonValue
 
 from runner.digests import Sha256
+from runner.engines.impact import ImpactReport
 from runner.engines.plan import PlanDocument
 from runner.models import Model
 
@@ -257,6 +258,9 @@ class PlanResult(Model):
     operation: Literal["plan"] = "plan"
     plan_digest: Sha256
     plan: PlanDocument
+    impact: ImpactReport | None = None
+    """What the plan will do to the rows already there, measured read-only: observations
+    beside the plan, outside the bytes ``plan_digest`` names (docs/engine.md, "Impact")."""
 
 
 class ApplyResult(Model):

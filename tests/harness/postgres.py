@@ -314,3 +314,24 @@ def temporary_postgres_database(
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+@contextlib.contextmanager
+def login_role(database: PostgresDatabase, prefix: str = "role") -> Iterator[tuple[str, str]]:
+    """A role that logs in with a new password and holds nothing else (what every role may
+    do: connect, read the catalog); its URL to ``database`` and its password. Dropped, with
+    what it owns, afterwards."""
+    server = database.server
+    role, password = f"{prefix}_{unique_database_name('r')[-8:]}", secret_scan.new_password()
+    name = sql.Identifier(role)
+    with server.connect() as admin:
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(name, sql.Literal(password))
+        )
+    try:
+        url = database_url("postgresql", server.host, server.port, role, database.name, password)
+        yield url, password
+    finally:
+        with server.connect(database.name) as admin:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(name))
+            admin.execute(sql.SQL("DROP ROLE {}").format(name))

@@ -276,6 +276,11 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         with self._server_errors(), connection(self.url) as conn:
             return find_leftovers(conn)
 
+    def impact_reader(self, timeout_ms: int) -> contextlib.AbstractContextManager[Any]:
+        from runner.engines.mysql.impact import reader
+
+        return reader(self.url, timeout_ms)
+
     def observe(self, scope: Scope) -> Database:
         """The live schema, read only: in read-only transactions, twice, until two readings
         agree (the data dictionary has no snapshot)."""

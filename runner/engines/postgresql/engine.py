@@ -397,6 +397,11 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             ) from None
         return list(statements), result
 
+    def impact_reader(self, timeout_ms: int) -> contextlib.AbstractContextManager[Any]:
+        from runner.engines.postgresql.impact import reader
+
+        return reader(self.url, timeout_ms)
+
     # -- applying --------------------------------------------------------------------------
 
     def apply(self, document: PlanDocument, options: ApplyOptions) -> ApplyReport:

@@ -186,6 +186,13 @@ class SqliteEngine(Engine[None, None]):
     def server_key(self, facts: None) -> dict[str, object]:
         return {"sqlite": sqlite3.sqlite_version}
 
+    @contextlib.contextmanager
+    def impact_reader(self, timeout_ms: int) -> Iterator[Any]:
+        from runner.engines.sqlite.impact import reader
+
+        with self._connect("ro") as conn, reader(conn, timeout_ms) as found:
+            yield found
+
     def sandbox(self, facts: None) -> contextlib.nullcontext[None]:
         return contextlib.nullcontext()  # each step opens an in-memory sandbox of its own
 

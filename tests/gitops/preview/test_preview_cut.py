@@ -93,3 +93,14 @@ def test_the_cut_keeps_every_blocked_and_destructive_resource(count: int) -> Non
     # The urgent resources' own SQL is the last to be shortened: here it is whole.
     drops = markdown.index("### DatabaseSchema `shop/zz-drops`")
     assert "ALTER TABLE t119" in markdown[drops : markdown.index("### ", drops + 4)]
+
+
+def test_a_plan_shows_its_impact_figures_as_inert_text() -> None:
+    change = ResourceChange(key=ResourceKey("DatabaseSchema", "shop", "orders"), reasons=("x",))
+    figure = "DROP COLUMN orders.`legacy`: 3 non-NULL values (exact)"  # a name quotes nothing
+    plan = PlanPreview(id="sha256:" + "ab" * 32, statements=1, sql="x;", impact=(figure,))
+    one = ResourcePreview(change, Outcome.PLAN, "AwaitingApproval", "AwaitingApproval", "p", plan)
+    markdown = render_markdown(PreviewReport("b" * 40, "h" * 40, (one,)))
+    assert "- **Impact** (measured read-only on the base's database):" in markdown
+    # In a code span the name's backquote cannot end (a longer run of backquotes fences it).
+    assert f"  - `` {figure} ``" in markdown or f"  - ``{figure}``" in markdown, markdown

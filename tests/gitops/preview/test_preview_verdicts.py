@@ -63,6 +63,7 @@ def test_an_allowed_destructive_plan_needs_the_destructive_quorum(world: World) 
     plan = orders["plan"]
     assert plan["destructive"] is True and plan["approvals"] == 2
     assert 'DROP TABLE "legacy"' in plan["sql"] and plan["hazards"] == {"DROP_TABLE": 1}
+    assert plan["impact"] == ["DROP TABLE legacy: 0 rows (exact)"]  # measured on the base's
 
 
 @pytest.mark.parametrize(

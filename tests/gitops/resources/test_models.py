@@ -45,6 +45,7 @@ def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
         "managedRoles": [],
         "manageOwnership": False,
         "proceduralSchema": False,
+        "impact": "estimate",
         "timeouts": {"plan": "10m", "apply": "6h", "migrate": "6h"},
     }
     assert resource.metadata.namespace == "shop"
@@ -274,3 +275,15 @@ def test_a_status_file_written_with_a_revision_is_read_and_written_without_it() 
     assert "observed_revision" not in DatabaseMigrationStatus.model_fields
     with pytest.raises(ValidationError):  # any other unknown field is still refused
         DatabaseMigrationStatus.model_validate({**old, "observedRevisions": revision})
+
+
+def test_the_impact_mode_defaults_to_estimate_and_stays_out_of_the_policy_digest() -> None:
+    from gitops.reconcile.schema import SchemaPass, schema_policy_digest
+
+    plain = DatabaseSchema.model_validate(schema())
+    assert plain.spec.policy.impact == "estimate"
+    exact = DatabaseSchema.model_validate(schema(policy={"impact": "exact"}))
+    # How figures are measured decides no plan byte: the plan id and its approvals stand.
+    assert schema_policy_digest(exact) == schema_policy_digest(plain)
+    assert errors(DatabaseSchema, schema(policy={"impact": "always"}))
+    assert SchemaPass.refusals["would_fail_on_data"] == "WouldFailOnData"

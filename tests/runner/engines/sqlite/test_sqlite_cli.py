@@ -193,13 +193,17 @@ def test_a_rebuild_that_breaks_a_foreign_key_changes_nothing(
         BASE.replace("note TEXT\n", "note TEXT REFERENCES notes (body)\n")
         + "CREATE TABLE notes (body TEXT PRIMARY KEY);\n",
     )
-    # The dry run copies the schema, never a row: the plan is made, and it says that it
-    # depends on the data ('x' and 'y' have no parent note today).
-    made = plan(runner, db, desired)
+    # The dry run copies the schema, never a row; the impact checks count the rows: 'x'
+    # and 'y' have no parent note, so the plan is refused as certain to fail.
+    refused = plan(runner, db, desired)
+    assert refused.returncode == 1, refused.stderr
+    assert "2 orphan rows (exact)" in json.loads(refused.stdout)["refusal"]["message"]
+    # Unmeasured, the plan is made, and it says that it depends on the data.
+    made = plan(runner, db, desired, "--impact", "off")
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout)["summary"]["hazards"]["DATA_DEPENDENT_FK"] >= 1
     # Applied while rows dangle: the foreign key check fails and the apply is rolled back.
-    planned(runner, db, desired, tmp_path / "plan.json")
+    planned(runner, db, desired, tmp_path / "plan.json", "--impact", "off")
     before = schema_rows(db)
     run_sql(db, "UPDATE orders SET note = 'dangling' WHERE id = 1;")
     applied = apply(runner, db, tmp_path / "plan.json")
