@@ -30,8 +30,9 @@ fail".
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal, Protocol
@@ -40,7 +41,7 @@ from pydantic import Field
 
 from runner.engines.changes import Change
 from runner.engines.hazards import hazards_of
-from runner.engines.model import Column, Constraint, Database, Index
+from runner.engines.model import Column, Constraint, Database, Definition, Index
 from runner.engines.model import Sequence as SequenceObject
 from runner.engines.plan import PlanDocument
 from runner.engines.planner import PlanRefused
@@ -144,6 +145,7 @@ class Probe:
     old_type: str = ""
     new_type: str = ""
     sequence: str = ""
+    labels: tuple[str, ...] = ()  # misfit_values into an enum type: its desired labels
 
 
 _LOCKS: Final = {
@@ -191,7 +193,9 @@ def _index_columns(index: Index) -> tuple[str, ...] | None:
     return _unquoted_list(found.group(1))
 
 
-def _hazard_probes(change: Change, codes: set[str], live: Database) -> Iterator[Probe]:
+def _hazard_probes(
+    change: Change, codes: set[str], live: Database, enums: Mapping[str, tuple[str, ...]]
+) -> Iterator[Probe]:
     op, table = change.op, change.key if change.key.startswith("table:") else ""
     if op == "set_not_null" and "DATA_DEPENDENT_NOT_NULL" in codes:
         yield Probe(change, "DATA_DEPENDENT_NOT_NULL", "null_rows", table, (change.detail,))
@@ -235,6 +239,7 @@ def _hazard_probes(change: Change, codes: set[str], live: Database) -> Iterator[
             (change.detail,),
             old_type=old.type,
             new_type=new.type,
+            labels=enums.get(_type_key(new.type), ()),
         )
     elif op == "drop_table":
         yield Probe(change, "DROP_TABLE", "rows", change.key)
@@ -244,7 +249,25 @@ def _hazard_probes(change: Change, codes: set[str], live: Database) -> Iterator[
         yield Probe(change, "DROP_SEQUENCE", "sequence_value", sequence=change.key)
     for part in change.parts:  # a SQLite rebuild stands for these
         part_codes = {h.code for h in hazards_of(part)}
-        yield from _hazard_probes(part, part_codes, live)
+        yield from _hazard_probes(part, part_codes, live, enums)
+
+
+def _type_key(column_type: str) -> str:
+    """The definition key of a column's type as the model writes it (``type:schema.name``)."""
+    return "type:" + column_type.replace('"', "")
+
+
+def _enum_labels(changes: Sequence[Change]) -> dict[str, tuple[str, ...]]:
+    """The labels of every enum type the plan creates or creates again (a label removed or
+    reordered): a column converted to it holds only these, the rest fail the cast."""
+    found: dict[str, tuple[str, ...]] = {}
+    for change in changes:
+        after = change.after
+        if not (change.op == "create_definition" and isinstance(after, Definition)):
+            continue
+        if after.kind == "enum":
+            found[after.key] = tuple(json.loads(after.fact("labels") or "[]"))
+    return found
 
 
 def probes(changes: Sequence[Change], document: PlanDocument, live: Database) -> list[Probe]:
@@ -259,9 +282,10 @@ def probes(changes: Sequence[Change], document: PlanDocument, live: Database) ->
     found: list[Probe] = []
     sized: set[str] = set()
     tables, columns = _renames(changes)
+    enums = _enum_labels(changes)
     for change in changes:
         codes = {h.code for h in hazards_of(change)} | judged.get((change.op, change.key), set())
-        found += _hazard_probes(change, codes, live)
+        found += _hazard_probes(change, codes, live, enums)
         for code in sorted(codes & _LOCKS.keys()):
             # The table the change alters (a foreign key's parent is only read).
             table = next((t for t in change.tables if t in live.tables), "")
@@ -338,6 +362,7 @@ class Reader(Protocol):
     def name(self, key: str) -> str: ...  # a table's key as a quoted, qualified name
     def quote(self, name: str) -> str: ...
     def misfit_condition(self, column: str, old: str, new: str) -> str | None: ...
+    def label_condition(self, column: str, labels: tuple[str, ...]) -> str | None: ...
 
 
 class ReaderBase:
@@ -363,6 +388,11 @@ class ReaderBase:
         return None
 
     def misfit_condition(self, column: str, old: str, new: str) -> str | None:
+        return None
+
+    def label_condition(self, column: str, labels: tuple[str, ...]) -> str | None:
+        """Rows of ``column`` whose value is none of an enum type's ``labels`` (a value
+        that will not cast to it); None where the dialect has no such types."""
         return None
 
 
@@ -468,7 +498,11 @@ def _exact_sql(probe: Probe, m: _Measuring) -> str | None:
             f" AND NOT EXISTS (SELECT 1 FROM {parent} p WHERE {joined})"
         )
     if probe.check == "misfit_values":
-        condition = r.misfit_condition(columns[0], probe.old_type, probe.new_type)
+        condition = (
+            r.label_condition(columns[0], probe.labels)
+            if probe.labels
+            else r.misfit_condition(columns[0], probe.old_type, probe.new_type)
+        )
         if condition is None:
             return None
         return f"SELECT count(*) FROM {table} WHERE {condition}"

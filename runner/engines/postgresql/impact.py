@@ -116,6 +116,11 @@ class PostgresReader(ReaderBase):
             return f"{column} !~ {_DIGITS}"  # values that are not integers
         return None
 
+    def label_condition(self, column: str, labels: tuple[str, ...]) -> str | None:
+        if not labels:
+            return f"{column} IS NOT NULL"
+        return f"{column}::text NOT IN ({', '.join(literal(label) for label in labels)})"
+
 
 @contextlib.contextmanager
 def reader(url: DatabaseURL, timeout_ms: int) -> Iterator[PostgresReader]:

@@ -81,6 +81,9 @@ class FakeReader:
     def misfit_condition(self, column: str, old: str, new: str) -> str | None:
         return None
 
+    def label_condition(self, column: str, labels: tuple[str, ...]) -> str | None:
+        return None
+
 
 def run(reader: FakeReader, changes: list[Change], mode: str = "estimate") -> ImpactReport:
     @contextmanager

@@ -159,3 +159,42 @@ def test_the_plan_bytes_do_not_move_with_the_figures(
     assert by_check(before)["rows"]["verdict"] == "none"
     assert by_check(after)["rows"]["count"] == 50
     assert (tmp_path / "plan.json").read_bytes() == planned
+
+
+def test_rows_holding_an_enum_label_the_plan_removes_are_counted(
+    postgres_database: PostgresDatabase, runner: RunnerCLI, tmp_path: Path
+) -> None:
+    """An enum type losing a label is created again and its columns converted: a row holding
+    the removed label will not cast. So will a text value no label spells, when a text
+    column becomes the enum. Both are counted, exactly, before anyone approves."""
+    db = postgres_database
+    load(
+        db,
+        "CREATE TYPE mood AS ENUM ('ok', 'sad', 'meh');"
+        "CREATE TABLE people (id integer PRIMARY KEY, m mood, note text);"
+        "INSERT INTO people VALUES (1, 'ok', 'sad'), (2, 'meh', 'fine'), (3, NULL, NULL),"
+        " (4, 'meh', 'ok');",
+    )
+    desired = (
+        "CREATE TYPE mood AS ENUM ('ok', 'sad');"
+        "CREATE TABLE people (id integer PRIMARY KEY, m mood, note mood);"
+    )
+    result, figures = plan(runner, db.url_with_password, tmp_path, desired)
+    assert result.returncode == 0, result.stderr
+    misfits = {
+        f["subject"]: f
+        for f in figures["figures"]
+        if f["check"] == "misfit_values" and f["verdict"] != "unknown"
+    }
+    assert misfits["people.m"]["count"] == 2 and misfits["people.m"]["exact"] is True
+    assert misfits["people.note"]["count"] == 1 and misfits["people.note"]["exact"] is True
+    assert "type change of people.m: 2 values do not fit (exact)" in result.stderr
+    # Once the rows hold only labels the type keeps, nothing is left to count.
+    load(db, "UPDATE people SET m = 'sad' WHERE m = 'meh'; UPDATE people SET note = NULL")
+    result, figures = plan(runner, db.url_with_password, tmp_path, desired)
+    assert result.returncode == 0, result.stderr
+    assert {
+        f["subject"]: f["verdict"]
+        for f in figures["figures"]
+        if f["check"] == "misfit_values" and f["verdict"] != "unknown"
+    } == {"people.m": "none", "people.note": "none"}
