@@ -20,7 +20,7 @@ import pymysql
 
 from runner.engines.impact import ReaderBase, TableFacts, TimedOut, Unreadable
 from runner.engines.mysql.connection import connection, database_name
-from runner.engines.mysql.quoting import ident
+from runner.engines.mysql.quoting import ident, literal
 from runner.url import DatabaseURL
 
 __all__ = ["MySQLReader", "reader"]
@@ -36,6 +36,8 @@ _INTEGERS = {
     "bigint": 64,
 }
 _INTEGER = re.compile(r"^(tinyint|smallint|mediumint|int|bigint)(?:\(\d+\))?( unsigned)?")
+_ENUM = re.compile(r"^enum\((.*)\)$", re.DOTALL)
+_LABEL = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
 
 
 def _name(key: str) -> str:
@@ -106,6 +108,14 @@ class MySQLReader(ReaderBase):
                 (0, 2**bits - 1) if found.group(2) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
             )
             return f"{column} NOT BETWEEN {low} AND {high}"
+        enum = _ENUM.match(new)
+        if enum is not None:  # a value no label of the new enum spells is not kept
+            labels = [
+                label.replace("''", "'").replace("\\\\", "\\")
+                for label in _LABEL.findall(enum.group(1))
+            ]
+            listed = ", ".join(literal(label) for label in labels)
+            return f"CAST({column} AS CHAR) NOT IN ({listed})" if labels else None
         return None
 
 

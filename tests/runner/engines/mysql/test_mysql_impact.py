@@ -127,3 +127,25 @@ def test_timed_out_and_no_select_privilege(
     finally:
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute(f"DROP USER '{user}'@'%'")
+
+
+def test_rows_holding_an_enum_value_the_plan_removes_are_counted(
+    mariadb_database: MariaDBDatabase, runner: RunnerCLI, tmp_path: Path
+) -> None:
+    """An ENUM column losing a value keeps no row that holds it (strict mode refuses the
+    ALTER, else the row becomes ''): such rows are counted, exactly, before any approval."""
+    db = mariadb_database
+    load(
+        db,
+        "CREATE TABLE people (id int NOT NULL PRIMARY KEY, m enum('ok','sad','it''s'));"
+        "INSERT INTO people VALUES (1, 'ok'), (2, 'it''s'), (3, NULL), (4, 'it''s')",
+    )
+    desired = "CREATE TABLE people (id int NOT NULL PRIMARY KEY, m enum('ok','sad'));"
+    result, figures = plan(runner, db.url_with_password, tmp_path, desired)
+    assert result.returncode == 0, result.stderr
+    misfit = by_check(figures)["misfit_values"]
+    assert (misfit["verdict"], misfit["count"], misfit["exact"]) == ("count", 2, True)
+    load(db, "UPDATE people SET m = 'sad' WHERE m = 'it''s'")
+    result, figures = plan(runner, db.url_with_password, tmp_path, desired)
+    assert result.returncode == 0, result.stderr
+    assert by_check(figures)["misfit_values"]["verdict"] == "none"
