@@ -27,6 +27,7 @@ from gitops.execution.executor import (
     Dispatch,
     Executor,
     Outcome,
+    RunOptions,
     Started,
 )
 from gitops.execution.leases import Lease, Leases
@@ -279,12 +280,7 @@ class ResourcePass(Generic[StatusT]):
         with self.ctx.books.released(), metered(requests) as meter:
             return meter.all(
                 executor.run_batch(
-                    requests,
-                    env,
-                    deadline,
-                    namespace=self.ref.namespace,
-                    resource=self.ref,
-                    dispatch=dispatch,
+                    requests, RunOptions(env, deadline, self.ref.namespace, self.ref, dispatch)
                 )
             )
 
