@@ -63,7 +63,7 @@ from runner.protocol.results import (
     RunOutcome,
 )
 
-__all__ = ["VERDICT_REASONS", "MigrationPass", "migration_binding", "migration_policy_digest"]
+__all__ = ["VERDICT_REASONS", "MigrationPass", "migration_policy_digest"]
 
 VERDICT_REASONS = {
     HistoryVerdict.DIRTY: Reason.HISTORY_DIRTY,
@@ -79,33 +79,6 @@ def migration_policy_digest(resource: DatabaseMigration) -> str:
     one keeps the plan id and its approvals)."""
     policy = resource.spec.policy.model_dump(mode="json", by_alias=True, exclude={"timeouts"})
     return digest("migration-policy", policy)
-
-
-def migration_binding(
-    resource: DatabaseMigration,
-    uid: str,
-    history: HistoryReport,
-    *,
-    artifact_digest: str,
-    target_identity: str,
-    verification: str,
-) -> MigrationPlanBinding:
-    """The plan of ``history``'s pending files for ``resource`` (uid ``uid``): its id is what
-    ``seshat approve --plan`` names. The lifecycle and ``seshat preview`` share it."""
-    spec = resource.spec
-    names = dict(zip(history.pending, history.pending_names, strict=False))
-    return MigrationPlanBinding(
-        resource_uid=uid,
-        versions=tuple((v, names.get(v, ""), c) for v, c in history.pending_checksums),
-        history_fingerprint=history.fingerprint,
-        artifact_digest=artifact_digest,
-        coordination_digest=coordination_digest(resource.metadata.namespace, spec.target),
-        target_identity=target_identity,
-        policy=migration_policy_digest(resource),
-        verification_policy=verification,
-        engine=spec.target.engine,
-        runner_protocol=PROTOCOL_VERSION,
-    )
 
 
 def _summary(history: HistoryReport) -> HistorySummary:
@@ -234,14 +207,7 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         if settled is not None:
             return settled
         # Planning: the pending files, exactly, bound to everything that decided them.
-        binding = migration_binding(
-            self.resource,
-            self.ref.uid,
-            history,
-            artifact_digest=artifact_digest,
-            target_identity=identity,
-            verification=verification,
-        )
+        binding = self.bind(history, artifact_digest, identity, verification)
         current = migration_plan_id(binding)
         json_path, _ = plan_paths(self.ref.namespace, self.ref.name, current)
         self.files[json_path] = canonical_json(binding.document()) + b"\n"
@@ -277,6 +243,31 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 f"seshat approve {self.key} --plan {current}",
             )
         return self._apply(current, binding, approval, artifact)
+
+    def bind(
+        self, history: HistoryReport, artifact_digest: str, target_identity: str, verification: str
+    ) -> MigrationPlanBinding:
+        """The plan of ``history``'s pending files for :meth:`bound_resource`: its id is what
+        ``seshat approve --plan`` names. The lifecycle and ``seshat preview`` share it."""
+        resource = self.bound_resource()
+        spec = resource.spec
+        names = dict(zip(history.pending, history.pending_names, strict=False))
+        return MigrationPlanBinding(
+            resource_uid=self.ref.uid,
+            versions=tuple((v, names.get(v, ""), c) for v, c in history.pending_checksums),
+            history_fingerprint=history.fingerprint,
+            artifact_digest=artifact_digest,
+            coordination_digest=coordination_digest(resource.metadata.namespace, spec.target),
+            target_identity=target_identity,
+            policy=migration_policy_digest(resource),
+            verification_policy=verification,
+            engine=spec.target.engine,
+            runner_protocol=PROTOCOL_VERSION,
+        )
+
+    def bound_resource(self) -> DatabaseMigration:
+        """The resource a plan is bound to (its target decides the coordination digest)."""
+        return self.resource
 
     def _read(self, artifact: ArtifactSource, what: str) -> tuple[HistoryReport, str]:
         """A history reading and the identity of the target the runner reached."""
