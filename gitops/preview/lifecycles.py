@@ -75,7 +75,7 @@ class PlanPreview:
     impact: tuple[str, ...] = ()  # the plan's impact figures, worded (schemas)
 
 
-def preview_verdict(one: ResourcePass[Any], census: tuple[Reason, str] | None) -> Verdict:
+def preview_verdict(one: ResourcePass[Any, Any], census: tuple[Reason, str] | None) -> Verdict:
     """The verdict a pass of the merged resource would reach now, nothing written: the
     pass's own checks before its lifecycle (suspend, realm census, engine), then the preview
     lifecycle, which ends before any Apply."""
@@ -85,7 +85,7 @@ def preview_verdict(one: ResourcePass[Any], census: tuple[Reason, str] | None) -
         return stop.verdict
 
 
-def resolved_digest(one: ResourcePass[Any]) -> str | None:
+def resolved_digest(one: ResourcePass[Any, Any]) -> str | None:
     """The digest the head's artifact reference resolves to now (None: it cannot be)."""
     try:
         return one._resolve(one._source(one.spec.artifact.ref))
@@ -93,7 +93,7 @@ def resolved_digest(one: ResourcePass[Any]) -> str | None:
         return None
 
 
-def _required(one: ResourcePass[Any], *, destructive: bool, privilege: bool) -> int | None:
+def _required(one: ResourcePass[Any, Any], *, destructive: bool, privilege: bool) -> int | None:
     """Approvals a plan needs under the trusted (the base's) ApprovalPolicy (None: no rule
     matches)."""
     policies = [

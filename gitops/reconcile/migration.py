@@ -93,7 +93,8 @@ def _summary(history: HistoryReport) -> HistorySummary:
     )
 
 
-class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
+class MigrationPass(ResourcePass[DatabaseMigrationStatus, DatabaseMigration]):
+    model = DatabaseMigration
     artifact_kind = "migrations"
     apply_operation = "migrate"
     phases = MigrationPhase
@@ -105,8 +106,6 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     def __init__(
         self, loaded: LoadedResource, ctx: PassContext, previous: DatabaseMigrationStatus | None
     ) -> None:
-        assert isinstance(loaded.resource, DatabaseMigration)
-        self.resource: DatabaseMigration = loaded.resource
         super().__init__(loaded, ctx, previous)
         self.binding: MigrationPlanBinding | None = None  # the plan being applied
         self.ended: dict[str, RunOutcome] = {}  # runs adopted this pass: how each ended

@@ -23,12 +23,10 @@ from gitops.reconcile.lifecycle import (
     BLOCKED,
     FAILED,
     IN_SYNC,
-    PassContext,
     ResourcePass,
     Stop,
     Verdict,
 )
-from gitops.repo.loader import LoadedResource
 from gitops.resources.database import ApplyPolicy
 from gitops.resources.schema import DatabaseSchema, DevDatabase, ImpactMode, SandboxIsolation
 from gitops.resources.status import (
@@ -77,7 +75,8 @@ def schema_policy_digest(resource: DatabaseSchema) -> str:
     return digest("schema-policy", policy)
 
 
-class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
+class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
+    model = DatabaseSchema
     artifact_kind = "schema"
     apply_operation = "apply"
     phases = SchemaPhase
@@ -96,13 +95,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "would_fail_on_data": Reason.WOULD_FAIL_ON_DATA,
     }
 
-    def __init__(
-        self, loaded: LoadedResource, ctx: PassContext, previous: DatabaseSchemaStatus | None
-    ) -> None:
-        assert isinstance(loaded.resource, DatabaseSchema)
-        self.resource: DatabaseSchema = loaded.resource
-        self.impact: ImpactReport | None = None  # the figures of the last plan, beside it
-        super().__init__(loaded, ctx, previous)
+    impact: ImpactReport | None = None  # the figures of the last plan, beside it
 
     def initial_status(self) -> DatabaseSchemaStatus:
         status = DatabaseSchemaStatus()
