@@ -352,6 +352,11 @@ class Engine(Generic[FactsT, SandboxT]):
         self.facts()  # what it refuses (a credential that cannot see everything), inspect too
         return self.observe(scope)
 
+    def _check_drift_target(self, scope: Scope) -> None:
+        """Refuse a drift report of a target there is nothing to compare with. The default:
+        a server's database is there (a connection says otherwise); SQLite's file may not be,
+        and :meth:`observe` reads a missing one as empty, which drift must not."""
+
     def _check_scope(self, scope: Scope) -> None:
         if (scope.schemas or scope.exclude_schemas) and not self.has_schemas:
             raise ConfigurationError(
@@ -542,6 +547,7 @@ class Engine(Generic[FactsT, SandboxT]):
         rename hints are read as :meth:`plan` reads them, so a pending rename is one changed
         object (the renamed one, as the plan renames it), never a missing one and an extra
         one, and what follows the rename is no drift."""
+        self._check_drift_target(scope)
         self._check_scope(scope)
         self.manage(privileges)
         left = self.leftovers()
