@@ -162,6 +162,22 @@ class Engine(Generic[FactsT, SandboxT]):
         except SandboxRefusal as refusal:
             raise PlanRefused("sandbox_refused", str(refusal)) from None
 
+    @contextlib.contextmanager
+    def server_sandbox(
+        self,
+        facts: FactsT,
+        dev: Callable[[DatabaseURL, FactsT], AbstractContextManager[SandboxT]],
+        private: Callable[..., AbstractContextManager[SandboxT]],
+    ) -> Iterator[SandboxT]:
+        """The sandbox of a dialect with a server (:meth:`sandbox`), :meth:`entered`: the
+        explicit one ``dev_url`` names (``dev``), else a private server matching ``facts``
+        (``private``, isolated as :attr:`isolation` says)."""
+        opened = (
+            dev(self.dev_url, facts) if self.dev_url else private(facts, isolation=self.isolation)
+        )
+        with self.entered(opened) as sandbox:
+            yield sandbox
+
     # -- the hooks -----------------------------------------------------------------------
 
     def facts(self) -> FactsT:
