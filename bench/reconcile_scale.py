@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,9 +48,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from gitops.execution.executor import Dispatch, EnvValue, LocalExecutor, Outcome  # noqa: E402
+from gitops.execution.executor import LocalExecutor, Outcome, RunOptions  # noqa: E402
 from gitops.reconcile.passes import PassReport, run_pass  # noqa: E402
-from gitops.resources.approvals import ResourceRef  # noqa: E402
 from runner.artifacts.format import package_folder  # noqa: E402
 from runner.artifacts.layout import LayoutStore  # noqa: E402
 from runner.artifacts.push import push  # noqa: E402
@@ -81,25 +80,9 @@ class CountingExecutor(LocalExecutor):
 
     starts = 0
 
-    def run_batch(
-        self,
-        requests: Sequence[OperationInput],
-        environment: Mapping[str, EnvValue],
-        deadline: float,
-        *,
-        namespace: str = "default",
-        resource: ResourceRef | None = None,
-        dispatch: Dispatch | None = None,
-    ) -> list[Outcome]:
+    def run_batch(self, requests: Sequence[OperationInput], options: RunOptions) -> list[Outcome]:
         self.starts += 1  # one process per call, whatever the batch holds
-        return super().run_batch(
-            requests,
-            environment,
-            deadline,
-            namespace=namespace,
-            resource=resource,
-            dispatch=dispatch,
-        )
+        return super().run_batch(requests, options)
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -52,6 +52,7 @@ __all__ = [
     "Executor",
     "LocalExecutor",
     "Outcome",
+    "RunOptions",
     "SecretEnv",
     "Started",
     "input_document",
@@ -144,6 +145,24 @@ class Started:
     dispatch: Dispatch | None = None
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How one runner invocation runs, whatever the executor: the one credential, the
+    deadline for all its operations, and where and for whom it runs."""
+
+    environment: Mapping[str, EnvValue]
+    """The variables that carry the one credential (:meth:`Executor.bind`)."""
+    deadline: float
+    """Seconds for all the operations of the invocation together."""
+    namespace: str = "default"
+    """The Kubernetes namespace of the resource (where a Job runs)."""
+    resource: ResourceRef | None = None
+    """Whose operations they are, and ``dispatch`` an Apply's dispatch record: the executor
+    keeps them (a Job's labels, annotations and owner; a local runner's record), so that a
+    restarted controller can find the run again and know it for its own."""
+    dispatch: Dispatch | None = None
+
+
 class CredentialUnavailable(Exception):
     """This executor cannot hand the runner a URL given this way (a configuration error)."""
 
@@ -165,21 +184,10 @@ class Executor(ABC):
         it; raises :class:`CredentialUnavailable`."""
 
     @abstractmethod
-    def run_batch(
-        self,
-        requests: Sequence[OperationInput],
-        environment: Mapping[str, EnvValue],
-        deadline: float,
-        *,
-        namespace: str = "default",
-        resource: ResourceRef | None = None,
-        dispatch: Dispatch | None = None,
-    ) -> list[Outcome]:
-        """Run ``requests`` in one runner invocation with one credential (``environment``),
-        in order, within ``deadline`` seconds in all; one outcome per request. ``resource``
-        names whose operations they are and ``dispatch`` an Apply's dispatch record, where
-        the executor keeps them (a Job's labels, annotations and owner), so that a
-        restarted controller can find the run again and know it for its own."""
+    def run_batch(self, requests: Sequence[OperationInput], options: RunOptions) -> list[Outcome]:
+        """Run ``requests`` in one runner invocation with one credential
+        (``options.environment``), in order, within ``options.deadline`` seconds in all; one
+        outcome per request."""
 
     def run(
         self,
@@ -193,12 +201,7 @@ class Executor(ABC):
     ) -> Outcome:
         """Run the one operation ``request``."""
         return self.run_batch(
-            [request],
-            environment,
-            deadline,
-            namespace=namespace,
-            resource=resource,
-            dispatch=dispatch,
+            [request], RunOptions(environment, deadline, namespace, resource, dispatch)
         )[0]
 
     def adopt(self, started: Started, deadline: float, *, namespace: str) -> Outcome | None:
@@ -306,22 +309,13 @@ class LocalExecutor(Executor):
             "the local executor takes fromEnv or fromFile"
         )
 
-    def run_batch(
-        self,
-        requests: Sequence[OperationInput],
-        environment: Mapping[str, EnvValue],
-        deadline: float,
-        *,
-        namespace: str = "default",
-        resource: ResourceRef | None = None,
-        dispatch: Dispatch | None = None,
-    ) -> list[Outcome]:
+    def run_batch(self, requests: Sequence[OperationInput], options: RunOptions) -> list[Outcome]:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         child_env = {k: os.environ[k] for k in _BASE_ENVIRONMENT if k in os.environ}
         child_env.setdefault("SESHAT_CACHE_DIR", str(self.cache_dir))
         if any(r.artifact is not None for r in requests):  # the registry credential, for it
             child_env |= {k: os.environ[k] for k in _REGISTRY_ENVIRONMENT if k in os.environ}
-        for name, value in environment.items():
+        for name, value in options.environment.items():
             if not isinstance(value, str):
                 raise CredentialUnavailable(f"{name}: a Secret key needs the Kubernetes executor")
             child_env[name] = value
@@ -331,7 +325,7 @@ class LocalExecutor(Executor):
             handle.write(input_document(requests))
             input_path = Path(handle.name)
         try:
-            return self._run(input_path, requests, child_env, deadline, resource)
+            return self._run(input_path, requests, child_env, options.deadline, options.resource)
         finally:
             input_path.unlink(missing_ok=True)
             if self.book is not None:

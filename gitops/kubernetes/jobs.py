@@ -54,10 +54,10 @@ from typing import Any, Final, Literal
 from gitops.execution.executor import (
     Asked,
     CredentialUnavailable,
-    Dispatch,
     EnvValue,
     Executor,
     Outcome,
+    RunOptions,
     SecretEnv,
     Started,
     input_document,
@@ -401,24 +401,17 @@ class KubernetesExecutor(Executor):
 
     # -- running -------------------------------------------------------------------------
 
-    def run_batch(
-        self,
-        requests: Sequence[OperationInput],
-        environment: Mapping[str, EnvValue],
-        deadline: float,
-        *,
-        namespace: str = "default",
-        resource: ResourceRef | None = None,
-        dispatch: Dispatch | None = None,
-    ) -> list[Outcome]:
-        nonce = dispatch.nonce if dispatch is not None else None
+    def run_batch(self, requests: Sequence[OperationInput], options: RunOptions) -> list[Outcome]:
+        dispatch, namespace = options.dispatch, options.namespace
         identity = _Identity(
-            nonce or secrets.token_hex(16),
-            resource,
+            (dispatch.nonce if dispatch is not None else None) or secrets.token_hex(16),
+            options.resource,
             dispatch.plan_id if dispatch is not None else None,
-            self._owner(namespace, resource),
+            self._owner(namespace, options.resource),
         )
-        answered = self._run_job(requests, environment, deadline, namespace, identity)
+        answered = self._run_job(
+            requests, options.environment, options.deadline, namespace, identity
+        )
         # A Job that never ran, or whose log is gone, has the same outcome for each.
         return answered if isinstance(answered, list) else [answered] * len(requests)
 

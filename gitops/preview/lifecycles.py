@@ -3,8 +3,8 @@
 :class:`SchemaPreviewPass` and :class:`MigrationPreviewPass` subclass the reconciler's own
 passes and keep their Resolve, Verify, Observe, Plan and History steps (the same runner
 operations, the same Blocked reasons, the same plan id from
-:func:`~gitops.reconcile.schema.plan_binding` and
-:func:`~gitops.reconcile.migration.migration_binding`);
+:meth:`~gitops.reconcile.schema.SchemaPass.bind` and
+:meth:`~gitops.reconcile.migration.MigrationPass.bind`);
 what they replace is the end of the lifecycle: they stop at the verdict a merge would reach
 and never dispatch an Apply, take no lease, consume no approval and stage no commit.
 
@@ -25,10 +25,11 @@ from typing import Any
 from gitops.approvals.verify import matching_rule, required_approvals
 from gitops.reconcile.identities import coordination_digest, migration_plan_id, plan_id
 from gitops.reconcile.lifecycle import BLOCKED, PassContext, ResourcePass, Stop, Verdict
-from gitops.reconcile.migration import MigrationPass, migration_binding
-from gitops.reconcile.schema import SchemaPass, plan_binding
+from gitops.reconcile.migration import MigrationPass
+from gitops.reconcile.schema import SchemaPass
 from gitops.repo.loader import LoadedResource
 from gitops.resources.database import ApplyPolicy, Target
+from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy
 from gitops.resources.schema import DevDatabase
 from gitops.resources.status import (
@@ -74,7 +75,7 @@ class PlanPreview:
     impact: tuple[str, ...] = ()  # the plan's impact figures, worded (schemas)
 
 
-def preview_verdict(one: ResourcePass[Any], census: tuple[Reason, str] | None) -> Verdict:
+def preview_verdict(one: ResourcePass[Any, Any], census: tuple[Reason, str] | None) -> Verdict:
     """The verdict a pass of the merged resource would reach now, nothing written: the
     pass's own checks before its lifecycle (suspend, realm census, engine), then the preview
     lifecycle, which ends before any Apply."""
@@ -84,7 +85,7 @@ def preview_verdict(one: ResourcePass[Any], census: tuple[Reason, str] | None) -
         return stop.verdict
 
 
-def resolved_digest(one: ResourcePass[Any]) -> str | None:
+def resolved_digest(one: ResourcePass[Any, Any]) -> str | None:
     """The digest the head's artifact reference resolves to now (None: it cannot be)."""
     try:
         return one._resolve(one._source(one.spec.artifact.ref))
@@ -92,7 +93,7 @@ def resolved_digest(one: ResourcePass[Any]) -> str | None:
         return None
 
 
-def _required(one: ResourcePass[Any], *, destructive: bool, privilege: bool) -> int | None:
+def _required(one: ResourcePass[Any, Any], *, destructive: bool, privilege: bool) -> int | None:
     """Approvals a plan needs under the trusted (the base's) ApprovalPolicy (None: no rule
     matches)."""
     policies = [
@@ -182,15 +183,8 @@ class SchemaPreviewPass(SchemaPass):
         document, _, target_identity = self._refresh(desired)
         if document.empty:
             return self._in_sync("the database matches the declared schema")
-        binding = plan_binding(
-            self.resource,
-            self.ref.uid,
-            document,
-            artifact_digest=artifact_digest,
-            coordination=coordination_digest(self.ref.namespace, self.base_target),
-            target_identity=target_identity,
-            verification=verification,
-        )
+        coordination = coordination_digest(self.ref.namespace, self.base_target)
+        binding = self.bind(document, artifact_digest, coordination, target_identity, verification)
         current = plan_id(binding)
         summary = document.summary
         privilege = bool(summary.privilege_changes)
@@ -233,6 +227,13 @@ class MigrationPreviewPass(MigrationPass):
         self.base_target = target
         self.spec = self.resource.spec.model_copy(update={"target": runner_target(target)})
 
+    def bound_resource(self) -> DatabaseMigration:
+        """The resource with the base branch's target: the one a merged pass would bind."""
+        spec = self.resource.spec
+        return self.resource.model_copy(
+            update={"spec": spec.model_copy(update={"target": self.base_target})}
+        )
+
     def lifecycle(self) -> Verdict:
         spec = self.resource.spec
         artifact, artifact_digest, verification = self.resolve_and_verify()
@@ -240,17 +241,7 @@ class MigrationPreviewPass(MigrationPass):
         settled = self.history_verdict(history, identity)  # an unresolved run still blocks
         if settled is not None:
             return settled
-        resource = self.resource.model_copy(
-            update={"spec": spec.model_copy(update={"target": self.base_target})}
-        )
-        binding = migration_binding(
-            resource,
-            self.ref.uid,
-            history,
-            artifact_digest=artifact_digest,
-            target_identity=identity,
-            verification=verification,
-        )
+        binding = self.bind(history, artifact_digest, identity, verification)
         current = migration_plan_id(binding)
         automatic = spec.policy.apply is ApplyPolicy.ALWAYS
         self.planned = PlanPreview(

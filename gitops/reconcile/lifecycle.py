@@ -27,6 +27,7 @@ from gitops.execution.executor import (
     Dispatch,
     Executor,
     Outcome,
+    RunOptions,
     Started,
 )
 from gitops.execution.leases import Lease, Leases
@@ -85,6 +86,7 @@ SUPPORTED_ENGINES = ("postgresql", "mysql", "sqlite")
 MAX_TRUST_FILE = 4 * 1024 * 1024  # a public key or a Sigstore trusted root
 
 StatusT = TypeVar("StatusT", DatabaseSchemaStatus, DatabaseMigrationStatus)
+ResourceT = TypeVar("ResourceT", DatabaseSchema, DatabaseMigration)
 PayloadT = TypeVar("PayloadT", bound=OperationPayload)
 
 BLOCKED_BY_CODE: dict[ErrorCode, Reason] = {
@@ -174,9 +176,11 @@ class Stop(Exception):
 BLOCKED, FAILED, IN_SYNC = SharedPhase.BLOCKED, SharedPhase.FAILED, SharedPhase.IN_SYNC
 
 
-class ResourcePass(Generic[StatusT]):
-    """One pass of one resource; subclasses implement :meth:`lifecycle`."""
+class ResourcePass(Generic[StatusT, ResourceT]):
+    """One pass of one resource (of the kind :attr:`model` declares, with a status of
+    ``StatusT``); subclasses implement :meth:`lifecycle`."""
 
+    model: type[ResourceT]  # DatabaseSchema | DatabaseMigration: what the pass reconciles
     artifact_kind: ClassVar[str]  # "schema" | "migrations"
     apply_operation: ClassVar[str]  # "apply" | "migrate": the runner operation of an Apply
     phases: ClassVar[type[SchemaPhase] | type[MigrationPhase]]
@@ -184,7 +188,8 @@ class ResourcePass(Generic[StatusT]):
 
     def __init__(self, loaded: LoadedResource, ctx: PassContext, previous: StatusT | None) -> None:
         resource = loaded.resource
-        assert isinstance(resource, (DatabaseSchema, DatabaseMigration))
+        assert isinstance(resource, self.model)
+        self.resource: ResourceT = resource
         self.spec: DatabaseSpec = resource.spec
         self.timeouts: OperationTimeouts = resource.spec.policy.timeouts
         self.ctx = ctx
@@ -279,12 +284,7 @@ class ResourcePass(Generic[StatusT]):
         with self.ctx.books.released(), metered(requests) as meter:
             return meter.all(
                 executor.run_batch(
-                    requests,
-                    env,
-                    deadline,
-                    namespace=self.ref.namespace,
-                    resource=self.ref,
-                    dispatch=dispatch,
+                    requests, RunOptions(env, deadline, self.ref.namespace, self.ref, dispatch)
                 )
             )
 

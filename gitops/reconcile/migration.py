@@ -63,7 +63,7 @@ from runner.protocol.results import (
     RunOutcome,
 )
 
-__all__ = ["VERDICT_REASONS", "MigrationPass", "migration_binding", "migration_policy_digest"]
+__all__ = ["VERDICT_REASONS", "MigrationPass", "migration_policy_digest"]
 
 VERDICT_REASONS = {
     HistoryVerdict.DIRTY: Reason.HISTORY_DIRTY,
@@ -81,33 +81,6 @@ def migration_policy_digest(resource: DatabaseMigration) -> str:
     return digest("migration-policy", policy)
 
 
-def migration_binding(
-    resource: DatabaseMigration,
-    uid: str,
-    history: HistoryReport,
-    *,
-    artifact_digest: str,
-    target_identity: str,
-    verification: str,
-) -> MigrationPlanBinding:
-    """The plan of ``history``'s pending files for ``resource`` (uid ``uid``): its id is what
-    ``seshat approve --plan`` names. The lifecycle and ``seshat preview`` share it."""
-    spec = resource.spec
-    names = dict(zip(history.pending, history.pending_names, strict=False))
-    return MigrationPlanBinding(
-        resource_uid=uid,
-        versions=tuple((v, names.get(v, ""), c) for v, c in history.pending_checksums),
-        history_fingerprint=history.fingerprint,
-        artifact_digest=artifact_digest,
-        coordination_digest=coordination_digest(resource.metadata.namespace, spec.target),
-        target_identity=target_identity,
-        policy=migration_policy_digest(resource),
-        verification_policy=verification,
-        engine=spec.target.engine,
-        runner_protocol=PROTOCOL_VERSION,
-    )
-
-
 def _summary(history: HistoryReport) -> HistorySummary:
     return HistorySummary(
         verdict=history.verdict,
@@ -120,7 +93,8 @@ def _summary(history: HistoryReport) -> HistorySummary:
     )
 
 
-class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
+class MigrationPass(ResourcePass[DatabaseMigrationStatus, DatabaseMigration]):
+    model = DatabaseMigration
     artifact_kind = "migrations"
     apply_operation = "migrate"
     phases = MigrationPhase
@@ -132,8 +106,6 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
     def __init__(
         self, loaded: LoadedResource, ctx: PassContext, previous: DatabaseMigrationStatus | None
     ) -> None:
-        assert isinstance(loaded.resource, DatabaseMigration)
-        self.resource: DatabaseMigration = loaded.resource
         super().__init__(loaded, ctx, previous)
         self.binding: MigrationPlanBinding | None = None  # the plan being applied
         self.ended: dict[str, RunOutcome] = {}  # runs adopted this pass: how each ended
@@ -234,14 +206,7 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
         if settled is not None:
             return settled
         # Planning: the pending files, exactly, bound to everything that decided them.
-        binding = migration_binding(
-            self.resource,
-            self.ref.uid,
-            history,
-            artifact_digest=artifact_digest,
-            target_identity=identity,
-            verification=verification,
-        )
+        binding = self.bind(history, artifact_digest, identity, verification)
         current = migration_plan_id(binding)
         json_path, _ = plan_paths(self.ref.namespace, self.ref.name, current)
         self.files[json_path] = canonical_json(binding.document()) + b"\n"
@@ -277,6 +242,31 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus]):
                 f"seshat approve {self.key} --plan {current}",
             )
         return self._apply(current, binding, approval, artifact)
+
+    def bind(
+        self, history: HistoryReport, artifact_digest: str, target_identity: str, verification: str
+    ) -> MigrationPlanBinding:
+        """The plan of ``history``'s pending files for :meth:`bound_resource`: its id is what
+        ``seshat approve --plan`` names. The lifecycle and ``seshat preview`` share it."""
+        resource = self.bound_resource()
+        spec = resource.spec
+        names = dict(zip(history.pending, history.pending_names, strict=False))
+        return MigrationPlanBinding(
+            resource_uid=self.ref.uid,
+            versions=tuple((v, names.get(v, ""), c) for v, c in history.pending_checksums),
+            history_fingerprint=history.fingerprint,
+            artifact_digest=artifact_digest,
+            coordination_digest=coordination_digest(resource.metadata.namespace, spec.target),
+            target_identity=target_identity,
+            policy=migration_policy_digest(resource),
+            verification_policy=verification,
+            engine=spec.target.engine,
+            runner_protocol=PROTOCOL_VERSION,
+        )
+
+    def bound_resource(self) -> DatabaseMigration:
+        """The resource a plan is bound to (its target decides the coordination digest)."""
+        return self.resource
 
     def _read(self, artifact: ArtifactSource, what: str) -> tuple[HistoryReport, str]:
         """A history reading and the identity of the target the runner reached."""

@@ -23,12 +23,10 @@ from gitops.reconcile.lifecycle import (
     BLOCKED,
     FAILED,
     IN_SYNC,
-    PassContext,
     ResourcePass,
     Stop,
     Verdict,
 )
-from gitops.repo.loader import LoadedResource
 from gitops.resources.database import ApplyPolicy
 from gitops.resources.schema import DatabaseSchema, DevDatabase, ImpactMode, SandboxIsolation
 from gitops.resources.status import (
@@ -56,7 +54,7 @@ from runner.protocol.results import (
     RunOutcome,
 )
 
-__all__ = ["SchemaPass", "plan_binding", "schema_policy_digest"]
+__all__ = ["SchemaPass", "schema_policy_digest"]
 
 
 _PRIVILEGE_POLICY = {"managedRoles": [], "manageOwnership": False, "proceduralSchema": False}
@@ -77,38 +75,8 @@ def schema_policy_digest(resource: DatabaseSchema) -> str:
     return digest("schema-policy", policy)
 
 
-def plan_binding(
-    resource: DatabaseSchema,
-    uid: str,
-    document: PlanDocument,
-    *,
-    artifact_digest: str,
-    coordination: str,
-    target_identity: str,
-    verification: str,
-) -> PlanBinding:
-    """Everything that decided ``document`` for ``resource`` (uid ``uid``): its digest is
-    the plan id ``seshat approve --plan`` names. The lifecycle and ``seshat preview`` both
-    compute it here, so a preview shows the id a pass would reach from the same inputs."""
-    return PlanBinding(
-        resource_uid=uid,
-        plan_digest=sha256_digest(plan_bytes(document)),
-        artifact_digest=artifact_digest,
-        coordination_digest=coordination,
-        target_identity=target_identity,
-        observed=document.observed,
-        desired=document.desired,
-        policy=schema_policy_digest(resource),
-        verification_policy=verification,
-        engine=f"{document.dialect} {document.server_major}",
-        runner_protocol=PROTOCOL_VERSION,
-        destructive=document.summary.destructive,
-        privilege_changes=tuple(document.summary.privilege_changes),
-        statements=document.summary.statements,
-    )
-
-
-class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
+class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
+    model = DatabaseSchema
     artifact_kind = "schema"
     apply_operation = "apply"
     phases = SchemaPhase
@@ -127,13 +95,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         "would_fail_on_data": Reason.WOULD_FAIL_ON_DATA,
     }
 
-    def __init__(
-        self, loaded: LoadedResource, ctx: PassContext, previous: DatabaseSchemaStatus | None
-    ) -> None:
-        assert isinstance(loaded.resource, DatabaseSchema)
-        self.resource: DatabaseSchema = loaded.resource
-        self.impact: ImpactReport | None = None  # the figures of the last plan, beside it
-        super().__init__(loaded, ctx, previous)
+    impact: ImpactReport | None = None  # the figures of the last plan, beside it
 
     def initial_status(self) -> DatabaseSchemaStatus:
         status = DatabaseSchemaStatus()
@@ -185,15 +147,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
         if document.empty:
             self._settle_uncertain(None, target_identity)
             return self._in_sync("the database matches the declared schema")
-        binding = plan_binding(
-            self.resource,
-            self.ref.uid,
-            document,
-            artifact_digest=artifact_digest,
-            coordination=coordination,
-            target_identity=target_identity,
-            verification=verification,
-        )
+        binding = self.bind(document, artifact_digest, coordination, target_identity, verification)
         current = plan_id(binding)
         self._settle_uncertain(current, target_identity)
         json_path, sql_path = plan_paths(self.ref.namespace, self.ref.name, current)
@@ -250,6 +204,34 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus]):
                 f"plan {current} {why}: seshat approve {self.key} --plan {current}",
             )
         return self._apply(current, document, data, approval, desired, target_identity)
+
+    def bind(
+        self,
+        document: PlanDocument,
+        artifact_digest: str,
+        coordination: str,
+        target_identity: str,
+        verification: str,
+    ) -> PlanBinding:
+        """Everything that decided ``document``: its digest is the plan id ``seshat approve
+        --plan`` names. The lifecycle and ``seshat preview`` both bind a plan here, so a
+        preview shows the id a pass would reach from the same inputs."""
+        return PlanBinding(
+            resource_uid=self.ref.uid,
+            plan_digest=sha256_digest(plan_bytes(document)),
+            artifact_digest=artifact_digest,
+            coordination_digest=coordination,
+            target_identity=target_identity,
+            observed=document.observed,
+            desired=document.desired,
+            policy=schema_policy_digest(self.resource),
+            verification_policy=verification,
+            engine=f"{document.dialect} {document.server_major}",
+            runner_protocol=PROTOCOL_VERSION,
+            destructive=document.summary.destructive,
+            privilege_changes=tuple(document.summary.privilege_changes),
+            statements=document.summary.statements,
+        )
 
     def _refresh(self, desired: ArtifactSource, when: str = "") -> tuple[PlanDocument, bytes, str]:
         """Observe, then two independent plans (only byte-identical ones are accepted): one

@@ -162,6 +162,22 @@ class Engine(Generic[FactsT, SandboxT]):
         except SandboxRefusal as refusal:
             raise PlanRefused("sandbox_refused", str(refusal)) from None
 
+    @contextlib.contextmanager
+    def server_sandbox(
+        self,
+        facts: FactsT,
+        dev: Callable[[DatabaseURL, FactsT], AbstractContextManager[SandboxT]],
+        private: Callable[..., AbstractContextManager[SandboxT]],
+    ) -> Iterator[SandboxT]:
+        """The sandbox of a dialect with a server (:meth:`sandbox`), :meth:`entered`: the
+        explicit one ``dev_url`` names (``dev``), else a private server matching ``facts``
+        (``private``, isolated as :attr:`isolation` says)."""
+        opened = (
+            dev(self.dev_url, facts) if self.dev_url else private(facts, isolation=self.isolation)
+        )
+        with self.entered(opened) as sandbox:
+            yield sandbox
+
     # -- the hooks -----------------------------------------------------------------------
 
     def facts(self) -> FactsT:
@@ -351,6 +367,11 @@ class Engine(Generic[FactsT, SandboxT]):
         self.manage(privileges)
         self.facts()  # what it refuses (a credential that cannot see everything), inspect too
         return self.observe(scope)
+
+    def _check_drift_target(self, scope: Scope) -> None:
+        """Refuse a drift report of a target there is nothing to compare with. The default:
+        a server's database is there (a connection says otherwise); SQLite's file may not be,
+        and :meth:`observe` reads a missing one as empty, which drift must not."""
 
     def _check_scope(self, scope: Scope) -> None:
         if (scope.schemas or scope.exclude_schemas) and not self.has_schemas:
@@ -542,6 +563,7 @@ class Engine(Generic[FactsT, SandboxT]):
         rename hints are read as :meth:`plan` reads them, so a pending rename is one changed
         object (the renamed one, as the plan renames it), never a missing one and an extra
         one, and what follows the rename is no drift."""
+        self._check_drift_target(scope)
         self._check_scope(scope)
         self.manage(privileges)
         left = self.leftovers()

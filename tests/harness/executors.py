@@ -8,8 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gitops.execution.executor import Dispatch, EnvValue, LocalExecutor, Outcome
-from gitops.resources.approvals import ResourceRef
+from gitops.execution.executor import EnvValue, LocalExecutor, Outcome, RunOptions
 from runner.protocol.messages import OperationInput, PlanSettings
 
 __all__ = ["HookedExecutor", "RecordingExecutor"]
@@ -30,26 +29,10 @@ class HookedExecutor(LocalExecutor):
     ) -> None:
         """Called just after the runner ended, before its outcomes are handed back."""
 
-    def run_batch(
-        self,
-        requests: Sequence[OperationInput],
-        environment: Mapping[str, EnvValue],
-        deadline: float,
-        *,
-        namespace: str = "default",
-        resource: ResourceRef | None = None,
-        dispatch: Dispatch | None = None,
-    ) -> list[Outcome]:
-        self.before(requests, environment)
-        outcomes = super().run_batch(
-            requests,
-            environment,
-            deadline,
-            namespace=namespace,
-            resource=resource,
-            dispatch=dispatch,
-        )
-        self.after(requests, environment)
+    def run_batch(self, requests: Sequence[OperationInput], options: RunOptions) -> list[Outcome]:
+        self.before(requests, options.environment)
+        outcomes = super().run_batch(requests, options)
+        self.after(requests, options.environment)
         return outcomes
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from harness.postgres import PostgresDatabase, PostgresServer
 from harness.runner_cli import RunnerCLI, write
 
-from gitops.execution.executor import LocalExecutor
+from gitops.execution.executor import LocalExecutor, RunOptions
 from runner.protocol.frame import find_frames
 from runner.protocol.messages import OperationInput
 from runner.protocol.results import DriftResult, ErrorCode, PlanResult
@@ -133,7 +133,7 @@ def test_the_local_executor_returns_one_outcome_per_operation(tmp_path: Path) ->
         for i, name in enumerate(["drift", "plan", "plan"])
     ]
     outcomes = LocalExecutor(tmp_path / "work").run_batch(
-        requests, {"DB_URL": f"sqlite:///{database}"}, deadline=120
+        requests, RunOptions({"DB_URL": f"sqlite:///{database}"}, deadline=120)
     )
     assert [o.kind for o in outcomes] == ["done", "done", "done"]
     assert [o.result.id for o in outcomes if o.result] == ["drift-0", "plan-1", "plan-2"]

@@ -317,12 +317,8 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
 
     @contextlib.contextmanager
     def sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
-        opened = (
-            dev_sandbox(self.dev_url, facts)
-            if self.dev_url
-            else private_sandbox(facts, isolation=self.isolation)
-        )
-        with self._server_errors(), self.entered(opened) as sandbox:
+        opened = self.server_sandbox(facts, dev_sandbox, private_sandbox)
+        with self._server_errors(), opened as sandbox:
             yield sandbox
 
     def normalize(self, sandbox: Sandbox, files: list[tuple[str, str]], scope: Scope) -> Database:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -283,15 +283,8 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
             "searchPath": list(facts.search_path),
         }
 
-    @contextlib.contextmanager
-    def sandbox(self, facts: ServerFacts) -> Iterator[Sandbox]:
-        opened = (
-            dev_sandbox(self.dev_url, facts)
-            if self.dev_url
-            else private_sandbox(facts, isolation=self.isolation)
-        )
-        with self.entered(opened) as sandbox:
-            yield sandbox
+    def sandbox(self, facts: ServerFacts) -> contextlib.AbstractContextManager[Sandbox]:
+        return self.server_sandbox(facts, dev_sandbox, private_sandbox)
 
     def normalize(self, sandbox: Sandbox, files: list[tuple[str, str]], scope: Scope) -> Database:
         """Load the desired schema into a fresh sandbox database and read it back."""

@@ -258,16 +258,10 @@ class SqliteEngine(Engine[None, None]):
             conn.close()
         return list(statements), result
 
-    def drift(
-        self,
-        desired_path: Path,
-        scope: Scope = EVERYTHING,
-        privileges: PrivilegeScope = NO_PRIVILEGES,
-    ) -> dict[str, object]:
-        """A bounded drift report; the database file must exist."""
+    def _check_drift_target(self, scope: Scope) -> None:
+        """A drift report needs the database file to exist."""
         if not self.path.is_file():
             self.inspect(scope)  # says the file is missing
-        return super().drift(desired_path, scope, privileges)
 
     # -- recovering and applying ---------------------------------------------------------
 

@@ -140,3 +140,13 @@ def test_a_missing_file_is_not_created_by_inspect(tmp_path: Path) -> None:
     with pytest.raises(CanNotRunError, match="no such SQLite database file"):
         SqliteEngine(parse_url(f"sqlite:///{missing}")).inspect()
     assert not missing.exists()
+
+
+def test_a_drift_report_of_a_missing_file_is_refused_not_read_as_empty(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    desired = tmp_path / "desired"
+    desired.mkdir()
+    (desired / "schema.sql").write_text("CREATE TABLE t (id integer PRIMARY KEY);\n")
+    with pytest.raises(CanNotRunError, match="no such SQLite database file"):
+        SqliteEngine(parse_url(f"sqlite:///{missing}")).drift(desired)
+    assert not missing.exists()
