@@ -76,6 +76,14 @@ def _plain_op(args: list[str]) -> Path | None:
     return Path(name)
 
 
+def _fork_server(args: list[str]) -> int | None:
+    """The socket of ``serve-forks --fd N``: a local controller's runner fork server
+    (:mod:`runner.forks`); a command for the controller alone, so not one of click's."""
+    if len(args) == 3 and args[:2] == ["serve-forks", "--fd"] and args[2].isdigit():
+        return int(args[2])
+    return None
+
+
 def main() -> None:
     """Entry point of the ``seshat-runner`` console script."""
     # One operation, then exit: a plan builds a few schema models (hundreds of thousands of
@@ -83,6 +91,11 @@ def main() -> None:
     # would scan again and again (a third of a warm plan's CPU time). Collect rarely instead.
     gc.freeze()
     gc.set_threshold(200_000, 100, 100)
+    server = _fork_server(sys.argv[1:])
+    if server is not None:
+        from runner.forks import serve
+
+        serve(server)
     try:
         input_path = _plain_op(sys.argv[1:])
         if input_path is None:

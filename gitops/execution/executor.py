@@ -36,6 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from gitops.execution.forks import RunnerForks
+from gitops.execution.forks import enabled as forks_enabled
+from gitops.execution.forks import forks as shared_forks
 from gitops.execution.runners import RunnerBook
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.database import UrlReference
@@ -286,9 +289,15 @@ class LocalExecutor(Executor):
         command: Sequence[str] | None = None,
         cache_dir: Path | None = None,
         book: RunnerBook | None = None,
+        forks: RunnerForks | None = None,
     ) -> None:
         self.work_dir = work_dir
         self.command = list(command) if command is not None else _runner_command()
+        # The installed runner is forked from a fork server (gitops.execution.forks), unless
+        # SESHAT_RUNNER_FORKS=0; another command (a test's, a wrapper) is started afresh.
+        if forks is None and command is None and forks_enabled():
+            forks = shared_forks
+        self.forks = forks
         self.book = book  # where running runners are recorded (None: they are not)
         # The runner's cache (sandbox templates), kept beside the operations, unless the
         # controller's environment names one.
@@ -339,8 +348,18 @@ class LocalExecutor(Executor):
         deadline: float,
         resource: ResourceRef | None,
     ) -> list[Outcome]:
+        argv = ["op", "--input", str(input_path)]
+        forked = self.forks.fork(self.command, argv, env, self.work_dir) if self.forks else None
+        if forked is not None:
+            self._record(forked.pid, input_path, requests, resource)
+            try:
+                stdout = forked.communicate(timeout=deadline)
+            except subprocess.TimeoutExpired:
+                forked.kill()
+                return _after_deadline(forked.communicate(None), requests, deadline)
+            return outcomes_from_output(stdout, requests, forked.returncode)
         process = subprocess.Popen(
-            [*_dies_with_parent(), *self.command, "op", "--input", str(input_path)],
+            [*_dies_with_parent(), *self.command, *argv],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -348,21 +367,37 @@ class LocalExecutor(Executor):
             cwd=self.work_dir,
             start_new_session=True,  # its own process group, so the deadline kills it all
         )
-        if self.book is not None:
-            named = f"{resource.kind} {resource.namespace}/{resource.name}" if resource else ""
-            reads = [input_path, *(Path(r.plan) for r in requests if r.plan)]
-            self.book.started(
-                requests[0].id, process.pid, named, [r.operation for r in requests], reads
-            )
+        self._record(process.pid, input_path, requests, resource)
         try:
             stdout, _ = process.communicate(timeout=deadline)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             stdout, _ = process.communicate()
-            # What finished before the deadline stands; the rest is lost.
-            killed = f"deadline of {deadline:g} s exceeded; killed"
-            return [
-                outcome if outcome.kind != "lost" else Outcome("lost", None, killed, None)
-                for outcome in outcomes_from_output(stdout, requests, None)
-            ]
+            return _after_deadline(stdout, requests, deadline)
         return outcomes_from_output(stdout, requests, process.returncode)
+
+    def _record(
+        self,
+        pid: int,
+        input_path: Path,
+        requests: Sequence[OperationInput],
+        resource: ResourceRef | None,
+    ) -> None:
+        """Record the runner ``pid`` in the book, with the files it reads."""
+        if self.book is None:
+            return
+        named = f"{resource.kind} {resource.namespace}/{resource.name}" if resource else ""
+        reads = [input_path, *(Path(r.plan) for r in requests if r.plan)]
+        self.book.started(requests[0].id, pid, named, [r.operation for r in requests], reads)
+
+
+def _after_deadline(
+    stdout: bytes, requests: Sequence[OperationInput], deadline: float
+) -> list[Outcome]:
+    """The outcomes of a runner killed at its deadline: what finished before it stands;
+    the rest is lost."""
+    killed = f"deadline of {deadline:g} s exceeded; killed"
+    return [
+        outcome if outcome.kind != "lost" else Outcome("lost", None, killed, None)
+        for outcome in outcomes_from_output(stdout, requests, None)
+    ]

@@ -1,9 +1,11 @@
 """A runner that outlives its controller is followed to its end before its realm sees
 anything else; a runner that can die with its controller does.
 
-Where ``setpriv`` is missing (here: a PATH holding only ``git``), nothing arms the
-parent-death signal, so a runner outlives a controller SIGKILLed by PID: the case a restart
-must handle from the runner's record (pid and process start time).
+A runner started afresh (``SESHAT_RUNNER_FORKS=0``) where ``setpriv`` is missing (here: a
+PATH holding only ``git``) has nothing to arm its parent-death signal, so it outlives a
+controller SIGKILLed by PID: the case a restart must handle from the runner's record (pid and
+process start time). A runner forked from the controller's fork server (the default) arms
+the signal itself, so it dies with its controller with or without ``setpriv``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from harness.pids import pid_alive
 from harness.reconcile_world import World, schema_yaml, tables
 
@@ -26,9 +29,9 @@ from gitops.reconcile.passes import run_pass
 SESHAT = str(Path(sys.executable).parent / "seshat")
 
 
-def _controller(world: World, path: str) -> subprocess.Popen[bytes]:
+def _controller(world: World, path: str, forks: str = "1") -> subprocess.Popen[bytes]:
     return world.controller(
-        env={**os.environ, "PATH": path},
+        env={**os.environ, "PATH": path, "SESHAT_RUNNER_FORKS": forks},
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -64,7 +67,7 @@ def test_a_runner_that_outlives_its_controller_is_followed_before_anything_else(
     (bare / "git").symlink_to("/usr/bin/git")
     holder = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")  # the Apply waits for SQLite's write lock
-    controller = _controller(world, str(bare))
+    controller = _controller(world, str(bare), forks="0")
     try:
         _dispatched(world, controller)
         deadline = time.monotonic() + 30
@@ -106,11 +109,23 @@ def test_a_runner_that_outlives_its_controller_is_followed_before_anything_else(
     assert list((world.work / "plans").glob("*")) == []
 
 
-def test_a_runner_dies_with_its_controller(world: World) -> None:
+@pytest.mark.parametrize(
+    ("forks", "setpriv"),
+    [("1", True), ("1", False), ("0", True)],
+    ids=["forked", "forked-without-setpriv", "afresh-under-setpriv"],
+)
+def test_a_runner_dies_with_its_controller(
+    world: World, tmp_path: Path, forks: str, setpriv: bool
+) -> None:
     database = _declared(world)
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    controller = _controller(world, os.environ["PATH"])
+    path = os.environ["PATH"]
+    if not setpriv:
+        path = str(tmp_path / "bin-without-setpriv")
+        Path(path).mkdir()
+        (Path(path) / "git").symlink_to("/usr/bin/git")
+    controller = _controller(world, path, forks)
     try:
         _dispatched(world, controller)
         deadline = time.monotonic() + 30
