@@ -31,6 +31,35 @@ def _default_work() -> Path:
     return Path.home() / ".local" / "state" / "seshat"
 
 
+def _source_options(command: F) -> F:
+    """The options naming what is reconciled and where the work is kept (shared by
+    reconcile and run): ``source``, ``branch`` and ``work``."""
+    options = [
+        click.option(
+            "--repo",
+            "source",
+            required=True,
+            help="The Git repository: a local path or a URL Git can fetch.",
+        ),
+        click.option(
+            "--branch",
+            default="main",
+            show_default=True,
+            help="The watched branch (seshat.yaml's spec.branch wins when it differs).",
+        ),
+        click.option(
+            "--work",
+            # Absolute: the runner runs in a folder of its own and is handed plan files under it.
+            type=click.Path(file_okay=False, path_type=Path, resolve_path=True),
+            help="Working directory: clones, the state file, plan files for the runner "
+            "(default ~/.local/state/seshat).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 def _mode_options(command: F) -> F:
     """The options choosing where operations run (shared by reconcile and run)."""
     options = [
@@ -125,25 +154,7 @@ def _mode_options(command: F) -> F:
 
 
 @click.command()
-@click.option(
-    "--repo",
-    "source",
-    required=True,
-    help="The Git repository: a local path or a URL Git can fetch.",
-)
-@click.option(
-    "--branch",
-    default="main",
-    show_default=True,
-    help="The watched branch (seshat.yaml's spec.branch wins when it differs).",
-)
-@click.option(
-    "--work",
-    # Absolute: the runner runs in a folder of its own and is handed plan files under it.
-    type=click.Path(file_okay=False, path_type=Path, resolve_path=True),
-    help="Working directory: clones, the state file, plan files for the runner "
-    "(default ~/.local/state/seshat).",
-)
+@_source_options
 @click.option("--once", is_flag=True, help="Run one pass and exit.")
 @click.option(
     "--every", default=60, show_default=True, help="Seconds between passes without --once."
@@ -187,19 +198,7 @@ def reconcile(
 
 
 @click.command(name="run")
-@click.option(
-    "--repo",
-    "source",
-    required=True,
-    help="The Git repository: a local path or a URL Git can fetch.",
-)
-@click.option("--branch", default="main", show_default=True)
-@click.option(
-    "--work",
-    # Absolute: the runner runs in a folder of its own and is handed plan files under it.
-    type=click.Path(file_okay=False, path_type=Path, resolve_path=True),
-    help="Working directory (default ~/.local/state/seshat).",
-)
+@_source_options
 @click.option(
     "--poll",
     type=click.FloatRange(min=0.5),

@@ -682,7 +682,7 @@ def migrations_up(
         _output().fail(str(error))
     finally:
         store.close()
-    _output().out(json.dumps(report.to_json(), sort_keys=True))
+    _output().out(json.dumps(report.model_dump(mode="json", by_alias=True), sort_keys=True))
     sys.exit(EXIT_OK if report.outcome in ("UpToDate", "Applied") else EXIT_CANNOT_RUN)
 
 

@@ -40,7 +40,6 @@ from runner.protocol.results import (
     HistoryReport,
     HistoryResult,
     InspectResult,
-    MigrateReport,
     MigrateResult,
     OperationPayload,
     PlanResult,
@@ -151,7 +150,7 @@ def _migrations(request: OperationInput, url: DatabaseURL) -> OperationPayload:
             )
         except MigrationRefused as refusal:
             raise _refused(refusal.reason, refusal.message) from None
-        return MigrateResult(migrate=MigrateReport.model_validate(report.to_json()))
+        return MigrateResult(migrate=report)
     finally:
         store.close()
 

@@ -28,18 +28,16 @@ A runner killed midway leaves no report at all; the control plane records that r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 
 from runner.errors import SeshatError
 from runner.migrations.files import CHECKSUM_ALGORITHM, MigrationFile
 from runner.migrations.history import HistoryRow, Verdict, judge
 from runner.migrations.stores import HistoryStore, StatementFailed, now_text
-from runner.models import wire_fields
+from runner.protocol.results import MigrateReport
 
 __all__ = [
     "MigrationRefused",
-    "MigrationReport",
     "apply_pending",
     "check_mode",
     "statements_of",
@@ -50,19 +48,6 @@ class MigrationRefused(SeshatError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason, self.message = reason, message
-
-
-@dataclass
-class MigrationReport:
-    outcome: str
-    applied: list[str] = field(default_factory=list)
-    failed: str | None = None
-    statement: int | None = None
-    statements_applied: int = 0
-    error: str | None = None
-
-    def to_json(self) -> dict[str, object]:
-        return wire_fields(self)
 
 
 def runner_version() -> str:
@@ -113,7 +98,7 @@ def apply_pending(
     expected: Sequence[tuple[str, str]] | None = None,
     allow_out_of_order: bool = False,
     mode: str = "file",
-) -> tuple[Verdict, MigrationReport]:
+) -> tuple[Verdict, MigrateReport]:
     with store.lock():
         verdict = judge(files, store.rows(), allow_out_of_order=allow_out_of_order)
         if verdict.blocking:
@@ -128,14 +113,14 @@ def apply_pending(
         check_mode(store, mode, verdict.pending_files)
         if mode != "all":
             return verdict, _run_files(store, verdict, operation_id, mode)
-        report = MigrationReport("UpToDate")
+        report = MigrateReport(outcome="UpToDate")
         try:
             with store.all_or_nothing():
                 report = _run_files(store, verdict, operation_id, mode)
                 if report.failed is not None:
                     raise _RollBack
         except _RollBack:
-            report.applied = []  # the whole run was rolled back
+            report = report.model_copy(update={"applied": []})  # the whole run rolled back
         return verdict, report
 
 
@@ -145,9 +130,9 @@ class _RollBack(Exception):
 
 def _run_files(
     store: HistoryStore, verdict: Verdict, operation_id: str, mode: str
-) -> MigrationReport:
+) -> MigrateReport:
     """Run the pending files in order; the report says how far they got."""
-    report = MigrationReport("UpToDate")
+    applied: list[str] = []
     for migration in verdict.pending_files:
         statements = statements_of(store.dialect, migration)
         atomic = migration.transactional and store.transactional_ddl and mode != "none"
@@ -170,12 +155,13 @@ def _run_files(
             else:
                 store.run_stepwise(statements, row)
         except StatementFailed as failure:
-            report.outcome = "Partial" if not atomic and failure.index > 0 else "Failed"
-            report.failed = migration.version
-            report.statement = failure.index + 1
-            report.statements_applied = 0 if atomic else failure.index
-            report.error = failure.error
-            return report
-        report.applied.append(migration.version)
-        report.outcome = "Applied"
-    return report
+            return MigrateReport(
+                outcome="Partial" if not atomic and failure.index > 0 else "Failed",
+                applied=applied,
+                failed=migration.version,
+                statement=failure.index + 1,
+                statements_applied=0 if atomic else failure.index,
+                error=failure.error,
+            )
+        applied.append(migration.version)
+    return MigrateReport(outcome="Applied" if applied else "UpToDate", applied=applied)

@@ -190,7 +190,7 @@ class HistoryReport(Model):
 
 
 class MigrateReport(Model):
-    """What a migration Apply did (:class:`runner.migrations.apply.MigrationReport`)."""
+    """What a migration Apply did (:func:`runner.migrations.apply.apply_pending`)."""
 
     outcome: RunOutcome
     applied: list[str] = Field(default_factory=list)

@@ -98,6 +98,17 @@ _OPT_IN: Final = (
 Action = Literal["run", "skip", "procedural", "outside", "superuser"]
 
 
+def _objects(action: Action, text: str) -> dict[tuple[str, ...], Action]:
+    """An objects table's entries for the one-word kinds in ``text``, each with ``action``."""
+    return {(word,): action for word in _words(text)}
+
+
+def _firsts(action: Action, text: str) -> dict[str, tuple[Action, str]]:
+    """A first-word table's entries for the words in ``text``: each with ``action``, and the
+    statement's kind named by the word itself."""
+    return {word: (action, word) for word in _words(text)}
+
+
 class NotDeclarative(SeshatError):
     """A statement of the desired schema that may not run (see the module docstring)."""
 
@@ -211,6 +222,19 @@ def _phrase(words: _Words, table: dict[tuple[str, ...], Action]) -> tuple[str, A
     return None
 
 
+def _named_object(
+    words: _Words, first: str, table: dict[tuple[str, ...], Action], sql: str
+) -> tuple[str, Verdict]:
+    """What a CREATE, ALTER or DROP (``first``) names next, read with ``table``: the phrase
+    and the statement's verdict by it alone, ``<first> <phrase>`` with the phrase's action; a
+    phrase the table does not hold is ``""`` and outside, named by the word that came."""
+    found = _phrase(words, table)
+    if found is None:
+        return "", Verdict("outside", f"{first} {_shown(words.word() or '...')}", sql)
+    phrase, action = found
+    return phrase, Verdict(action, f"{first} {phrase}", sql)
+
+
 def _values(tokens: Sequence[Token]) -> list[Token]:
     """A SET's value tokens, without a trailing semicolon."""
     return [t for t in tokens if not (t.kind == "symbol" and t.value == ";")]
@@ -227,13 +251,11 @@ def _one(tokens: Sequence[Token]) -> str | None:
 # -- PostgreSQL ------------------------------------------------------------------------------
 
 _PG_OBJECTS: Final[dict[tuple[str, ...], Action]] = {
-    **{
-        (word,): "run"
-        for word in _words(
-            "TABLE INDEX VIEW SEQUENCE TYPE DOMAIN FUNCTION PROCEDURE ROUTINE AGGREGATE OPERATOR "
-            "TRIGGER RULE POLICY SCHEMA EXTENSION COLLATION CAST CONVERSION STATISTICS TRANSFORM"
-        )
-    },
+    **_objects(
+        "run",
+        "TABLE INDEX VIEW SEQUENCE TYPE DOMAIN FUNCTION PROCEDURE ROUTINE AGGREGATE OPERATOR "
+        "TRIGGER RULE POLICY SCHEMA EXTENSION COLLATION CAST CONVERSION STATISTICS TRANSFORM",
+    ),
     ("MATERIALIZED", "VIEW"): "run",
     ("OPERATOR", "CLASS"): "run",
     ("OPERATOR", "FAMILY"): "run",
@@ -242,13 +264,10 @@ _PG_OBJECTS: Final[dict[tuple[str, ...], Action]] = {
         ("TEXT", "SEARCH", what): "run"
         for what in ("CONFIGURATION", "DICTIONARY", "PARSER", "TEMPLATE")
     },
-    **{
-        (word,): "outside"
-        for word in _words(
-            "DATABASE ROLE USER GROUP TABLESPACE SERVER SUBSCRIPTION PUBLICATION LANGUAGE SYSTEM "
-            "OWNED"
-        )
-    },
+    **_objects(
+        "outside",
+        "DATABASE ROLE USER GROUP TABLESPACE SERVER SUBSCRIPTION PUBLICATION LANGUAGE SYSTEM OWNED",
+    ),
     ("FOREIGN", "DATA", "WRAPPER"): "outside",
     ("FOREIGN", "TABLE"): "outside",
     ("USER", "MAPPING"): "outside",
@@ -271,21 +290,16 @@ _PG_COMMENT_OUTSIDE: Final = frozenset(
 )
 
 _PG_FIRST: Final[dict[str, tuple[Action, str]]] = {
-    **{
-        word: ("procedural", word)
-        for word in _words(
-            "CALL INSERT UPDATE DELETE MERGE TRUNCATE VALUES TABLE EXPLAIN SHOW PREPARE EXECUTE "
-            "DEALLOCATE DECLARE FETCH MOVE CLOSE LISTEN NOTIFY UNLISTEN VACUUM ANALYZE ANALYSE "
-            "CLUSTER REINDEX LOCK REFRESH"
-        )
-    },
+    **_firsts(
+        "procedural",
+        "CALL INSERT UPDATE DELETE MERGE TRUNCATE VALUES TABLE EXPLAIN SHOW PREPARE EXECUTE "
+        "DEALLOCATE DECLARE FETCH MOVE CLOSE LISTEN NOTIFY UNLISTEN VACUUM ANALYZE ANALYSE "
+        "CLUSTER REINDEX LOCK REFRESH",
+    ),
     "DO": ("procedural", "DO block"),
     "WITH": ("procedural", "WITH query"),
     "SELECT": ("procedural", "SELECT"),
-    **{
-        word: ("outside", word)
-        for word in _words("COPY LOAD CHECKPOINT DISCARD RESET ABORT ROLLBACK SAVEPOINT RELEASE")
-    },
+    **_firsts("outside", "COPY LOAD CHECKPOINT DISCARD RESET ABORT ROLLBACK SAVEPOINT RELEASE"),
     "REASSIGN": ("outside", "REASSIGN OWNED"),
     "SECURITY": ("outside", "SECURITY LABEL"),
     "IMPORT": ("outside", "IMPORT FOREIGN SCHEMA"),
@@ -463,16 +477,14 @@ def _postgresql(sql: str, session: _Session) -> Verdict:
     first = words.word()
     if first in ("CREATE", "ALTER", "DROP"):
         words.at += 1
-        found = _phrase(words, _PG_OBJECTS)  # DEFAULT PRIVILEGES, before DEFAULT is skipped
-        if found is None:
+        # DEFAULT PRIVILEGES is read before DEFAULT is skipped as a modifier.
+        phrase, verdict = _named_object(words, first, _PG_OBJECTS, sql)
+        if not phrase:
             words.skip(*_PG_MODIFIERS)
-            found = _phrase(words, _PG_OBJECTS)
-        if found is None:
-            return Verdict("outside", f"{first} {_shown(words.word() or '...')}", sql)
-        phrase, action = found
-        kind = f"{first} {phrase}"
-        if action != "run":
-            return Verdict(action, kind, sql)
+            phrase, verdict = _named_object(words, first, _PG_OBJECTS, sql)
+        if verdict.action != "run":
+            return verdict
+        kind = verdict.kind
         table = first == "CREATE" and phrase == "TABLE"
         if table and _AS_WORD.search(sql) and "AS" in postgresql_outer_words(sql):
             return Verdict("procedural", "CREATE TABLE AS", sql)  # CREATE TABLE ... AS query
@@ -567,14 +579,8 @@ def _pg_c_language(words: _Words) -> bool:
 # -- MySQL and MariaDB ----------------------------------------------------------------------
 
 _MY_OBJECTS: Final[dict[tuple[str, ...], Action]] = {
-    **{
-        (word,): "run"
-        for word in _words("TABLE INDEX VIEW TRIGGER PROCEDURE FUNCTION EVENT SEQUENCE")
-    },
-    **{
-        (word,): "outside"
-        for word in _words("DATABASE SCHEMA USER ROLE SERVER TABLESPACE LOGFILE INSTANCE PACKAGE")
-    },
+    **_objects("run", "TABLE INDEX VIEW TRIGGER PROCEDURE FUNCTION EVENT SEQUENCE"),
+    **_objects("outside", "DATABASE SCHEMA USER ROLE SERVER TABLESPACE LOGFILE INSTANCE PACKAGE"),
     ("PREPARE",): "procedural",
     ("RESOURCE", "GROUP"): "outside",
     ("SPATIAL", "REFERENCE", "SYSTEM"): "outside",
@@ -585,23 +591,19 @@ _MY_MODIFIERS: Final = _words(
 )
 
 _MY_FIRST: Final[dict[str, tuple[Action, str]]] = {
-    **{
-        word: ("procedural", word)
-        for word in _words(
-            "CALL INSERT REPLACE UPDATE DELETE TRUNCATE SELECT VALUES TABLE PREPARE EXECUTE "
-            "DEALLOCATE HANDLER SHOW DESCRIBE DESC EXPLAIN ANALYZE OPTIMIZE REPAIR CHECK CHECKSUM "
-            "SIGNAL RESIGNAL GET LOCK UNLOCK"
-        )
-    },
+    **_firsts(
+        "procedural",
+        "CALL INSERT REPLACE UPDATE DELETE TRUNCATE SELECT VALUES TABLE PREPARE EXECUTE "
+        "DEALLOCATE HANDLER SHOW DESCRIBE DESC EXPLAIN ANALYZE OPTIMIZE REPAIR CHECK CHECKSUM "
+        "SIGNAL RESIGNAL GET LOCK UNLOCK",
+    ),
     "WITH": ("procedural", "WITH query"),
     "DO": ("procedural", "DO"),
-    **{
-        word: ("outside", word)
-        for word in _words(
-            "LOAD INSTALL UNINSTALL KILL SHUTDOWN FLUSH RESET PURGE CHANGE STOP BINLOG CACHE "
-            "BACKUP CLONE IMPORT HELP XA ROLLBACK SAVEPOINT RELEASE"
-        )
-    },
+    **_firsts(
+        "outside",
+        "LOAD INSTALL UNINSTALL KILL SHUTDOWN FLUSH RESET PURGE CHANGE STOP BINLOG CACHE "
+        "BACKUP CLONE IMPORT HELP XA ROLLBACK SAVEPOINT RELEASE",
+    ),
     "GRANT": ("run", "GRANT"),
     "REVOKE": ("run", "REVOKE"),
     "USE": ("run", "USE"),
@@ -894,13 +896,10 @@ def _mysql(sql: str, session: _Session) -> Verdict:
     if first in ("CREATE", "ALTER", "DROP"):
         words.at += 1
         _my_skip_definer(words)
-        found = _phrase(words, _MY_OBJECTS)
-        if found is None:
-            return Verdict("outside", f"{first} {_shown(words.word() or '...')}", sql)
-        phrase, action = found
-        kind = f"{first} {phrase}"
-        if action != "run":
-            return Verdict(action, kind, sql)
+        phrase, verdict = _named_object(words, first, _MY_OBJECTS, sql)
+        if verdict.action != "run":
+            return verdict
+        kind = verdict.kind
         if any(t.kind == "word" and t.value == "SONAME" for t in words.rest()):
             return Verdict("outside", f"{kind} ... SONAME (a shared library)", sql)
         if phrase == "TABLE":
@@ -969,13 +968,10 @@ those that change how the sandbox runs (``trusted_schema``, ``legacy_alter_table
 ``writable_schema``) or reach files."""
 
 _SQLITE_FIRST: Final[dict[str, tuple[Action, str]]] = {
-    **{
-        word: ("procedural", word)
-        for word in _words("SELECT INSERT UPDATE DELETE REPLACE VALUES EXPLAIN ANALYZE REINDEX")
-    },
+    **_firsts("procedural", "SELECT INSERT UPDATE DELETE REPLACE VALUES EXPLAIN ANALYZE REINDEX"),
     "WITH": ("procedural", "WITH query"),
-    **{word: ("outside", word) for word in ("ATTACH", "DETACH", "VACUUM")},
-    **{word: ("outside", word) for word in ("ROLLBACK", "SAVEPOINT", "RELEASE")},
+    **_firsts("outside", "ATTACH DETACH VACUUM"),
+    **_firsts("outside", "ROLLBACK SAVEPOINT RELEASE"),
     "BEGIN": ("skip", "BEGIN"),
     "COMMIT": ("skip", "COMMIT"),
     "END": ("skip", "END"),
@@ -991,11 +987,10 @@ def _sqlite(sql: str, session: _Session) -> Verdict:
     if first in ("CREATE", "DROP", "ALTER"):
         words.at += 1
         words.skip("TEMP", "TEMPORARY", "UNIQUE")
-        found = _phrase(words, _SQLITE_OBJECTS)
-        if found is None:
-            return Verdict("outside", f"{first} {_shown(words.word() or '...')}", sql)
-        phrase, _ = found
-        kind = f"{first} {phrase}"
+        phrase, verdict = _named_object(words, first, _SQLITE_OBJECTS, sql)
+        if verdict.action != "run":
+            return verdict
+        kind = verdict.kind
         if first == "CREATE" and phrase == "TABLE" and _as_query(words):
             return Verdict("procedural", "CREATE TABLE AS", sql)
         if first == "CREATE" and phrase == "VIRTUAL TABLE":
