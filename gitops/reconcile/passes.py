@@ -239,6 +239,8 @@ def run_pass(
         for key in reconciled:
             kind, status = report.statuses[key]
             namespace, _, name = key.partition("/")
+            if "/" in name:
+                continue  # a fleet member: its fleet's review lists the distinct plans
             _review(reviews, status_branch, kind, namespace, name, status, revision, log)
     finally:
         state.close()

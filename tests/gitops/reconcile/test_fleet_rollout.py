@@ -1,0 +1,134 @@
+"""Fleets end to end on real components (Git with a bare remote, signed OCI layouts, SQLite,
+the real seshat-runner, SSH-signed approvals): one approval per distinct plan, rollout
+steps, members joining and leaving."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from harness.reconcile_world import World, tables
+
+V1 = "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT);\n"
+
+
+def fleet_yaml(
+    layout: Path,
+    members: str,
+    *,
+    steps: str = "",
+    apply: str = "OnApproval",
+    resume: str = "",
+) -> str:
+    rollout = ""
+    if steps or resume:
+        rollout = "  rollout:\n" + (f"    steps: {steps}\n" if steps else "")
+        rollout += f"    resume: {resume}\n" if resume else ""
+    return f"""\
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseFleet
+metadata: {{name: tenants, namespace: shop}}
+spec:
+  template:
+    kind: DatabaseSchema
+    spec:
+      target: {{engine: sqlite, url: {{fromEnv: "TENANT_{{{{ member.name }}}}_URL"}},
+               coordinationKey: "tenant-{{{{ member.name }}}}"}}
+      artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
+      policy: {{apply: {apply}}}
+  members:
+{members}
+{rollout}"""
+
+
+def listed(*names: str, wave: dict[str, str] | None = None) -> str:
+    lines = ["    list:"]
+    for name in names:
+        label = (wave or {}).get(name)
+        labels = f", labels: {{wave: {label}}}" if label else ""
+        lines.append(f"      - {{name: {name}{labels}}}")
+    return "\n".join(lines)
+
+
+def tenant(world: World, name: str, sql: str = "") -> Path:
+    """The SQLite database of member ``name`` (``TENANT_<name>_URL``)."""
+    return world.database(f"tenant-{name}", sql, env=f"TENANT_{name}_URL")
+
+
+def approve(world: World, target: str, *options: str) -> str:
+    done = world.seshat(
+        "approve",
+        target,
+        *options,
+        "--yes",
+        "--repo",
+        world.remote.work_dir,
+        "--key",
+        world.alice.private_key,
+    )
+    assert done.returncode == 0, done.stderr
+    world.remote.commit_all(f"approve {target}")
+    return done.stdout
+
+
+def fleet_plan(world: World, member: str) -> str:
+    plan = world.status(f"tenants/{member}")["status"]["plan"]  # type: ignore[index]
+    return str(plan["fleetPlan"])
+
+
+def test_one_approval_applies_to_every_identical_member_and_a_drifted_one_waits(
+    world: World,
+) -> None:
+    layout = world.artifact("tenants-v1", V1)
+    names = ["t1", "t2", "t3", "t4"]
+    databases = {name: tenant(world, name) for name in names}
+    # t4 drifted: it has the table without its column, so its plan only adds the column.
+    databases["t4"] = tenant(world, "t4", "CREATE TABLE accounts (id INTEGER PRIMARY KEY);")
+    world.remote.write_file("databases/tenants.yaml", fleet_yaml(layout, listed(*names)))
+    world.remote.commit_all("declare the tenants fleet")
+
+    verdicts = world.reconcile()
+    assert verdicts == {f"shop/tenants/{n}": "AwaitingApproval/AwaitingApproval" for n in names}
+    shared = {fleet_plan(world, n) for n in ("t1", "t2", "t3")}
+    assert len(shared) == 1  # identical members share one fleet plan...
+    [plan] = shared
+    assert fleet_plan(world, "t4") != plan  # ...and the drifted one has its own
+    # Their own plan ids differ (each binds its uid and database); the fleet plan does not.
+    ids = {world.status(f"tenants/{n}")["status"]["plan"]["id"] for n in names}  # type: ignore[index]
+    assert len(ids) == 4
+
+    # NAMESPACE/FLEET lists the distinct plans and approves nothing while there are two.
+    several = world.seshat(
+        "approve", "shop/tenants", "--yes", "--repo", world.remote.work_dir,
+        "--key", world.alice.private_key,
+    )  # fmt: skip
+    assert several.returncode == 2
+    assert f"fleet plan {plan}: 3 member(s): t1, t2, t3" in several.stdout
+    assert "2 distinct plans wait" in several.stderr
+
+    # One approval, through one member, covers every member sharing its plan.
+    said = approve(world, "shop/tenants/t2")
+    assert f"fleet plan  {plan}" in said
+    assert world.reconcile() == {
+        "shop/tenants/t1": "InSync/InSync",
+        "shop/tenants/t2": "InSync/InSync",
+        "shop/tenants/t3": "InSync/InSync",
+        "shop/tenants/t4": "AwaitingApproval/AwaitingApproval",
+    }
+    for name in ("t1", "t2", "t3"):
+        assert tables(databases[name]) == ["accounts"]
+    assert _columns(databases["t4"]) == ["id"]  # waits for its own approval
+    t4 = world.status("tenants/t4")["status"]
+    assert t4["rejectedApprovals"][0]["reason"] == "stale_plan"  # type: ignore[index]
+
+    # Now only t4's plan waits: NAMESPACE/FLEET approves it.
+    approve(world, "shop/tenants")
+    assert world.reconcile()["shop/tenants/t4"] == "InSync/InSync"
+    assert _columns(databases["t4"]) == ["id", "name"]
+
+
+def _columns(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    names = [row[1] for row in conn.execute("PRAGMA table_info(accounts)")]
+    conn.close()
+    return names
