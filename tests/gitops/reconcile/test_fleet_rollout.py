@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from harness.reconcile_world import World, tables
 
@@ -71,8 +72,15 @@ def approve(world: World, target: str, *options: str) -> str:
     return done.stdout
 
 
+def state(world: World, name: str) -> dict[str, Any]:
+    """The status a status file of ``shop/<name>`` records."""
+    found = world.status(name)["status"]
+    assert isinstance(found, dict)
+    return found
+
+
 def fleet_plan(world: World, member: str) -> str:
-    plan = world.status(f"tenants/{member}")["status"]["plan"]  # type: ignore[index]
+    plan = state(world, f"tenants/{member}")["plan"]
     return str(plan["fleetPlan"])
 
 
@@ -94,7 +102,7 @@ def test_one_approval_applies_to_every_identical_member_and_a_drifted_one_waits(
     [plan] = shared
     assert fleet_plan(world, "t4") != plan  # ...and the drifted one has its own
     # Their own plan ids differ (each binds its uid and database); the fleet plan does not.
-    ids = {world.status(f"tenants/{n}")["status"]["plan"]["id"] for n in names}  # type: ignore[index]
+    ids = {state(world, f"tenants/{n}")["plan"]["id"] for n in names}
     assert len(ids) == 4
 
     # NAMESPACE/FLEET lists the distinct plans and approves nothing while there are two.
@@ -118,8 +126,8 @@ def test_one_approval_applies_to_every_identical_member_and_a_drifted_one_waits(
     for name in ("t1", "t2", "t3"):
         assert tables(databases[name]) == ["accounts"]
     assert _columns(databases["t4"]) == ["id"]  # waits for its own approval
-    t4 = world.status("tenants/t4")["status"]
-    assert t4["rejectedApprovals"][0]["reason"] == "stale_plan"  # type: ignore[index]
+    t4 = state(world, "tenants/t4")
+    assert t4["rejectedApprovals"][0]["reason"] == "stale_plan"
 
     # Now only t4's plan waits: NAMESPACE/FLEET approves it.
     approve(world, "shop/tenants")
@@ -132,3 +140,82 @@ def _columns(path: Path) -> list[str]:
     names = [row[1] for row in conn.execute("PRAGMA table_info(accounts)")]
     conn.close()
     return names
+
+
+def test_a_blocked_canary_halts_the_next_step_until_a_resume_commit(world: World) -> None:
+    layout = world.artifact("tenants-v1", V1)
+    # The canary cannot converge without dropping a table: Blocked, so the rollout halts.
+    canary = tenant(world, "c1", "CREATE TABLE legacy (id INTEGER);")
+    rest = {name: tenant(world, name) for name in ("t2", "t3")}
+    members = listed("c1", "t2", "t3", wave={"c1": "canary"})
+    steps = '[{match: {wave: canary}, maxParallel: 1}, {maxParallel: "50%"}]'
+    world.remote.write_file(
+        "databases/tenants.yaml", fleet_yaml(layout, members, steps=steps, apply="Always")
+    )
+    world.remote.commit_all("declare the tenants fleet in two steps")
+
+    verdicts = world.reconcile()
+    assert verdicts == {
+        "shop/tenants/c1": "Blocked/DestructiveChangesDisallowed",
+        "shop/tenants/t2": "Pending/RolloutWaiting",
+        "shop/tenants/t3": "Pending/RolloutWaiting",
+    }
+    assert [tables(path) for path in rest.values()] == [[], []]  # nothing applied
+    # The later step's members planned, and say what they would do and why they wait.
+    waiting = state(world, "tenants/t2")
+    assert waiting["plan"]["fleetPlan"]
+    assert "is halted at step 1: shop/tenants/c1 is Blocked" in str(waiting["conditions"])
+    fleet = state(world, "tenants")
+    assert fleet["phase"] == "Halted"
+    assert fleet["attention"][0]["member"] == "c1"
+    assert [s["state"] for s in fleet["steps"]] == ["Halted", "Waiting"]
+    token = str(fleet["resume"])
+    assert f"commit spec.rollout.resume: {token}" in str(fleet["message"])
+
+    # A person commits the resume the status names: the next step goes on without c1.
+    world.remote.write_file(
+        "databases/tenants.yaml",
+        fleet_yaml(layout, members, steps=steps, apply="Always", resume=token),
+    )
+    world.remote.commit_all("resume the tenants rollout past c1")
+    assert world.reconcile() == {
+        "shop/tenants/c1": "Blocked/DestructiveChangesDisallowed",
+        "shop/tenants/t2": "InSync/InSync",
+        "shop/tenants/t3": "InSync/InSync",
+    }
+    assert [tables(path) for path in rest.values()] == [["accounts"], ["accounts"]]
+    assert tables(canary) == ["legacy"]
+    fleet = state(world, "tenants")
+    assert fleet["phases"] == {"Blocked": 1, "InSync": 2}
+    assert [s["state"] for s in fleet["steps"]] == ["Done", "Done"]
+
+
+def test_members_joining_and_leaving_the_members_file(world: World) -> None:
+    layout = world.artifact("tenants-v1", V1)
+    databases = {name: tenant(world, name) for name in ("t1", "t2", "t3")}
+    world.remote.write_file("fleets/tenants.yaml", "- {name: t1}\n- {name: t2}\n")
+    world.remote.write_file(
+        "databases/tenants.yaml", fleet_yaml(layout, "    fromFile: fleets/tenants.yaml")
+    )
+    world.remote.commit_all("declare the tenants fleet")
+    assert world.reconcile() == {
+        "shop/tenants/t1": "AwaitingApproval/AwaitingApproval",
+        "shop/tenants/t2": "AwaitingApproval/AwaitingApproval",
+    }
+    before = databases["t2"].read_bytes()
+
+    world.remote.write_file("fleets/tenants.yaml", "- {name: t1}\n- {name: t3}\n")
+    world.remote.commit_all("t2 leaves, t3 joins")
+    assert world.reconcile() == {
+        "shop/tenants/t1": "AwaitingApproval/AwaitingApproval",
+        "shop/tenants/t3": "AwaitingApproval/AwaitingApproval",  # planned on the next pass
+    }
+    gone = state(world, "tenants/t2")
+    assert gone["phase"] == "Suspended"
+    assert "no longer a member of fleet shop/tenants" in str(gone["conditions"])
+    assert databases["t2"].read_bytes() == before  # its database is never touched
+    assert state(world, "tenants")["left"] == ["t2"]
+    # Marked once: the next pass changes nothing on the status branch.
+    commits = len(world.status_log())
+    world.reconcile()
+    assert len(world.status_log()) == commits
