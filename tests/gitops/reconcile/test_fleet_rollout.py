@@ -105,6 +105,24 @@ def test_one_approval_applies_to_every_identical_member_and_a_drifted_one_waits(
     ids = {state(world, f"tenants/{n}")["plan"]["id"] for n in names}
     assert len(ids) == 4
 
+    # The fleet's status: the distinct plans, the members each covers, their approval state.
+    fleet = state(world, "tenants")
+    assert fleet["phase"] == "AwaitingApproval"
+    assert [(p["id"], p["names"], p["approved"]) for p in fleet["plans"]] == [
+        (plan, ["t1", "t2", "t3"], False),
+        (fleet_plan(world, "t4"), ["t4"], False),
+    ]
+    # What people see: the fleet as one row, its members as a table, a member's plan.
+    remote = world.remote.remote_url
+    overview = world.seshat("status", "--repo", remote).stdout
+    assert "shop/tenants" in overview and "[----------] 0/4 InSync" in overview
+    assert "shop/tenants/t1" not in overview
+    members = world.seshat("status", "shop/tenants", "--repo", remote).stdout
+    assert f"fleet plan {plan}: awaiting approval, 3 member(s): t1, t2, t3" in members
+    assert "shop/tenants/t4" in members and "AwaitingApproval" in members
+    shown = world.seshat("plan", "show", "shop/tenants/t1", "--repo", remote).stdout
+    assert f"fleet plan   {plan}" in shown and "CREATE TABLE accounts" in shown
+
     # NAMESPACE/FLEET lists the distinct plans and approves nothing while there are two.
     several = world.seshat(
         "approve", "shop/tenants", "--yes", "--repo", world.remote.work_dir,
