@@ -171,7 +171,7 @@ def test_validate_exit_codes() -> None:
     examples = FIXTURES.parents[2] / "examples" / "repo"
     ok = validate(examples)
     assert (ok.returncode, ok.stdout) == (0, "")
-    assert ok.stderr.strip() == "6 valid resources, no problems"
+    assert ok.stderr.strip() == "10 valid resources, no problems"
     missing = validate(FIXTURES / "no-such-repository")
     assert missing.returncode == 2
     assert "not a folder" in missing.stderr
