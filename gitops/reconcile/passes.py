@@ -246,6 +246,12 @@ def run_pass(
             if "/" in name:
                 continue  # a fleet member: its fleet's review lists the distinct plans
             _review(reviews, status_branch, kind, namespace, name, status, revision, log)
+        for key, fleet in report.fleets.items():
+            namespace, _, name = key.partition("/")
+            try:
+                reviews.after_fleet(namespace, name, fleet, revision)
+            except (SeshatError, git.GitCommandError, ValueError) as error:
+                log(f"{key}: review not published: {error}")
     finally:
         state.close()
         status_branch.close()

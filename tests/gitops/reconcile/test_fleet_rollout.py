@@ -123,6 +123,13 @@ def test_one_approval_applies_to_every_identical_member_and_a_drifted_one_waits(
     shown = world.seshat("plan", "show", "shop/tenants/t1", "--repo", remote).stdout
     assert f"fleet plan   {plan}" in shown and "CREATE TABLE accounts" in shown
 
+    # One review for the fleet, listing each distinct plan with the members it covers.
+    review = world.show("seshat/review/shop/tenants", ".seshat/reviews/shop/tenants.md")
+    assert f"### Fleet plan `{plan}`: awaiting approval" in review
+    assert "3 member(s): `t1, t2, t3`" in review
+    assert f"seshat approve shop/tenants --plan {plan} --key" in review
+    assert world.git("branch", "--list", "seshat/review/shop/tenants/*") == ""
+
     # NAMESPACE/FLEET lists the distinct plans and approves nothing while there are two.
     several = world.seshat(
         "approve", "shop/tenants", "--yes", "--repo", world.remote.work_dir,
