@@ -256,14 +256,23 @@ class Reviews:
         if status.phase.value not in _REVIEWED:
             return None
         body = review_body(key, status, sql, revision, self.config.status_branch, impact=impact)
+        plan = status.plan.id if status.plan else None
+        outcome = self._publish(f"{kind} {key}", status.phase.value, plan, revision, body)
+        if outcome.pull_request is not None:
+            self._comment_rejections(outcome.pull_request, key, status)
+        return outcome
+
+    def _publish(
+        self, resource: str, phase: str, plan: str | None, revision: str, body: str
+    ) -> ReviewOutcome:
+        """Commit ``body`` to the review branch of ``resource`` ("Kind ns/name") and open or
+        update its pull request."""
+        key = resource.partition(" ")[2]
+        namespace, _, name = key.partition("/")
+        branch = review_branch(namespace, name)
         self.clone.fetch(branch, self.config.branch)
         start = self.clone.tip(branch) or revision
-        plan = status.plan.id if status.plan else None
-        text = message(
-            f"Review {key}: {status.phase.value}",
-            "",
-            Trailers.one(f"{kind} {key}", status.phase.value, plan, revision),
-        )
+        text = message(f"Review {key}: {phase}", "", Trailers.one(resource, phase, plan, revision))
         author = self.config.commit.author
         path = f".seshat/reviews/{namespace}/{name}.md"
         commit = self.clone.commit(
@@ -273,9 +282,8 @@ class Reviews:
             raise CanNotRunError(f"the review branch {branch} moved during the pass; next pass")
         pull = None
         if self.forge is not None:
-            title = f"Seshat: {key} {status.phase.value}"
+            title = f"Seshat: {key} {phase}"
             pull = self.forge.open_or_update(branch, self.config.branch, title, body)
-            self._comment_rejections(pull, key, status)
         return ReviewOutcome(branch, commit, pull)
 
     def after_fleet(
@@ -290,25 +298,7 @@ class Reviews:
         if status.phase not in ("AwaitingApproval", "Halted", "Paused"):
             return None
         body = fleet_review_body(key, status, revision)
-        self.clone.fetch(branch, self.config.branch)
-        start = self.clone.tip(branch) or revision
-        text = message(
-            f"Review {key}: {status.phase}",
-            "",
-            Trailers.one(f"DatabaseFleet {key}", status.phase, None, revision),
-        )
-        author = self.config.commit.author
-        path = f".seshat/reviews/{namespace}/{fleet}.md"
-        commit = self.clone.commit(
-            start, {path: body.encode("utf-8")}, text, Identity(author.name, author.email)
-        )
-        if commit is not None and not self.clone.push(commit, branch):
-            raise CanNotRunError(f"the review branch {branch} moved during the pass; next pass")
-        pull = None
-        if self.forge is not None:
-            title = f"Seshat: fleet {key} {status.phase}"
-            pull = self.forge.open_or_update(branch, self.config.branch, title, body)
-        return ReviewOutcome(branch, commit, pull)
+        return self._publish(f"DatabaseFleet {key}", status.phase, None, revision, body)
 
     def _comment_rejections(self, pull: PullRequest, key: str, status: Status) -> None:
         """One comment per approval newly rejected for the current plan: a comment carries
