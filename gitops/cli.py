@@ -41,9 +41,12 @@ def _count(number: int, noun: str) -> str:
 
 
 def _rendered(repository: Repository) -> list[dict[str, Any]]:
+    """The custom resources: a fleet as its one ``DatabaseFleet`` (its members are not
+    objects of their own in a cluster)."""
     return [
         r.resource.model_dump(mode="json", by_alias=True, exclude_none=True)
         for r in repository.resources
+        if r.member is None
     ]
 
 

@@ -55,6 +55,8 @@ def structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     additional = schema.get("additionalProperties")
     if isinstance(additional, dict):
         out["additionalProperties"] = structural(additional, defs)
+    if out.get("x-kubernetes-int-or-string"):
+        return out  # Kubernetes' one typeless node: an integer or a string
     if "type" not in out and "enum" in out:
         out["type"] = "string"
     if "type" not in out:

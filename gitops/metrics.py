@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 __all__ = [
     "REGISTRY",
     "approval_judged",
+    "fleet_phases",
     "listener_connections",
     "listener_refused",
     "operation_finished",
@@ -61,6 +62,12 @@ RESOURCES = Gauge(
     ["kind", "phase", "reason"],
     registry=REGISTRY,
 )
+FLEET_MEMBERS = Gauge(
+    "seshat_fleet_members",
+    "Members of each fleet by the phase the last pass left them in.",
+    ["namespace", "fleet", "phase"],
+    registry=REGISTRY,
+)
 APPROVALS = Counter(
     "seshat_approvals",
     "Approval files judged, by outcome (accepted, rejected) and reason.",
@@ -105,6 +112,16 @@ def resource_phases(counts: dict[tuple[str, str, str], int]) -> None:
     RESOURCES.clear()
     for (kind, phase, reason), count in sorted(counts.items()):
         RESOURCES.labels(kind=kind, phase=phase, reason=reason).set(count)
+
+
+def fleet_phases(namespace: str, fleet: str, counts: dict[str, int]) -> None:
+    """Replace one fleet's member counts with ``phase -> count`` (a phase no member is in
+    any more reads 0)."""
+    for labels in [s.labels for m in FLEET_MEMBERS.collect() for s in m.samples]:
+        if (labels["namespace"], labels["fleet"]) == (namespace, fleet):
+            FLEET_MEMBERS.labels(**labels).set(counts.get(labels["phase"], 0))
+    for phase, count in sorted(counts.items()):
+        FLEET_MEMBERS.labels(namespace=namespace, fleet=fleet, phase=phase).set(count)
 
 
 def approval_judged(outcome: str, reason: str) -> None:

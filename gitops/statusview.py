@@ -23,6 +23,7 @@ from gitops.writeback.recorded import (
     NotShown,
     checked_migration_plan,
     checked_schema_plan,
+    fleet_plan_of,
     status_source,
     status_tree,
 )
@@ -60,11 +61,14 @@ def _document(data: bytes) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def _statuses(clone: BareClone, tip: str) -> list[dict[str, Any]]:
+def _statuses(clone: BareClone, tip: str, folder: str = "status") -> list[dict[str, Any]]:
+    """The status files directly in ``folder`` (``status/<ns>/<name>.yaml``; a fleet's
+    members: ``status/<ns>/<fleet>/<member>.yaml``)."""
     found = []
-    for path in clone.files(tip, "status"):
+    depth = 3 if folder == "status" else folder.count("/") + 2
+    for path in clone.files(tip, folder):
         parts = path.split("/")
-        if len(parts) != 3 or not parts[2].endswith(".yaml"):
+        if len(parts) != depth or not parts[-1].endswith(".yaml"):
             continue
         data = clone.read(tip, path)
         document = _document(data) if data is not None else None
@@ -124,13 +128,20 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
     history verdict, or schema drift), current plan and last applied plan."""
     with _status_tree(source, status_branch) as (clone, tip):
         documents = _statuses(clone, tip)
-    if target is not None:
-        documents = [
-            d
-            for d in documents
-            if f"{d['resource']['namespace']}/{d['resource']['name']}" == target
-        ]
-        if not documents:
+        if target is not None and target.count("/") == 2:  # NAMESPACE/FLEET/MEMBER
+            namespace, _, name = target.partition("/")
+            data = clone.read(tip, status_path(namespace, name))
+            documents = [d for d in [_document(data) if data else None] if d is not None]
+        elif target is not None:
+            documents = [d for d in documents if _named(d) == target]
+            fleet = next((d for d in documents if d["resource"]["kind"] == "DatabaseFleet"), None)
+            if fleet is not None:  # NAMESPACE/FLEET: its members, one row each
+                documents = _statuses(clone, tip, f"status/{target}")
+                if output_format == "json":
+                    documents = [fleet, *documents]
+                else:
+                    _fleet_summary(fleet)
+        if target is not None and not documents:
             click.echo(f"seshat: no status for {target}", err=True)
             sys.exit(1)
     if output_format == "json":
@@ -139,6 +150,9 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
     table = Table("resource", "kind", "phase", "reason", "database", "plan", "last applied")
     for document in documents:
         resource, state = document["resource"], document.get("status", {})
+        if resource["kind"] == "DatabaseFleet":
+            table.add_row(_named(document), "DatabaseFleet", *_fleet_row(state))
+            continue
         current = state.get("plan") or {}
         plan = current.get("id", "")[:19] + _plan_marks(current) + _impact_marks(current)
         last = state.get("lastApplied") or {}
@@ -161,6 +175,52 @@ def status(target: str | None, source: str, status_branch: str, output_format: s
                 f"not accepted: {rejected.get('reason')}: {rejected.get('detail', '')}"
             )
             click.echo(comment_text(said))  # repository text: no control characters
+
+
+def _named(document: dict[str, Any]) -> str:
+    return f"{document['resource']['namespace']}/{document['resource']['name']}"
+
+
+def _progress(state: dict[str, Any], width: int = 10) -> str:
+    """``[######----] 6/10 InSync``: how much of a fleet is converged."""
+    members = int(state.get("members", 0))
+    in_sync = int((state.get("phases") or {}).get("InSync", 0))
+    filled = round(width * in_sync / members) if members else 0
+    return f"[{'#' * filled}{'-' * (width - filled)}] {in_sync}/{members} InSync"
+
+
+def _fleet_row(state: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    """A fleet's row: its phase, what stops it (a halted member), progress, distinct plans."""
+    plans = state.get("plans") or []
+    waiting = sum(1 for p in plans if not p.get("approved"))
+    said = f"{len(plans)} distinct plan(s)" + (f", {waiting} unapproved" if waiting else "")
+    attention = state.get("attention") or []
+    reason = f"{len(attention)} need attention" if attention else ""
+    return str(state.get("phase", "")), reason, _progress(state), said if plans else "", ""
+
+
+def _fleet_summary(document: dict[str, Any]) -> None:
+    """What a fleet's status says before its members' table: phase, steps, plans, resume."""
+    state = document.get("status") or {}
+    lines = [f"fleet {_named(document)}: {state.get('phase', '')} {_progress(state)}"]
+    if state.get("message"):
+        lines.append(f"  {state['message']}")
+    for step in state.get("steps") or []:
+        match = ", ".join(f"{k}={v}" for k, v in (step.get("match") or {}).items()) or "*"
+        lines.append(
+            f"  step {step.get('index')} ({match}): {step.get('state')}, "
+            f"{step.get('inSync', 0)}/{step.get('members', 0)} InSync"
+        )
+    for plan in state.get("plans") or []:
+        names = ", ".join(plan.get("names") or [])
+        approval = "approved" if plan.get("approved") else "awaiting approval"
+        lines.append(
+            f"  fleet plan {plan.get('id')}: {approval}, {plan.get('members')} member(s): {names}"
+        )
+    for name in state.get("left") or []:
+        lines.append(f"  {name}: left the fleet (not reconciled)")
+    for line in lines:
+        click.echo(comment_text(line))
 
 
 def _plan_marks(plan: dict[str, Any]) -> str:
@@ -242,8 +302,19 @@ def plan_show(target: str, source: str, status_branch: str) -> None:
         click.echo(f"ran as       {note.removeprefix('-- ')}")
     for line in impact:  # observations beside the plan: its id does not cover them
         click.echo(f"impact       {comment_text(line)}")
-    click.echo(f"approve with seshat approve {target} --plan {plan_id} --key KEY\n")
+    _approve_with(target, plan_id, binding)
     click.echo(plan_sql(shown, plan_id), nl=False)
+
+
+def _approve_with(target: str, plan_id: str, binding: bytes | None) -> None:
+    """The approve command: a fleet member's names its fleet plan (recomputed from the
+    checked binding), which approves every member sharing it."""
+    if target.count("/") == 2 and binding is not None:
+        fleet_plan = fleet_plan_of(json.loads(binding))
+        click.echo(f"fleet plan   {fleet_plan} (every member of the fleet with this plan)")
+        click.echo(f"approve with seshat approve {target} --key KEY\n")
+        return
+    click.echo(f"approve with seshat approve {target} --plan {plan_id} --key KEY\n")
 
 
 def _refuse(message: str) -> NoReturn:
@@ -271,7 +342,7 @@ def _show_migration_plan(target: str, plan_id: str, raw: bytes) -> None:
     click.echo(f"plan id      {plan_id} (verified)")
     click.echo(f"history      {document['historyFingerprint']}")
     click.echo(f"artifact     {document['artifactDigest']}")
-    click.echo(f"approve with seshat approve {target} --plan {plan_id} --key KEY\n")
+    _approve_with(target, plan_id, raw)
     click.echo("applies, in order (the SQL is in the artifact):")
     for entry in document["files"]:
         click.echo(f"  {entry['version']:>6}  {entry['name']}  {entry['checksum']}")

@@ -72,6 +72,7 @@ def _repository(repo: Path) -> Repository:
 
 
 def _resource_ref(repository: Repository, target: str, kind: str | None) -> ResourceRef:
+    """The resource ``NAMESPACE/NAME`` (a fleet member: ``NAMESPACE/FLEET/MEMBER``)."""
     namespace, slash, name = target.partition("/")
     if not slash or not namespace or not name:
         _fail(f"{target!r}: give the resource as NAMESPACE/NAME")
@@ -166,9 +167,20 @@ def approve(
     if (key is None) == (bundle is None):
         _fail("give exactly one of --key or --sigstore-bundle")
     repository = _repository(repo)
-    resource = _resource_ref(repository, target, kind)
-    if plan_id is None:
-        plan_id = _confirmed_current_plan(repository, resource, status_source, yes)
+    fleet = _fleet(repository, target)
+    if fleet is not None:  # NAMESPACE/FLEET: the one distinct plan that waits
+        resource = fleet
+        if plan_id is None:
+            plan_id = _confirmed_fleet_plan(repository, fleet, status_source, yes)
+    else:
+        resource = _resource_ref(repository, target, kind)
+        member = _fleet_of_member(repository, resource)
+        if member is not None:  # NAMESPACE/FLEET/MEMBER: its fleet plan, for all sharing it
+            if plan_id is None:
+                plan_id = _confirmed_current_plan(repository, resource, status_source, yes, True)
+            resource = member
+        elif plan_id is None:
+            plan_id = _confirmed_current_plan(repository, resource, status_source, yes)
     if bundle is not None:
         _add_bundle(approval_path(repository.root, resource, plan_id), bundle, repository.root)
         return
@@ -190,11 +202,87 @@ def approve(
     _echo_signed(signed, repository.root)
 
 
-def _confirmed_current_plan(
-    repository: Repository, resource: ResourceRef, source: str | None, yes: bool
+def _fleet(repository: Repository, target: str) -> ResourceRef | None:
+    """The fleet ``NAMESPACE/FLEET`` names, if it names one."""
+    namespace, _, name = target.partition("/")
+    found = repository.find("DatabaseFleet", namespace, name) if "/" not in name else None
+    if found is None:
+        return None
+    uid = str(found.resource.metadata.uid)
+    return ResourceRef(kind="DatabaseFleet", namespace=namespace, name=name, uid=uid)
+
+
+def _fleet_of_member(repository: Repository, resource: ResourceRef) -> ResourceRef | None:
+    """The fleet of a member resource (None: not a member): what its approvals name."""
+    found = repository.find(resource.kind, resource.namespace, resource.name)
+    member = found.member if found is not None else None
+    if member is None:
+        return None
+    return _fleet(repository, f"{resource.namespace}/{member.fleet}")
+
+
+def _confirmed_fleet_plan(
+    repository: Repository, fleet: ResourceRef, source: str | None, yes: bool
 ) -> str:
-    """The id of the plan the resource's status records, after showing its summary and
-    (unless ``yes``) asking on the terminal."""
+    """The one distinct plan of the fleet's members that waits for an approval, after
+    showing it (and asking, unless ``yes``); several: each listed, nothing approved."""
+    branch = repository.config.spec.status_branch
+    where = source or status_source(str(repository.root), branch)
+    waiting: dict[str, list[str]] = {}
+    try:
+        with status_tree(where, branch) as (clone, tip):
+            for loaded in repository.members(fleet.namespace, fleet.name):
+                try:
+                    plan = current_plan(clone, tip, fleet.namespace, loaded.key.name)
+                except SeshatError:
+                    continue  # not reconciled yet
+                if plan is not None and plan.fleet_plan is not None and plan.phase in _WAITING:
+                    waiting.setdefault(plan.fleet_plan, []).append(loaded.key.name)
+    except SeshatError as error:
+        _fail(f"{error}; nothing is approved (give --plan to approve a fleet plan by its id)")
+    target = f"{fleet.namespace}/{fleet.name}"
+    if not waiting:
+        _fail(f"no member of fleet {target} waits for an approval on {branch}: nothing to approve")
+    for fleet_plan, names in sorted(waiting.items()):
+        shown = ", ".join(n.rpartition("/")[2] for n in names[:10])
+        more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+        click.echo(f"{target}: fleet plan {fleet_plan}: {len(names)} member(s): {shown}{more}")
+    if len(waiting) > 1:
+        _fail(
+            f"{len(waiting)} distinct plans wait: approve one with --plan FLEET-PLAN-ID, or "
+            f"one member's with seshat approve {target}/MEMBER"
+        )
+    [(fleet_plan, _)] = waiting.items()
+    return _confirmed(fleet_plan, yes)
+
+
+_WAITING = ("AwaitingApproval", "Pending")
+
+
+def _confirmed(plan_id: str, yes: bool) -> str:
+    """``plan_id`` once confirmed on the terminal (or ``yes``); else exit."""
+    if yes:
+        return plan_id
+    if not sys.stdin.isatty():
+        _fail(
+            "stdin is not a terminal, so the plan cannot be confirmed: give --yes to approve "
+            f"it without the question, or --plan {plan_id}"
+        )
+    if not click.confirm(f"Approve plan {plan_id}?", default=False):
+        click.echo("seshat: not approved; nothing was written", err=True)
+        sys.exit(EXIT_REFUSED)
+    return plan_id
+
+
+def _confirmed_current_plan(
+    repository: Repository,
+    resource: ResourceRef,
+    source: str | None,
+    yes: bool,
+    fleet: bool = False,
+) -> str:
+    """The id of the plan the resource's status records (a fleet member's: its fleet plan
+    id), after showing its summary and (unless ``yes``) asking on the terminal."""
     target = f"{resource.namespace}/{resource.name}"
     branch = repository.config.spec.status_branch
     where = source or status_source(str(repository.root), branch)
@@ -220,17 +308,13 @@ def _confirmed_current_plan(
         if plan.privilege_changes:
             click.echo(f"privileges  {', '.join(plan.privilege_changes)}")
     click.echo(f"(the whole plan: seshat plan show {target})")
-    if yes:
-        return plan.id
-    if not sys.stdin.isatty():
-        _fail(
-            "stdin is not a terminal, so the plan cannot be confirmed: give --yes to approve "
-            f"it without the question, or --plan {plan.id}"
-        )
-    if not click.confirm(f"Approve plan {plan.id}?", default=False):
-        click.echo("seshat: not approved; nothing was written", err=True)
-        sys.exit(EXIT_REFUSED)
-    return plan.id
+    if fleet:
+        if plan.fleet_plan is None:
+            _fail(f"the status of {target} names no fleet plan: nothing to approve")
+            raise AssertionError
+        click.echo(f"fleet plan  {plan.fleet_plan} (every member whose plan is the same)")
+        return _confirmed(plan.fleet_plan, yes)
+    return _confirmed(plan.id, yes)
 
 
 def _echo_signed(signed: Signed, root: Path) -> None:

@@ -151,7 +151,8 @@ def judge_approvals(
                 accepted = identity
     folder = f"approvals/{resource.namespace}/{resource.name}/"
     for problem in sorted(repository.problems, key=lambda p: (p.path, p.line or 0)):
-        if problem.path.startswith(folder) and problem.path not in rejected:
+        inside = problem.path.startswith(folder) and "/" not in problem.path[len(folder) :]
+        if inside and problem.path not in rejected:  # a fleet's members have folders below
             reject(problem.path, RejectionReason.MALFORMED, problem.message)
     listed = tuple(rejected[path] for path in sorted(rejected))[:MAX_REJECTED]
     return ApprovalJudgement(accepted, listed)

@@ -9,7 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gitops.resources.database import Target
-from gitops.writeback.recorded import MIGRATION_PLAN_CONTRACT, SCHEMA_PLAN_CONTRACT
+from gitops.writeback.recorded import (
+    MIGRATION_PLAN_CONTRACT,
+    SCHEMA_PLAN_CONTRACT,
+    fleet_plan_of,
+)
 from runner.digests import digest
 
 __all__ = [
@@ -18,6 +22,8 @@ __all__ = [
     "MigrationPlanBinding",
     "PlanBinding",
     "coordination_digest",
+    "fleet_approval_use",
+    "fleet_plan_id",
     "migration_plan_id",
     "plan_id",
 ]
@@ -115,3 +121,19 @@ class MigrationPlanBinding:
 
 def migration_plan_id(binding: MigrationPlanBinding) -> str:
     return digest(MIGRATION_PLAN_CONTRACT, binding.document())
+
+
+def fleet_plan_id(binding: PlanBinding | MigrationPlanBinding) -> str:
+    """The fleet plan id: the digest of a member's plan without what is the member's own
+    (its uid, coordination and target identity, the history fingerprint; the observed and
+    desired fingerprints are inside the plan digest). Members whose plans do the same thing
+    from the same artifact under the same policies share it, so one approval of the fleet
+    naming it authorizes each of them; a member that drifted plans other statements (or
+    from another observed schema) and gets an id of its own (docs/fleets.md)."""
+    return fleet_plan_of(binding.document())
+
+
+def fleet_approval_use(statement: str, member_uid: str) -> str:
+    """What one member spends of a fleet approval (statement identity ``statement``): each
+    member applies once with it, and its spending never counts for another member."""
+    return digest("fleet-approval-use", {"statement": statement, "member": member_uid})

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 from gitops.approvals.files import read_signatures, read_statement
 from gitops.approvals.ssh import ACKNOWLEDGMENT_NAMESPACE
@@ -35,7 +35,7 @@ from gitops.execution.metered import metered
 from gitops.execution.runners import RunnerBook, RunnerRecord, same_controller
 from gitops.reconcile.approvals import judge_approvals
 from gitops.reconcile.conditions import summary_conditions
-from gitops.reconcile.identities import coordination_digest
+from gitops.reconcile.identities import coordination_digest, fleet_approval_use
 from gitops.reconcile.state import StateFile
 from gitops.reconcile.workers import Books
 from gitops.repo.loader import LoadedResource, Repository
@@ -45,6 +45,7 @@ from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
 from gitops.resources.schema import DatabaseSchema
 from gitops.resources.status import (
+    MAX_REJECTED,
     DatabaseMigrationStatus,
     DatabaseSchemaStatus,
     MigrationPhase,
@@ -80,7 +81,7 @@ from runner.protocol.results import (
     VerifyResult,
 )
 
-__all__ = ["SUPPORTED_ENGINES", "PassContext", "ResourcePass", "Stop", "Verdict"]
+__all__ = ["SUPPORTED_ENGINES", "Gate", "PassContext", "ResourcePass", "Stop", "Verdict"]
 
 SUPPORTED_ENGINES = ("postgresql", "mysql", "sqlite")
 MAX_TRUST_FILE = 4 * 1024 * 1024  # a public key or a Sigstore trusted root
@@ -152,6 +153,18 @@ class PassContext:
         return self.trust_from if self.trust_from is not None else self.repository
 
 
+class Gate(Protocol):
+    """A fleet member's rollout step (``gitops/reconcile/fleets.py``): whether the member
+    may apply now, taking one of the step's ``maxParallel`` places while it does."""
+
+    def enter(self) -> str | None:
+        """None: the member may apply (a place is taken until :meth:`leave`); else why
+        not (the step is not reached, the rollout is halted or paused)."""
+        ...
+
+    def leave(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """Where one pass of one resource ends: ``phase`` (a phase both lifecycles share, or one
@@ -200,6 +213,9 @@ class ResourcePass(Generic[StatusT, ResourceT]):
         )
         self.key = f"{self.ref.namespace}/{self.ref.name}"
         self.record_key = f"{self.ref.kind} {self.key}"  # how safety records name it
+        self.member = loaded.member  # a fleet member's fleet and name (None: not a member)
+        self.gate: Gate | None = None  # a fleet member's rollout step
+        self._entered = False
         self.records: list[AnyRecord] = []  # for the next change
         self.status: StatusT = self.initial_status()
         self.files: dict[str, bytes | None] = {}
@@ -592,9 +608,28 @@ class ResourcePass(Generic[StatusT, ResourceT]):
                 self.status = self.status.model_copy(update={"rejected_approvals": None})
             self.commit(verdict.phase, verdict.reason, verdict.message)
         finally:
+            if self._entered and self.gate is not None:
+                self.gate.leave()
             if self.lease is not None:
                 self.ctx.lease_store.release(self.lease)
         return self.status
+
+    def held(self, current: str) -> Verdict | None:
+        """A fleet member whose plan ``current`` may apply, held back while its rollout step
+        is not reached (or the rollout is halted or paused): it keeps its plan and says
+        what it would do. None: it may apply now."""
+        if self.gate is None:
+            return None
+        with self.ctx.books.released():  # waiting for a place lets the others record theirs
+            why = self.gate.enter()
+        if why is None:
+            self._entered = True
+            return None
+        return Verdict(
+            SharedPhase.PENDING,
+            Reason.ROLLOUT_WAITING,
+            f"plan {current} may apply, but {why}"[:1024],
+        )
 
     def _not_started(
         self, census: tuple[Reason, str] | None, adopted: Sequence[str] = ()
@@ -743,30 +778,77 @@ class ResourcePass(Generic[StatusT, ResourceT]):
         destructive: bool,
         privilege: bool,
         spent_before: Callable[[str], bool],
+        fleet_plan: str | None = None,
     ) -> str | None:
         """The digest of an accepted, unconsumed approval of ``current``, if there is one;
         every approval file of the resource that is not one goes to ``rejectedApprovals``
         (:mod:`gitops.reconcile.approvals`).
 
-        ``spent_before(identity)`` says whether the previous status proves it consumed.
+        ``spent_before(identity)`` says whether the previous status proves it consumed. A
+        fleet member (``fleet_plan``: its fleet plan id) is also authorized by an approval
+        of its fleet naming that fleet plan id; what it spends of one is its own use
+        (:func:`~gitops.reconcile.identities.fleet_approval_use`), so every member sharing
+        the plan applies once with the same approval, and the policy's counts apply once
+        per distinct plan.
         """
+
+        def spent(key: str) -> bool:
+            return self.ctx.state.is_consumed(key) or spent_before(key) or self.ledger.consumed(key)
+
         judged = judge_approvals(
             self.ctx.repository,
             self.ref,
             current,
             destructive=destructive,
             privilege=privilege,
-            spent=lambda key: (
-                self.ctx.state.is_consumed(key) or spent_before(key) or self.ledger.consumed(key)
-            ),
+            spent=spent,
             now=self.ctx.now(),
             log=self.ctx.log,
             trust=self.ctx.trust,
         )
+        accepted, rejected = judged.accepted, list(judged.rejected)
+        fleet = self.fleet_ref()
+        if accepted is None and fleet_plan is not None and fleet is not None:
+            uid = self.ref.uid
+            by_fleet = judge_approvals(
+                self.ctx.repository,
+                fleet,
+                fleet_plan,
+                destructive=destructive,
+                privilege=privilege,
+                spent=lambda key: spent(fleet_approval_use(key, uid)),
+                now=self.ctx.now(),
+                log=self.ctx.log,
+                trust=self.ctx.trust,
+            )
+            rejected += by_fleet.rejected
+            if by_fleet.accepted is not None:
+                accepted = fleet_approval_use(by_fleet.accepted, uid)
         self.status = self.status.model_copy(
-            update={"rejected_approvals": list(judged.rejected) or None}
+            update={"rejected_approvals": rejected[:MAX_REJECTED] or None}
         )
-        return judged.accepted
+        return accepted
+
+    def approve_hint(self, current: str, fleet_plan: str | None) -> str:
+        """The command that approves the plan: a member's fleet plan (for every member
+        sharing it), or the resource's own plan."""
+        if fleet_plan is not None:
+            return f"seshat approve {self.key} (fleet plan {fleet_plan})"
+        return f"seshat approve {self.key} --plan {current}"
+
+    def fleet_ref(self) -> ResourceRef | None:
+        """The fleet a member belongs to, as its approvals name it (None: not a member)."""
+        if self.member is None:
+            return None
+        found = self.ctx.repository.find("DatabaseFleet", self.ref.namespace, self.member.fleet)
+        if found is None:
+            return None
+        return ResourceRef(
+            kind="DatabaseFleet",
+            namespace=self.ref.namespace,
+            name=self.member.fleet,
+            uid=str(found.resource.metadata.uid),
+        )
 
     # -- acknowledgments and tampering ---------------------------------------------------
 

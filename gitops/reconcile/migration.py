@@ -29,6 +29,7 @@ from gitops.execution.executor import Outcome
 from gitops.reconcile.identities import (
     MigrationPlanBinding,
     coordination_digest,
+    fleet_plan_id,
     migration_plan_id,
 )
 from gitops.reconcile.lifecycle import (
@@ -208,10 +209,13 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus, DatabaseMigration]):
         # Planning: the pending files, exactly, bound to everything that decided them.
         binding = self.bind(history, artifact_digest, identity, verification)
         current = migration_plan_id(binding)
+        fleet_plan = fleet_plan_id(binding) if self.member is not None else None
         json_path, _ = plan_paths(self.ref.namespace, self.ref.name, current)
         self.files[json_path] = canonical_json(binding.document()) + b"\n"
         self.status = self.status.model_copy(
-            update={"plan": PlanSummary(id=current, statements=0, path=json_path)}
+            update={
+                "plan": PlanSummary(id=current, statements=0, path=json_path, fleet_plan=fleet_plan)
+            }
         )
         if spec.policy.apply is ApplyPolicy.NEVER:
             return Verdict(
@@ -227,7 +231,7 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus, DatabaseMigration]):
                 self.status.last_applied is not None and self.status.last_applied.plan_id == current
             )
         )
-        approval = self._approval(current)
+        approval = self._approval(current, fleet_plan)
         automatic = spec.policy.apply is ApplyPolicy.ALWAYS and not dispatched_before
         if approval is None and not automatic:
             why = (
@@ -239,8 +243,11 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus, DatabaseMigration]):
                 MigrationPhase.AWAITING_APPROVAL,
                 Reason.AWAITING_APPROVAL,
                 f"plan {current} (pending {', '.join(history.pending)}) {why}: "
-                f"seshat approve {self.key} --plan {current}",
+                f"{self.approve_hint(current, fleet_plan)}",
             )
+        held = self.held(current)
+        if held is not None:
+            return held
         return self._apply(current, binding, approval, artifact)
 
     def bind(
@@ -326,13 +333,19 @@ class MigrationPass(ResourcePass[DatabaseMigrationStatus, DatabaseMigration]):
 
     # -- approval and Apply --------------------------------------------------------------
 
-    def _approval(self, current: str) -> str | None:
+    def _approval(self, current: str, fleet_plan: str | None) -> str | None:
         last = self.status.last_applied
 
         def spent_before(identity: str) -> bool:
             return last is not None and f"approval {identity}" in last.message
 
-        return self.approval(current, destructive=False, privilege=False, spent_before=spent_before)
+        return self.approval(
+            current,
+            destructive=False,
+            privilege=False,
+            spent_before=spent_before,
+            fleet_plan=fleet_plan,
+        )
 
     def _apply(
         self,

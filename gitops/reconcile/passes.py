@@ -32,8 +32,9 @@ from gitops.execution.executor import Executor, LocalExecutor
 from gitops.execution.leases import Leases
 from gitops.execution.runners import RunnerBook
 from gitops.reconcile.conditions import summary_conditions
+from gitops.reconcile.fleets import Fleets
 from gitops.reconcile.identities import coordination_digest
-from gitops.reconcile.lifecycle import PassContext, utc_now
+from gitops.reconcile.lifecycle import Gate, PassContext, utc_now
 from gitops.reconcile.migration import MigrationPass
 from gitops.reconcile.schema import SchemaPass
 from gitops.reconcile.state import StateFile
@@ -50,6 +51,7 @@ from gitops.resources.status import (
     ConditionType,
     DatabaseMigrationStatus,
     DatabaseSchemaStatus,
+    FleetStatus,
     Reason,
     SharedPhase,
 )
@@ -80,6 +82,8 @@ class PassReport:
     branch: str = ""  # the branch read (seshat.yaml's spec.branch)
     # With report_idle: "ns/name" -> kind and last recorded status of those not due
     idle: dict[str, tuple[str, Status]] = field(default_factory=dict)
+    # "ns/fleet" -> the status this pass gave each fleet (aggregates of its members)
+    fleets: dict[str, FleetStatus] = field(default_factory=dict)
 
     @property
     def phases(self) -> dict[str, str]:
@@ -239,7 +243,15 @@ def run_pass(
         for key in reconciled:
             kind, status = report.statuses[key]
             namespace, _, name = key.partition("/")
+            if "/" in name:
+                continue  # a fleet member: its fleet's review lists the distinct plans
             _review(reviews, status_branch, kind, namespace, name, status, revision, log)
+        for key, fleet in report.fleets.items():
+            namespace, _, name = key.partition("/")
+            try:
+                reviews.after_fleet(namespace, name, fleet, revision)
+            except (SeshatError, git.GitCommandError, ValueError) as error:
+                log(f"{key}: review not published: {error}")
     finally:
         state.close()
         status_branch.close()
@@ -291,9 +303,17 @@ def _lifecycles(
 ) -> None:
     """Each valid resource's lifecycle (those due, with ``due_only``), its verdict staged:
     the resources of one realm one after another, realms side by side on ``workers``
-    threads (:mod:`gitops.reconcile.workers`)."""
+    threads (:mod:`gitops.reconcile.workers`). Fleet members run in rounds, one per rollout
+    step, so a step's gate reads what the earlier steps decided this pass
+    (:mod:`gitops.reconcile.fleets`); each fleet's status is staged last."""
     census = realm_census(list(ctx.repository.resources))
-    realms: dict[str, list[LoadedResource]] = defaultdict(list)
+
+    def previous(loaded: LoadedResource) -> Status | None:
+        meta = loaded.resource.metadata
+        return _previous(ctx.status_branch, meta.namespace, meta.name, loaded.resource.kind)
+
+    fleets = Fleets(ctx.repository, previous, ctx.now)
+    rounds: dict[int, dict[str, list[LoadedResource]]] = defaultdict(lambda: defaultdict(list))
     for loaded in ctx.repository.resources:
         resource = loaded.resource
         if not isinstance(resource, (DatabaseSchema, DatabaseMigration)):
@@ -305,15 +325,19 @@ def _lifecycles(
                 if found is not None:
                     report.idle[f"{meta.namespace}/{meta.name}"] = (resource.kind, found)
             continue
-        realms[coordination_digest(resource.metadata.namespace, resource.spec.target)].append(
-            loaded
-        )
+        realm = coordination_digest(resource.metadata.namespace, resource.spec.target)
+        rounds[fleets.round_of(loaded)][realm].append(loaded)
 
     def reconcile(loaded: LoadedResource) -> None:
         with ctx.books.held():
-            _lifecycle(ctx, loaded, census.get(str(loaded.key)), report, reconciled)
+            gate = fleets.gate(loaded)
+            status = _lifecycle(ctx, loaded, census.get(str(loaded.key)), report, reconciled, gate)
+            fleets.record(loaded, status)
 
-    in_parallel(list(realms.values()), reconcile, workers)
+    for index in sorted(rounds):
+        in_parallel(list(rounds[index].values()), reconcile, workers)
+    with ctx.books.held():
+        report.fleets = fleets.finish(ctx.status_branch, ctx.batch, ctx.log)
 
 
 def _lifecycle(
@@ -322,8 +346,10 @@ def _lifecycle(
     blocked: tuple[Reason, str] | None,
     report: PassReport,
     reconciled: dict[str, tuple[str, float]],
-) -> None:
-    """One resource's lifecycle, its verdict staged and its next pass scheduled."""
+    gate: Gate | None = None,
+) -> Status:
+    """One resource's lifecycle (a fleet member's through its rollout ``gate``), its
+    verdict staged and its next pass scheduled; the status it reached."""
     resource = loaded.resource
     assert isinstance(resource, (DatabaseSchema, DatabaseMigration))
     meta = resource.metadata
@@ -331,12 +357,15 @@ def _lifecycle(
     previous = _previous(ctx.status_branch, meta.namespace, meta.name, resource.kind)
     status: Status
     try:
+        lifecycle: SchemaPass | MigrationPass
         if isinstance(resource, DatabaseSchema):
             assert previous is None or isinstance(previous, DatabaseSchemaStatus)
-            status = SchemaPass(loaded, ctx, previous).run(blocked)
+            lifecycle = SchemaPass(loaded, ctx, previous)
         else:
             assert previous is None or isinstance(previous, DatabaseMigrationStatus)
-            status = MigrationPass(loaded, ctx, previous).run(blocked)
+            lifecycle = MigrationPass(loaded, ctx, previous)
+        lifecycle.gate = gate
+        status = lifecycle.run(blocked)
     except Exception as error:  # one resource's fault never stops the others
         ctx.log(f"{key}: the pass failed: {type(error).__name__}: {error}")
         status = _failed(ctx, loaded, previous, error)
@@ -347,6 +376,7 @@ def _lifecycle(
     ctx.state.schedule(str(meta.uid), time.time() + wait)
     reconciled[key] = (str(meta.uid), spec.retry_interval)
     ctx.log(f"{key}: {status.phase.value} ({_ready_reason(status)})")
+    return status
 
 
 def _commit(ctx: PassContext, reconciled: dict[str, tuple[str, float]]) -> None:

@@ -18,7 +18,12 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from gitops.execution.executor import Outcome
-from gitops.reconcile.identities import PlanBinding, coordination_digest, plan_id
+from gitops.reconcile.identities import (
+    PlanBinding,
+    coordination_digest,
+    fleet_plan_id,
+    plan_id,
+)
 from gitops.reconcile.lifecycle import (
     BLOCKED,
     FAILED,
@@ -149,6 +154,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
             return self._in_sync("the database matches the declared schema")
         binding = self.bind(document, artifact_digest, coordination, target_identity, verification)
         current = plan_id(binding)
+        fleet_plan = fleet_plan_id(binding) if self.member is not None else None
         self._settle_uncertain(current, target_identity)
         json_path, sql_path = plan_paths(self.ref.namespace, self.ref.name, current)
         self.files[json_path] = data
@@ -166,6 +172,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
                     procedural_schema=document.procedural_schema,
                     sandbox_isolation=document.sandbox_isolation,
                     impact=self._impact(current),
+                    fleet_plan=fleet_plan,
                 )
             }
         )
@@ -185,7 +192,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
                 and self.previous.plan.id == current
             )
         )
-        approval = self._approval(current, document)
+        approval = self._approval(current, document, fleet_plan)
         automatic = (
             spec.policy.apply is ApplyPolicy.ALWAYS
             and not document.summary.privilege_changes
@@ -201,8 +208,11 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
             return Verdict(
                 SchemaPhase.AWAITING_APPROVAL,
                 Reason.AWAITING_APPROVAL,
-                f"plan {current} {why}: seshat approve {self.key} --plan {current}",
+                f"plan {current} {why}: {self.approve_hint(current, fleet_plan)}",
             )
+        held = self.held(current)
+        if held is not None:
+            return held
         return self._apply(current, document, data, approval, desired, target_identity)
 
     def bind(
@@ -363,7 +373,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
             update={"last_applied": last.model_copy(update={"outcome": ended, "settled_by": by})}
         )
 
-    def _approval(self, current: str, document: PlanDocument) -> str | None:
+    def _approval(self, current: str, document: PlanDocument, fleet_plan: str | None) -> str | None:
         previous = self.previous
 
         def spent_before(identity: str) -> bool:
@@ -375,6 +385,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
             destructive=document.summary.destructive,
             privilege=bool(document.summary.privilege_changes),
             spent_before=spent_before,
+            fleet_plan=fleet_plan,
         )
 
     def _apply(

@@ -4,7 +4,8 @@ them at once instead of after their ``spec.interval``.
 A resource is touched by a changed path when the path is
 
 * the file that declares it (and then every resource on the same coordination digest too:
-  a changed target can start or end a realm conflict);
+  a changed target can start or end a realm conflict); for a fleet member, its fleet's file
+  and the members file that lists it;
 * inside a local OCI layout its ``spec.artifact.ref`` names (``oci-layout://`` relative to
   the repository);
 * a VerificationPolicy it uses, or a key or trusted root that policy names;
@@ -97,6 +98,9 @@ class _Index:
                 self.declared[path].add(loaded.key)
             digest = coordination_digest(resource.metadata.namespace, resource.spec.target)
             self.realms[digest].add(loaded.key)
+            if loaded.member is not None and loaded.member.listed_in != loaded.path:
+                for path in self._spellings(loaded.member.listed_in):  # a fleet's members file
+                    self.declared[path].add(loaded.key)
         self.policies: dict[str, set[ResourceKey]] = defaultdict(set)  # path -> users
         self.loaded = {s for r in repository.resources for s in self._spellings(r.path)}
         for loaded in repository.resources:

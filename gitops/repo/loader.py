@@ -20,13 +20,15 @@ from typing import Final
 from pydantic import ValidationError
 
 from gitops.repo.files import MAX_SIGNATURE_BYTES, UnreadableFile, read_in_repository
+from gitops.repo.fleets import Membership, expand_fleet
 from gitops.repo.messages import FieldPath, field_errors, format_field
 from gitops.repo.problems import MAX_PROBLEMS_PER_FILE, Problem, ResourceKey, problem_lines
-from gitops.repo.uids import GitHistoryUids, UidSource
+from gitops.repo.uids import GitHistoryUids, UidSource, uid_from
 from gitops.repo.yamlfile import MAX_FILE_BYTES, Document, FileError, read_documents
 from gitops.resources.approvals import Approval, RunAcknowledgment
 from gitops.resources.base import API_VERSION
 from gitops.resources.config import DEFAULT_PATHS, Config, ConfigSpec
+from gitops.resources.fleet import DatabaseFleet
 from gitops.resources.kinds import KINDS, Resource
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
@@ -58,6 +60,8 @@ class LoadedResource:
     resource: Resource
     path: str
     line: int
+    member: Membership | None = None
+    """A fleet member's fleet, name, labels and where it is listed (None: not a member)."""
 
     @property
     def key(self) -> ResourceKey:
@@ -79,12 +83,21 @@ class Repository:
         wanted = ResourceKey(kind, namespace, name)
         return next((r for r in self.resources if r.key == wanted), None)
 
+    def members(self, namespace: str, fleet: str) -> list[LoadedResource]:
+        """The valid members of fleet ``namespace/fleet``, by member name."""
+        return [
+            r
+            for r in self.resources
+            if r.member is not None and r.member.fleet == fleet and r.key.namespace == namespace
+        ]
+
 
 @dataclass(frozen=True, slots=True)
 class _Candidate:
     resource: Resource
     path: str
     document: Document
+    member: Membership | None = None
 
 
 def _relative(root: Path, path: Path) -> str:
@@ -302,6 +315,37 @@ class _Loader:
             return None
         return None if found else _Candidate(resource, rel, document)
 
+    # -- fleets ---------------------------------------------------------------------------
+
+    def members(self, candidate: _Candidate, config: Config) -> list[_Candidate]:
+        """A fleet's members, each validated as a declaration of its own (none for any
+        other resource)."""
+        fleet = candidate.resource
+        if not isinstance(fleet, DatabaseFleet):
+            return []
+        listed = fleet.spec.members.from_file
+        if listed is not None and any(
+            os.path.normpath(listed) == os.path.normpath(p)
+            or os.path.normpath(listed).startswith(os.path.normpath(p) + "/")
+            for p in config.spec.paths
+        ):
+            self.problem(
+                candidate.path,
+                candidate.document.line_of(("spec", "members", "fromFile")),
+                "spec.members.fromFile",
+                f"{listed} is inside a declaration folder (seshat.yaml's spec.paths), where "
+                "every file must hold resources; keep members files elsewhere (fleets/)",
+                _candidate_key(candidate),
+            )
+            return []
+        expansion = expand_fleet(self.root, candidate.path, candidate.document, fleet)
+        for found in expansion.problems:
+            self.problem(found.path, found.line, found.field, found.message, found.resource)
+        return [
+            _Candidate(resource, candidate.path, document, membership)
+            for resource, document, membership in expansion.members
+        ]
+
     # -- across documents ---------------------------------------------------------------
 
     def cross_check(self, candidates: list[_Candidate]) -> list[_Candidate]:
@@ -340,7 +384,7 @@ class _Loader:
         (an unresolved run) the other would overwrite."""
         by_name: dict[tuple[str, str], list[_Candidate]] = defaultdict(list)
         for candidate in candidates:
-            if isinstance(candidate.resource, (DatabaseSchema, DatabaseMigration)):
+            if isinstance(candidate.resource, (DatabaseSchema, DatabaseMigration, DatabaseFleet)):
                 meta = candidate.resource.metadata
                 by_name[(meta.namespace, meta.name)].append(candidate)
         clashing: set[int] = set()
@@ -357,11 +401,14 @@ class _Loader:
                 self.candidate_problem(
                     candidate,
                     ("metadata", "name"),
-                    f"{namespace}/{name} is also the name of a {others}; a DatabaseSchema and "
-                    "a DatabaseMigration need different names (they would share a status file "
-                    "and a review branch)",
+                    f"{namespace}/{name} is also the name of a {others}; a DatabaseSchema, "
+                    "a DatabaseMigration and a DatabaseFleet need different names (they would "
+                    "share a status file and a review branch)",
                 )
-        return [c for c in candidates if id(c) not in clashing]
+        kept = [c for c in candidates if id(c) not in clashing]
+        gone = {c.resource.metadata.name for c in candidates if id(c) in clashing}
+        # The members of a fleet refused here go with it.
+        return [c for c in kept if c.member is None or c.member.fleet not in gone]
 
     def _paths_ok(self, candidate: _Candidate) -> bool:
         resource = candidate.resource
@@ -502,14 +549,28 @@ def load_repository(
             candidate = loader.document(_relative(base, path), document)
             if candidate is not None:
                 candidates.append(candidate)
+                candidates += loader.members(candidate, config)
     valid = loader.cross_check(candidates)
     source = uids if uids is not None else GitHistoryUids(base, config.spec.paths)
     loaded = []
+    fleets = {
+        (c.resource.metadata.namespace, c.resource.metadata.name): source.uid_for(_candidate_key(c))
+        for c in valid
+        if isinstance(c.resource, DatabaseFleet)
+    }
     for candidate in valid:
         key = _candidate_key(candidate)
-        meta = candidate.resource.metadata.model_copy(update={"uid": source.uid_for(key)})
+        if candidate.member is not None:
+            # A member lives as long as its fleet: its uid is derived from the fleet's.
+            fleet_uid = fleets.get((key.namespace, candidate.member.fleet), "")
+            uid = uid_from(key, f"fleet:{fleet_uid}")
+        else:
+            uid = source.uid_for(key)
+        meta = candidate.resource.metadata.model_copy(update={"uid": uid})
         resource = candidate.resource.model_copy(update={"metadata": meta})
-        loaded.append(LoadedResource(resource, candidate.path, candidate.document.line))
+        loaded.append(
+            LoadedResource(resource, candidate.path, candidate.document.line, candidate.member)
+        )
     loaded.sort(key=lambda r: (list(KINDS).index(r.key.kind), r.key.namespace, r.key.name))
     problems = sorted(set(loader.problems), key=Problem.sort_key)
     return Repository(base, config, tuple(loaded), tuple(problems))

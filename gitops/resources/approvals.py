@@ -17,6 +17,8 @@ from runner.digests import Sha256
 
 __all__ = ["Approval", "ApprovalSpec", "PlanRef", "ResourceRef", "RunAcknowledgment"]
 
+MEMBER_OR_NAME = DNS_SUBDOMAIN[:-1] + r"(/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$"
+"""A resource's name, or a fleet member's ``<fleet>/<member>``."""
 UID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 Digest = Sha256
 HexId = Annotated[str, Field(pattern=r"^[0-9a-f]{16,64}$")]
@@ -28,9 +30,10 @@ Comment = Annotated[str, Field(max_length=1024)]
 class ResourceRef(Model):
     """The exact resource a statement is about, including the uid of its current lifetime."""
 
-    kind: Literal["DatabaseSchema", "DatabaseMigration"]
+    kind: Literal["DatabaseSchema", "DatabaseMigration", "DatabaseFleet"]
     namespace: Annotated[str, Field(pattern=DNS_LABEL)] = "default"
-    name: Annotated[str, Field(pattern=DNS_SUBDOMAIN, max_length=STORED_NAME_MAX)]
+    # A fleet member's name is ``<fleet>/<member>`` (gitops/resources/fleet.py).
+    name: Annotated[str, Field(pattern=MEMBER_OR_NAME, max_length=STORED_NAME_MAX)]
     uid: Annotated[str, Field(pattern=UID)]
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gitops.resources.approvals import Approval, RunAcknowledgment
+from gitops.resources.fleet import DatabaseFleet
 from gitops.resources.migration import DatabaseMigration
 from gitops.resources.policies import ApprovalPolicy, VerificationPolicy
 from gitops.resources.schema import DatabaseSchema
@@ -15,6 +16,7 @@ __all__ = ["KINDS", "Kind", "Resource"]
 Resource = (
     DatabaseSchema
     | DatabaseMigration
+    | DatabaseFleet
     | VerificationPolicy
     | ApprovalPolicy
     | Approval
@@ -39,6 +41,7 @@ KINDS: Final[dict[str, Kind]] = {
     for kind in (
         Kind("DatabaseSchema", DatabaseSchema, "databaseschemas", ("dbschema",), True),
         Kind("DatabaseMigration", DatabaseMigration, "databasemigrations", ("dbmigration",), True),
+        Kind("DatabaseFleet", DatabaseFleet, "databasefleets", ("dbfleet",), True),
         Kind("VerificationPolicy", VerificationPolicy, "verificationpolicies", ("vpol",), False),
         Kind("ApprovalPolicy", ApprovalPolicy, "approvalpolicies", ("apol",), False),
         Kind("Approval", Approval, "approvals", (), False),

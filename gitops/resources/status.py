@@ -24,6 +24,10 @@ __all__ = [
     "DatabaseMigrationStatus",
     "DatabaseSchemaStatus",
     "DriftSummary",
+    "FleetAttention",
+    "FleetPlan",
+    "FleetStatus",
+    "FleetStep",
     "HistorySummary",
     "ImpactSummary",
     "MigrationPhase",
@@ -135,6 +139,9 @@ class Reason(StrEnum):
     SANDBOX_UNAVAILABLE = "SandboxUnavailable"  # no sandbox to plan in: a configuration fault
     RECOVERY_NEEDED = "RecoveryNeeded"  # an interrupted write the runner cannot recover
     WOULD_FAIL_ON_DATA = "WouldFailOnData"  # the rows already there make the plan fail
+    # Fleet members (docs/fleets.md).
+    ROLLOUT_WAITING = "RolloutWaiting"  # may apply, but its rollout step is not reached
+    LEFT_FLEET = "LeftFleet"  # no longer a member: not reconciled, its database untouched
     # Failed: a fault where a retry is reasonable.
     DISPATCH_FAILED = "DispatchFailed"
     OPERATION_FAILED = "OperationFailed"
@@ -222,6 +229,10 @@ class PlanSummary(Model):
     impact: ImpactSummary | None = None
     """What the plan does to the rows already there, measured read-only (absent when not
     measured); observations beside the plan, not part of its id."""
+    fleet_plan: Digest | None = None
+    """A fleet member's: the fleet plan id (the plan's content without what is the member's
+    own), which one approval of the fleet names for every member sharing it (absent for a
+    resource outside a fleet)."""
 
 
 class RejectionReason(StrEnum):
@@ -315,3 +326,58 @@ class DatabaseMigrationStatus(_Status):
     phase: MigrationPhase = MigrationPhase.PENDING
     history: HistorySummary | None = None
     unresolved_run: RunRecord | None = None
+
+
+MAX_FLEET_LIST = 100
+"""The longest list a fleet status keeps (plans, steps' members, attention): a fleet of
+thousands stays a readable file; the counts are always whole."""
+
+
+class FleetPlan(Model):
+    """One distinct plan of a fleet: the members whose plans share its content."""
+
+    id: Sha256  # the fleet plan id an approval of the fleet names
+    members: int
+    names: Annotated[list[str], Field(max_length=MAX_FLEET_LIST)] = Field(default_factory=list)
+    approved: bool = False  # an accepted approval of the fleet names it
+    statements: int = 0
+    destructive: bool = False
+
+
+class FleetStep(Model):
+    """One rollout step's progress this pass."""
+
+    index: int  # 1-based
+    match: dict[str, str] = Field(default_factory=dict)
+    members: int = 0
+    in_sync: int = 0
+    state: Literal["Done", "Rolling", "Waiting", "Halted", "Paused"] = "Waiting"
+    message: str = ""
+
+
+class FleetAttention(Model):
+    """A member a person should look at (Failed, Blocked, or left the fleet)."""
+
+    member: str
+    phase: str
+    reason: str
+    message: Annotated[str, Field(max_length=1024)] = ""
+
+
+class FleetStatus(Model):
+    """Status of a ``DatabaseFleet`` (``status/<namespace>/<fleet>.yaml``): aggregates only;
+    each member has its own file under ``status/<namespace>/<fleet>/``."""
+
+    phase: Literal["Progressing", "InSync", "Halted", "Paused", "AwaitingApproval"] = "Progressing"
+    message: Annotated[str, Field(max_length=1024)] = ""
+    members: int = 0
+    phases: dict[str, int] = Field(default_factory=dict)
+    plans: Annotated[list[FleetPlan], Field(max_length=MAX_FLEET_LIST)] = Field(
+        default_factory=list
+    )
+    steps: Annotated[list[FleetStep], Field(max_length=64)] = Field(default_factory=list)
+    attention: Annotated[list[FleetAttention], Field(max_length=MAX_FLEET_LIST)] = Field(
+        default_factory=list
+    )
+    resume: str | None = None  # the token spec.rollout.resume must name to go on
+    left: Annotated[list[str], Field(max_length=MAX_FLEET_LIST)] = Field(default_factory=list)

@@ -23,6 +23,7 @@ from gitops.resources.status import (
     ConditionType,
     DatabaseMigrationStatus,
     DatabaseSchemaStatus,
+    FleetStatus,
     RejectedApproval,
     SharedPhase,
 )
@@ -35,7 +36,14 @@ from runner.digests import digest
 from runner.errors import CanNotRunError
 from runner.protocol.results import HistoryVerdict
 
-__all__ = ["ReviewOutcome", "Reviews", "rejection_comment", "review_body", "review_branch"]
+__all__ = [
+    "ReviewOutcome",
+    "Reviews",
+    "fleet_review_body",
+    "rejection_comment",
+    "review_body",
+    "review_branch",
+]
 
 _REVIEWED = (SharedPhase.AWAITING_APPROVAL, SharedPhase.BLOCKED, SharedPhase.FAILED)
 Status = DatabaseSchemaStatus | DatabaseMigrationStatus
@@ -49,6 +57,51 @@ CUT_NOTE = (
 
 def review_branch(namespace: str, name: str) -> str:
     return f"seshat/review/{namespace}/{name}"
+
+
+def fleet_review_body(key: str, status: FleetStatus, revision: str, limit: int = MAX_BODY) -> str:
+    """A fleet's review text: its state, each distinct plan with the members it covers and
+    the command approving it (once, for all of them), the steps and who needs attention."""
+    lines = [f"## Fleet {code(key)}: {status.phase}"]
+    if status.message:
+        lines += ["", fence(status.message, "text")]
+    lines += ["", f"Declarations at {code(revision)}. {status.members} members: "]
+    lines[-1] += ", ".join(f"{count} {code(phase)}" for phase, count in status.phases.items())
+    for plan in status.plans:
+        names = ", ".join(plan.names) + (" ..." if plan.members > len(plan.names) else "")
+        state = "approved" if plan.approved else "awaiting approval"
+        lines += [
+            "",
+            f"### Fleet plan {code(plan.id)}: {state}",
+            "",
+            f"{plan.members} member(s): {code(names, 2000)}; {plan.statements} statements"
+            + ("; **destructive**" if plan.destructive else ""),
+        ]
+        if not plan.approved:
+            first = f"{key}/{plan.names[0]}" if plan.names else key
+            lines += [
+                "",
+                f"The plan (each member's is checked against its own id): "
+                f"`seshat plan show {first}`. Approve it for every member it covers:",
+                "",
+                fence(
+                    f"seshat approve {key} --plan {plan.id} --key ~/.ssh/id_ed25519\n"
+                    "git add approvals/ && git commit -m 'Approve' && git push",
+                    "sh",
+                ),
+            ]
+    if status.steps:
+        lines += ["", "**Rollout**:"]
+        lines += [
+            f"- step {s.index}: {code(s.state)}, {s.in_sync}/{s.members} InSync"
+            for s in status.steps
+        ]
+    if status.attention:
+        lines += ["", "**Needs attention**:"]
+        lines += [
+            f"- {code(a.member)}: {code(a.phase)} ({code(a.reason)})" for a in status.attention
+        ]
+    return cut("\n".join(lines) + "\n", limit, CUT_NOTE)
 
 
 def review_body(
@@ -203,14 +256,23 @@ class Reviews:
         if status.phase.value not in _REVIEWED:
             return None
         body = review_body(key, status, sql, revision, self.config.status_branch, impact=impact)
+        plan = status.plan.id if status.plan else None
+        outcome = self._publish(f"{kind} {key}", status.phase.value, plan, revision, body)
+        if outcome.pull_request is not None:
+            self._comment_rejections(outcome.pull_request, key, status)
+        return outcome
+
+    def _publish(
+        self, resource: str, phase: str, plan: str | None, revision: str, body: str
+    ) -> ReviewOutcome:
+        """Commit ``body`` to the review branch of ``resource`` ("Kind ns/name") and open or
+        update its pull request."""
+        key = resource.partition(" ")[2]
+        namespace, _, name = key.partition("/")
+        branch = review_branch(namespace, name)
         self.clone.fetch(branch, self.config.branch)
         start = self.clone.tip(branch) or revision
-        plan = status.plan.id if status.plan else None
-        text = message(
-            f"Review {key}: {status.phase.value}",
-            "",
-            Trailers.one(f"{kind} {key}", status.phase.value, plan, revision),
-        )
+        text = message(f"Review {key}: {phase}", "", Trailers.one(resource, phase, plan, revision))
         author = self.config.commit.author
         path = f".seshat/reviews/{namespace}/{name}.md"
         commit = self.clone.commit(
@@ -220,10 +282,23 @@ class Reviews:
             raise CanNotRunError(f"the review branch {branch} moved during the pass; next pass")
         pull = None
         if self.forge is not None:
-            title = f"Seshat: {key} {status.phase.value}"
+            title = f"Seshat: {key} {phase}"
             pull = self.forge.open_or_update(branch, self.config.branch, title, body)
-            self._comment_rejections(pull, key, status)
         return ReviewOutcome(branch, commit, pull)
+
+    def after_fleet(
+        self, namespace: str, fleet: str, status: FleetStatus, revision: str
+    ) -> ReviewOutcome | None:
+        """Publish, update or close a fleet's review: one for the whole fleet, listing each
+        distinct plan with the members it covers (never a review per member)."""
+        key, branch = f"{namespace}/{fleet}", review_branch(namespace, fleet)
+        if status.phase == "InSync":
+            closed = self.forge.close(branch, f"{code(key)} is InSync.") if self.forge else None
+            return ReviewOutcome(branch, None, closed) if closed else None
+        if status.phase not in ("AwaitingApproval", "Halted", "Paused"):
+            return None
+        body = fleet_review_body(key, status, revision)
+        return self._publish(f"DatabaseFleet {key}", status.phase, None, revision, body)
 
     def _comment_rejections(self, pull: PullRequest, key: str, status: Status) -> None:
         """One comment per approval newly rejected for the current plan: a comment carries

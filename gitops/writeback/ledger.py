@@ -73,7 +73,11 @@ PUSHED_REF = "refs/seshat/pushed"
 REWRITTEN_REFS = "refs/seshat/rewritten/"
 OperationId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,128}$")]
 ResourceName = Annotated[
-    str, Field(pattern=r"^Database(Schema|Migration) [a-z0-9.-]+/[a-z0-9.-]+$", max_length=320)
+    str,
+    Field(
+        pattern=r"^Database(Schema|Migration) [a-z0-9.-]+/[a-z0-9.-]+(/[a-z0-9-]+)?$",
+        max_length=320,
+    ),
 ]
 
 

@@ -40,6 +40,31 @@ __all__ = [
 SCHEMA_PLAN_CONTRACT = "schema-plan-id"
 """The digest contract of a schema plan's binding (its id is ``digest(contract, binding)``)."""
 MIGRATION_PLAN_CONTRACT = "migration-plan-id"
+FLEET_PLAN_CONTRACT = "fleet-plan"
+_FLEET_FIELDS = (
+    "planDigest",
+    "artifactDigest",
+    "policy",
+    "verificationPolicy",
+    "executionBinding",
+    "destructive",
+    "privilegeChanges",
+    "statements",
+    "files",
+)
+"""What of a plan's binding (or a migration plan's document) is its content, shared by every
+fleet member whose plan does the same: not the member's uid, coordination, target identity
+or history fingerprint (the observed and desired schemas are inside ``planDigest``)."""
+
+
+def fleet_plan_of(document: dict[str, Any]) -> Digest:
+    """The fleet plan id of a member's plan, from the plan id's own document (a schema
+    plan's binding, a migration plan's document): docs/fleets.md, "Approvals"."""
+    kind = "DatabaseMigration" if document.get("kind") == "MigrationPlan" else "DatabaseSchema"
+    content = {key: document[key] for key in _FLEET_FIELDS if key in document}
+    return Digest(digest(FLEET_PLAN_CONTRACT, {"kind": kind, **content}))
+
+
 """The digest contract of a migration plan document (its id)."""
 
 
@@ -114,6 +139,7 @@ class RecordedPlan:
     privilege_changes: tuple[str, ...]
     hazards: dict[str, int]  # hazard code -> statements (schema plans)
     files: tuple[str, ...] = ()  # migration plans: "version name", in order
+    fleet_plan: Digest | None = None  # a fleet member's fleet plan id, from the checked plan
 
 
 def current_plan(clone: BareClone, tip: str, namespace: str, name: str) -> RecordedPlan | None:
@@ -140,7 +166,15 @@ def current_plan(clone: BareClone, tip: str, namespace: str, name: str) -> Recor
         migration = checked_migration_plan(plan_id, raw)
         files = tuple(f"{entry['version']} {entry['name']}" for entry in migration["files"])
         return RecordedPlan(
-            "DatabaseMigration", plan_id, phase, len(files), False, (), {}, files=files
+            "DatabaseMigration",
+            plan_id,
+            phase,
+            len(files),
+            False,
+            (),
+            {},
+            files=files,
+            fleet_plan=fleet_plan_of(migration) if _member(name) else None,
         )
     binding = clone.read(tip, binding_path(namespace, name, plan_id))
     shown = checked_schema_plan(plan_id, raw, binding, clone.read(tip, sql_path))
@@ -153,7 +187,15 @@ def current_plan(clone: BareClone, tip: str, namespace: str, name: str) -> Recor
         summary.destructive,
         tuple(sorted(summary.privilege_changes)),
         dict(summary.hazards),
+        fleet_plan=fleet_plan_of(_json(binding, "the binding"))
+        if binding and _member(name)
+        else None,
     )
+
+
+def _member(name: str) -> bool:
+    """Whether ``name`` is a fleet member's (``<fleet>/<member>``)."""
+    return "/" in name
 
 
 def _json(raw: bytes, what: str) -> Any:

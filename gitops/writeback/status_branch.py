@@ -87,6 +87,12 @@ class StatusBranch:
             return None
         return self.clone.read(self.tip, path)
 
+    def files(self, folder: str) -> list[str]:
+        """The regular files under ``folder`` on the branch's (synced) tip."""
+        if self.tip is None:
+            return []
+        return self.clone.files(self.tip, folder)
+
     # -- committing ----------------------------------------------------------------------
 
     @contextlib.contextmanager

@@ -22,7 +22,7 @@ import json
 
 from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import ResourceRef
-from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus
+from gitops.resources.status import DatabaseMigrationStatus, DatabaseSchemaStatus, FleetStatus
 from gitops.yamlout import dump_all
 from runner.digests import canonical_json, digest_hex
 from runner.engines.impact import ImpactReport, describe
@@ -90,6 +90,18 @@ def status_bytes(
         "apiVersion": "seshat.dev/v1alpha1",
         "kind": f"{resource.kind}Status",
         "resource": resource.model_dump(mode="json", by_alias=True),
+        "status": status.model_dump(mode="json", by_alias=True, exclude_none=True),
+    }
+    return dump_all([document]).encode("utf-8")
+
+
+def fleet_status_bytes(fleet: ResourceRef, status: FleetStatus) -> bytes:
+    """The status file of a fleet (``status/<ns>/<fleet>.yaml``): aggregates of its
+    members, whose own files are ``status/<ns>/<fleet>/<member>.yaml``."""
+    document = {
+        "apiVersion": "seshat.dev/v1alpha1",
+        "kind": "DatabaseFleetStatus",
+        "resource": fleet.model_dump(mode="json", by_alias=True),
         "status": status.model_dump(mode="json", by_alias=True, exclude_none=True),
     }
     return dump_all([document]).encode("utf-8")

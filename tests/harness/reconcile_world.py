@@ -246,14 +246,16 @@ class World:
         )
         assert done.returncode == 0, done.stderr
 
-    def database(self, name: str, sql: str = "") -> Path:
+    def database(self, name: str, sql: str = "", env: str | None = None) -> Path:
+        """A SQLite database ``name`` (holding ``sql``), its URL in ``env`` (default
+        ``<NAME>_URL``)."""
         path = self.tmp / f"{name}.db"
         conn = sqlite3.connect(path)
         if sql:
             conn.executescript(sql)
         conn.commit()
         conn.close()
-        self.monkeypatch.setenv(f"{name.upper()}_URL", f"sqlite:///{path}")
+        self.monkeypatch.setenv(env or f"{name.upper()}_URL", f"sqlite:///{path}")
         return path
 
     def reconcile(

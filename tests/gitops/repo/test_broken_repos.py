@@ -61,7 +61,8 @@ EXPECTED = {
         "databases/broken-syntax.yaml:4: invalid YAML: expected ',' or '}', but got ':'",
         'databases/duplicate-key.yaml:7: invalid YAML: duplicate key "artifactTypes"',
         "databases/kinds.yaml:2: kind: 'DatabaseTable' is not one of DatabaseSchema, "
-        "DatabaseMigration, VerificationPolicy, ApprovalPolicy, Approval, RunAcknowledgment",
+        "DatabaseMigration, DatabaseFleet, VerificationPolicy, ApprovalPolicy, Approval, "
+        "RunAcknowledgment",
         "databases/kinds.yaml:5: apiVersion: must be seshat.dev/v1alpha1",
         "databases/kinds.yaml:10: kind: a Config belongs in seshat.yaml at the repository root",
         "databases/kinds.yaml:13: a document must be a mapping",
@@ -170,7 +171,7 @@ def test_validate_exit_codes() -> None:
     examples = FIXTURES.parents[2] / "examples" / "repo"
     ok = validate(examples)
     assert (ok.returncode, ok.stdout) == (0, "")
-    assert ok.stderr.strip() == "6 valid resources, no problems"
+    assert ok.stderr.strip() == "10 valid resources, no problems"
     missing = validate(FIXTURES / "no-such-repository")
     assert missing.returncode == 2
     assert "not a folder" in missing.stderr
@@ -221,11 +222,13 @@ def test_a_schema_and_a_migration_may_not_share_a_name(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         "databases/migrations.yaml:3: metadata.name: app/orders is also the name of a "
-        "DatabaseSchema at databases/schema.yaml:1; a DatabaseSchema and a DatabaseMigration "
-        "need different names (they would share a status file and a review branch)",
+        "DatabaseSchema at databases/schema.yaml:1; a DatabaseSchema, a DatabaseMigration and a "
+        "DatabaseFleet need different names (they would share a status file and a review "
+        "branch)",
         "databases/schema.yaml:3: metadata.name: app/orders is also the name of a "
-        "DatabaseMigration at databases/migrations.yaml:1; a DatabaseSchema and a "
-        "DatabaseMigration need different names (they would share a status file and a review "
+        "DatabaseMigration at databases/migrations.yaml:1; a DatabaseSchema, a "
+        "DatabaseMigration and a DatabaseFleet need different names (they would share a status "
+        "file and a review "
         "branch)",
     ]
 
@@ -257,7 +260,10 @@ def test_one_hostile_value_is_a_problem_of_its_own_file(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     report = json.loads(result.stdout)
-    kinds = "DatabaseSchema, DatabaseMigration, VerificationPolicy, ApprovalPolicy, Approval"
+    kinds = (
+        "DatabaseSchema, DatabaseMigration, DatabaseFleet, VerificationPolicy, ApprovalPolicy, "
+        "Approval"
+    )
     duration = "must be a duration such as 30s, 10m or 1h30m"
     assert [(p["path"], p["line"], p["field"], p["message"]) for p in report["problems"]] == [
         ("databases/date.yaml", 7, "spec.interval", duration),
