@@ -270,8 +270,10 @@ def test_the_controller_gets_exactly_what_the_executor_needs() -> None:
         ("", "pods/log"): {"get"},
         ("seshat.dev", "databaseschemas"): {"get", "list", "watch"},
         ("seshat.dev", "databasemigrations"): {"get", "list", "watch"},
+        ("seshat.dev", "databasefleets"): {"get", "list", "watch"},
         ("seshat.dev", "databaseschemas/status"): status,
         ("seshat.dev", "databasemigrations/status"): status,
+        ("seshat.dev", "databasefleets/status"): status,
         ("events.k8s.io", "events"): {"create"},  # verdict changes, never read back
     }
     (leases,) = find("Role", "seshat-leases")["rules"]
