@@ -75,6 +75,11 @@ def _columns(kind: Kind) -> list[dict[str, Any]]:
                 "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
             },
         ]
+    if kind.name == "DatabaseFleet":  # how much of the fleet is converged
+        columns += [
+            {"name": "Members", "type": "integer", "jsonPath": ".status.members"},
+            {"name": "InSync", "type": "integer", "jsonPath": ".status.phases.InSync"},
+        ]
     columns.append({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})
     return columns
 

@@ -88,7 +88,7 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
     from gitops.kubernetes.api import load_api
     from gitops.kubernetes.jobs import JobSettings, KubernetesExecutor, sandbox_security
     from gitops.kubernetes.leases import KubernetesLeases
-    from gitops.kubernetes.status import publish_phase, publish_statuses
+    from gitops.kubernetes.status import publish_fleets, publish_phase, publish_statuses
 
     try:
         jail = sandbox_security(options["runner_sandbox_security"])
@@ -107,6 +107,7 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
 
         def publish(report: PassReport) -> None:
             publish_statuses(api, report.statuses, report.repository, say, events=True)
+            publish_fleets(api, report.fleets, report.repository, say)
 
         def progress(kind: str, key: str, phase: str) -> None:
             publish_phase(api, kind, key, phase, say)

@@ -420,21 +420,18 @@ class KubernetesExecutor(Executor):
         cluster (its uid there is the API server's, not Seshat's)."""
         if resource is None:
             return None
-        plural = KINDS[resource.kind].plural
+        kind, name = resource.kind, resource.name
+        if "/" in name:  # a fleet's member (<fleet>/<member>): its fleet's object owns it
+            kind, name = "DatabaseFleet", name.split("/", 1)[0]
+        plural = KINDS[kind].plural
         try:
-            found = self.api.get(f"/apis/{_CR_API}/namespaces/{namespace}/{plural}/{resource.name}")
+            found = self.api.get(f"/apis/{_CR_API}/namespaces/{namespace}/{plural}/{name}")
         except KubeError:  # not applied to the cluster (or not readable): no owner
             return None
         uid = found.get("metadata", {}).get("uid")
         if not uid:
             return None
-        return {
-            "apiVersion": _CR_API,
-            "kind": resource.kind,
-            "name": resource.name,
-            "uid": uid,
-            "controller": True,
-        }
+        return {"apiVersion": _CR_API, "kind": kind, "name": name, "uid": uid, "controller": True}
 
     def _run_job(
         self,

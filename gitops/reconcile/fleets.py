@@ -32,6 +32,7 @@ from gitops.resources.approvals import ResourceRef
 from gitops.resources.fleet import UNTIL_RESUMED, DatabaseFleet, OnFailure, parallel_limit
 from gitops.resources.status import (
     MAX_FLEET_LIST,
+    Condition,
     DatabaseMigrationStatus,
     DatabaseSchemaStatus,
     FleetAttention,
@@ -52,6 +53,16 @@ __all__ = ["Fleets", "Rollout"]
 Status = DatabaseSchemaStatus | DatabaseMigrationStatus
 _FAILING = (SharedPhase.FAILED.value, SharedPhase.BLOCKED.value)
 _DONE = (SharedPhase.IN_SYNC.value, SharedPhase.SUSPENDED.value)
+_VERDICTS: dict[str, tuple[str, str]] = {
+    # A fleet's phase -> the member phase its conditions read as, and their reason: a halt
+    # is Stalled (nothing goes on until a fix or a resume commit), a pause and progress
+    # are Reconciling, like a member under way or awaiting its approval.
+    "InSync": (SharedPhase.IN_SYNC.value, Reason.IN_SYNC.value),
+    "AwaitingApproval": (SharedPhase.AWAITING_APPROVAL.value, Reason.AWAITING_APPROVAL.value),
+    "Halted": (SharedPhase.BLOCKED.value, Reason.ROLLOUT_HALTED.value),
+    "Paused": (SharedPhase.PENDING.value, Reason.ROLLOUT_PAUSED.value),
+    "Progressing": (SharedPhase.PENDING.value, Reason.PROGRESSING.value),
+}
 
 
 def _phase(status: Status | None) -> str:
@@ -251,7 +262,9 @@ class Rollout:
 
     # -- the fleet's status ---------------------------------------------------------------
 
-    def status(self, left: Sequence[str]) -> FleetStatus:
+    def status(self, left: Sequence[str], previous: Sequence[Condition] = ()) -> FleetStatus:
+        """The fleet's aggregates, with the Ready / Reconciling / Stalled conditions of its
+        phase (their transition times kept from ``previous`` while they stay the same)."""
         phases = Counter(_phase(self.statuses.get(n)) for n in self.names)
         plans: dict[str, list[str]] = {}
         waiting: dict[str, bool] = {}
@@ -324,12 +337,17 @@ class Rollout:
         elif self.names and phases.get(SharedPhase.IN_SYNC.value, 0) == len(self.names):
             phase, message, resume = "InSync", "every member is InSync", None
         else:
-            phase, message, resume = "Progressing", "", None
+            in_sync = phases.get(SharedPhase.IN_SYNC.value, 0)
+            phase, resume = "Progressing", None
+            message = f"{in_sync} of {len(self.names)} members InSync"
+        verdict, reason = _VERDICTS[phase]
         return FleetStatus(
             phase=phase,
             message=message[:1024],
+            conditions=summary_conditions(verdict, reason, message, self.now(), previous),
             members=len(self.names),
             phases=dict(sorted(phases.items())),
+            distinct_plans=len(plans),
             plans=listed,
             steps=steps,
             attention=attention,
@@ -394,7 +412,9 @@ class Fleets:
                 for p in self.repository.problems
             )
             left = _left(branch, batch, rollout, log) if complete else []
-            status = rollout.status(left)
+            path = status_path(namespace, name)
+            before = _fleet_status(branch.read(path))
+            status = rollout.status(left, before.conditions if before is not None else ())
             found[rollout.key] = status
             fleet_phases(namespace, name, status.phases)
             ref = ResourceRef(
@@ -403,15 +423,12 @@ class Fleets:
                 name=name,
                 uid=str(rollout.fleet.metadata.uid),
             )
-            path = status_path(namespace, name)
-            before = _fleet_phase(branch.read(path))
-            after = status.phase
             batch.stage(
                 Change(
                     resource=f"DatabaseFleet {rollout.key}",
-                    phase=after,
-                    before=before,
-                    after=after,
+                    phase=status.phase,
+                    before=before.phase if before is not None else None,
+                    after=status.phase,
                     files={path: fleet_status_bytes(ref, status)},
                 )
             )
@@ -429,14 +446,16 @@ class _MemberGate:
         self.rollout.leave(self.name)
 
 
-def _fleet_phase(data: bytes | None) -> str | None:
+def _fleet_status(data: bytes | None) -> FleetStatus | None:
+    """The status a fleet's status file records (None when there is none, or it cannot be
+    read: its conditions start anew)."""
     if data is None:
         return None
     try:
         document = read_documents(data)[0].data
         state = document.get("status", {}) if isinstance(document, dict) else {}
-        return str(state.get("phase")) if isinstance(state, dict) else None
-    except (FileError, IndexError, AttributeError):
+        return FleetStatus.model_validate(state)
+    except (FileError, IndexError, AttributeError, ValueError):
         return None
 
 

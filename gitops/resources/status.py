@@ -142,6 +142,8 @@ class Reason(StrEnum):
     # Fleet members (docs/fleets.md).
     ROLLOUT_WAITING = "RolloutWaiting"  # may apply, but its rollout step is not reached
     LEFT_FLEET = "LeftFleet"  # no longer a member: not reconciled, its database untouched
+    ROLLOUT_HALTED = "RolloutHalted"  # a fleet: a failing member halts its rollout
+    ROLLOUT_PAUSED = "RolloutPaused"  # a fleet: a step's pause holds the later steps
     # Failed: a fault where a retry is reasonable.
     DISPATCH_FAILED = "DispatchFailed"
     OPERATION_FAILED = "OperationFailed"
@@ -352,7 +354,7 @@ class FleetStep(Model):
     members: int = 0
     in_sync: int = 0
     state: Literal["Done", "Rolling", "Waiting", "Halted", "Paused"] = "Waiting"
-    message: str = ""
+    message: Annotated[str, Field(max_length=1024)] = ""
 
 
 class FleetAttention(Model):
@@ -366,12 +368,19 @@ class FleetAttention(Model):
 
 class FleetStatus(Model):
     """Status of a ``DatabaseFleet`` (``status/<namespace>/<fleet>.yaml``): aggregates only;
-    each member has its own file under ``status/<namespace>/<fleet>/``."""
+    each member has its own file under ``status/<namespace>/<fleet>/``. On the fleet's
+    custom resource, each list keeps at most 10 entries (docs/kubernetes.md)."""
 
+    # Kubernetes mode only (the custom resource's status, never a status file): the
+    # generation of the cluster's object whose spec this status describes.
+    observed_generation: int | None = None
     phase: Literal["Progressing", "InSync", "Halted", "Paused", "AwaitingApproval"] = "Progressing"
     message: Annotated[str, Field(max_length=1024)] = ""
+    # Ready / Reconciling / Stalled, as every kind has them (gitops/reconcile/conditions.py).
+    conditions: Annotated[list[Condition], Field(max_length=3)] = Field(default_factory=list)
     members: int = 0
     phases: dict[str, int] = Field(default_factory=dict)
+    distinct_plans: int = 0  # how many distinct plans wait or roll out (``plans`` lists some)
     plans: Annotated[list[FleetPlan], Field(max_length=MAX_FLEET_LIST)] = Field(
         default_factory=list
     )

@@ -227,7 +227,7 @@ def test_the_deploy_kustomization_lists_every_crd_and_the_manifests() -> None:
     (kustomization,) = load_all(DEPLOY / "kustomization.yaml")
     listed = kustomization["resources"]
     crds = {f"crds/{p.name}" for p in CRDS.glob("*.yaml")}
-    assert len(crds) == 6
+    assert len(crds) == 7  # one per kind, DatabaseFleet included
     assert len(listed) == len(set(listed))
     assert set(listed) == crds | {"manifests"}
 
@@ -270,8 +270,10 @@ def test_the_controller_gets_exactly_what_the_executor_needs() -> None:
         ("", "pods/log"): {"get"},
         ("seshat.dev", "databaseschemas"): {"get", "list", "watch"},
         ("seshat.dev", "databasemigrations"): {"get", "list", "watch"},
+        ("seshat.dev", "databasefleets"): {"get", "list", "watch"},
         ("seshat.dev", "databaseschemas/status"): status,
         ("seshat.dev", "databasemigrations/status"): status,
+        ("seshat.dev", "databasefleets/status"): status,
         ("events.k8s.io", "events"): {"create"},  # verdict changes, never read back
     }
     (leases,) = find("Role", "seshat-leases")["rules"]

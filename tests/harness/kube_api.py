@@ -87,7 +87,7 @@ _ROUTES = [
         "seshat",
         re.compile(
             r"^/apis/seshat\.dev/v1alpha1/namespaces/([^/]+)/"
-            r"(databaseschemas|databasemigrations)(?:/([^/]+))?(/status)?$"
+            r"(databaseschemas|databasemigrations|databasefleets)(?:/([^/]+))?(/status)?$"
         ),
     ),
 ]

@@ -9,11 +9,9 @@ real ``seshat-runner`` against a real SQLite database.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from harness.kube_api import FakeKubernetes
 from harness.reconcile_world import World, tables
 from harness.registry import RegistryServer
@@ -32,15 +30,6 @@ spec:
 """
 
 
-@pytest.fixture
-def kube() -> Iterator[FakeKubernetes]:
-    fake = FakeKubernetes()
-    yield fake
-    fake.close()
-    assert fake.invalid == [], "an object Seshat wrote is not valid Kubernetes"
-    assert fake.forbidden == [], "deploy/manifests/rbac.yaml does not allow what Seshat does"
-
-
 def _cr(world: World) -> dict[str, Any]:
     done = world.seshat("render", world.remote.work_dir)
     assert done.returncode == 0, done.stderr
@@ -50,28 +39,6 @@ def _cr(world: World) -> dict[str, Any]:
     return found
 
 
-def _reconcile(world: World, kube: FakeKubernetes, tmp_path: Path, registry: str) -> str:
-    done = world.seshat(
-        "reconcile",
-        "--repo",
-        world.remote.remote_url,
-        "--work",
-        world.work,
-        "--once",
-        "--executor",
-        "kubernetes",
-        "--runner-image",
-        "seshat:test",
-        "--kubeconfig",
-        kube.kubeconfig(tmp_path / "kubeconfig"),
-        "--publish-status",
-        "--registry-plain-http",
-        registry,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def _phases(kube: FakeKubernetes) -> list[str | None]:
     phases = [phase for _, _, _, phase in kube.status_patches]
     kube.status_patches.clear()
@@ -79,7 +46,10 @@ def _phases(kube: FakeKubernetes) -> list[str | None]:
 
 
 def test_verdict_changes_are_events_and_steps_are_published_on_the_resource(
-    world: World, kube: FakeKubernetes, tmp_path: Path, oci_registry: RegistryServer
+    world: World,
+    kube: FakeKubernetes,
+    oci_registry: RegistryServer,
+    kube_reconcile: Callable[..., str],
 ) -> None:
     database = world.database("orders")
     kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
@@ -90,9 +60,7 @@ def test_verdict_changes_are_events_and_steps_are_published_on_the_resource(
     world.remote.commit_all("declare orders")
     kube.put_custom("databaseschemas", _cr(world))
 
-    assert "shop/orders: AwaitingApproval" in _reconcile(
-        world, kube, tmp_path, oci_registry.address
-    )
+    assert "shop/orders: AwaitingApproval" in kube_reconcile()
     assert _phases(kube) == ["Resolving", "Verifying", "Planning", "AwaitingApproval"]
     (event,) = kube.list("events", "shop")
     cr = kube.get("databaseschemas", "shop", "orders")
@@ -108,12 +76,12 @@ def test_verdict_changes_are_events_and_steps_are_published_on_the_resource(
     # Progress never reaches Git: the status branch holds only verdicts.
     assert world.phases("orders") == ["AwaitingApproval"]
 
-    _reconcile(world, kube, tmp_path, oci_registry.address)  # the same verdict: no Event
+    kube_reconcile()  # the same verdict: no Event
     assert len(kube.list("events", "shop")) == 1
     _phases(kube)
 
     world.approve("orders", plan)
-    assert "shop/orders: InSync" in _reconcile(world, kube, tmp_path, oci_registry.address)
+    assert "shop/orders: InSync" in kube_reconcile()
     assert tables(database) == ["items"]
     assert _phases(kube) == [
         "Resolving",
@@ -131,7 +99,10 @@ def test_verdict_changes_are_events_and_steps_are_published_on_the_resource(
 
 
 def test_a_blocked_verdict_is_a_warning_event(
-    world: World, kube: FakeKubernetes, tmp_path: Path, oci_registry: RegistryServer
+    world: World,
+    kube: FakeKubernetes,
+    oci_registry: RegistryServer,
+    kube_reconcile: Callable[..., str],
 ) -> None:
     database = world.database("orders")
     kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
@@ -142,7 +113,7 @@ def test_a_blocked_verdict_is_a_warning_event(
     world.remote.write_file("databases/orders.yaml", declared)
     world.remote.commit_all("declare orders, never applied")
     kube.put_custom("databaseschemas", _cr(world))
-    assert "shop/orders: Blocked" in _reconcile(world, kube, tmp_path, oci_registry.address)
+    assert "shop/orders: Blocked" in kube_reconcile()
     (event,) = kube.list("events", "shop")
     assert (event["reason"], event["type"]) == ("Blocked", "Warning")
     assert event["note"].startswith("Blocked (ApplyDisabled): apply: Never")

@@ -17,7 +17,7 @@ import os
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -39,23 +39,6 @@ from runner.protocol.messages import OperationInput, RegistrySettings
 from runner.protocol.results import InspectResult, PlanResult
 
 SECRET = UrlReference(secret_key_ref=SecretKeyRef(name="orders-db", key="url"))
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKubernetes]:
-    fake = FakeKubernetes()
-    yield fake
-    fake.close()
-    assert fake.invalid == [], "an object Seshat wrote is not valid Kubernetes"
-    assert fake.secret_requests == 0, "the control plane asked the API for a Secret"
-    assert fake.forbidden == [], "deploy/manifests/rbac.yaml does not allow what Seshat does"
-
-
-@pytest.fixture
-def api(kube: FakeKubernetes, tmp_path: Path) -> Iterator[KubeApi]:
-    session = load_api(kube.kubeconfig(tmp_path / "kubeconfig"))  # the real kubeconfig loader
-    yield session
-    session.close()
 
 
 def _executor(api: KubeApi, tmp_path: Path, **settings: object) -> KubernetesExecutor:
@@ -356,7 +339,10 @@ def _rendered_cr(world: World) -> dict[str, object]:
 
 
 def test_reconcile_in_kubernetes_mode_applies_through_jobs_and_publishes_the_status(
-    world: World, kube: FakeKubernetes, tmp_path: Path, oci_registry: RegistryServer
+    world: World,
+    kube: FakeKubernetes,
+    oci_registry: RegistryServer,
+    kube_reconcile: Callable[..., str],
 ) -> None:
     database = world.database("orders")
     kube.secrets[("shop", "orders-db")] = {"url": f"sqlite:///{database}"}
@@ -366,27 +352,10 @@ def test_reconcile_in_kubernetes_mode_applies_through_jobs_and_publishes_the_sta
     world.remote.commit_all("declare orders")
     kube.put_custom("databaseschemas", _rendered_cr(world), generation=3)  # as Argo CD applied it
 
-    done = world.seshat(
-        "reconcile",
-        "--repo",
-        world.remote.remote_url,
-        "--work",
-        world.work,
-        "--once",
-        "--executor",
-        "kubernetes",
-        "--runner-image",
-        "seshat:test",
-        "--kubeconfig",
-        kube.kubeconfig(tmp_path / "kubeconfig"),
-        "--publish-status",
-        "--registry-plain-http",
-        oci_registry.address,
-        env={"ORDERS_URL": "sqlite:///elsewhere.db"},
-    )
+    # The controller's own environment names another database: the Jobs never see it.
+    out = kube_reconcile(ORDERS_URL="sqlite:///elsewhere.db")
 
-    assert done.returncode == 0, done.stderr
-    assert "shop/orders: InSync (InSync)" in done.stdout
+    assert "shop/orders: InSync (InSync)" in out
     assert tables(database) == ["items"]
     operations = [j["metadata"]["labels"]["seshat.dev/operation"] for j in kube.jobs_created]
     # Resolve, Verify, then one Job for Observe and Plan twice (byte-identical), the Apply

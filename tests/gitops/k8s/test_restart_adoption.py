@@ -19,15 +19,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from harness.kube_api import FakeKubernetes
 from harness.reconcile_world import World, tables
 from harness.registry import RegistryServer
 
-from gitops.kubernetes.api import KubeApi, load_api
+from gitops.kubernetes.api import KubeApi
 from gitops.kubernetes.jobs import (
     NONCE_ANNOTATION,
     OPERATION_ID_LABEL,
@@ -75,23 +73,6 @@ spec:
   artifact: {{ref: "{ref}", verification: {{policy: ci}}}}
   policy: {{apply: Always}}
 """
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKubernetes]:
-    fake = FakeKubernetes()
-    yield fake
-    fake.close()
-    assert fake.invalid == [], "an object Seshat wrote is not valid Kubernetes"
-    assert fake.secret_requests == 0, "the control plane asked the API for a Secret"
-    assert fake.forbidden == [], "deploy/manifests/rbac.yaml does not allow what Seshat does"
-
-
-@pytest.fixture
-def api(kube: FakeKubernetes, tmp_path: Path) -> Iterator[KubeApi]:
-    session = load_api(kube.kubeconfig(tmp_path / "kubeconfig"))
-    yield session
-    session.close()
 
 
 def _declare(world: World, registry: RegistryServer, *, suspend: bool = False) -> None:

@@ -1,0 +1,1 @@
+"""Kubernetes mode against the fake API server; shared fixtures in ``conftest.py``."""
