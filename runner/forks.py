@@ -13,9 +13,10 @@ Nothing of one request reaches another: each runs in a process of its own, forke
 server that has never run an operation.
 
 Protocol: a ``SOCK_SEQPACKET`` Unix socket pair the controller made (never a path anyone else
-could connect to). Each request is one packet, a JSON object ``{"argv", "env", "cwd"}``,
-carrying two file descriptors (``SCM_RIGHTS``): the write end of the runner's stdout pipe and
-one end of a reply socket pair. The server forks a *handler* per request, which forks the
+could connect to). The server says ``ready`` once it has imported everything. Each request
+is one packet, a JSON object ``{"argv", "env", "cwd"}``, carrying two file descriptors
+(``SCM_RIGHTS``): the write end of the runner's stdout pipe and one end of a reply socket
+pair. The server forks a *handler* per request, which forks the
 runner, writes ``{"pid": N}`` and, when the runner has ended, ``{"status": S}`` (as
 ``os.waitstatus_to_exitcode``) as JSON lines on the reply socket.
 
@@ -139,6 +140,7 @@ def serve(control_fd: int) -> NoReturn:
     gc.freeze()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps ended handlers
     server = os.getpid()
+    control.send(b"ready")
     while True:
         try:
             packet, fds, _, _ = socket.recv_fds(control, _MAX_REQUEST, 2)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from gitops.execution.forks import RunnerForks
+from gitops.execution.forks import ForkUncertain, RunnerForks
 from gitops.execution.forks import enabled as forks_enabled
 from gitops.execution.forks import forks as shared_forks
 from gitops.execution.runners import RunnerBook
@@ -349,7 +349,10 @@ class LocalExecutor(Executor):
         resource: ResourceRef | None,
     ) -> list[Outcome]:
         argv = ["op", "--input", str(input_path)]
-        forked = self.forks.fork(self.command, argv, env, self.work_dir) if self.forks else None
+        try:
+            forked = self.forks.fork(self.command, argv, env, self.work_dir) if self.forks else None
+        except ForkUncertain as error:  # it may have run: never started again here
+            return [Outcome("lost", None, str(error), None) for _ in requests]
         if forked is not None:
             self._record(forked.pid, input_path, requests, resource)
             try:

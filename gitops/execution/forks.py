@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["ForkedRunner", "RunnerForks", "enabled"]
+__all__ = ["ForkUncertain", "ForkedRunner", "RunnerForks", "enabled"]
 
 _START_SECONDS = 60.0
 
@@ -37,6 +37,12 @@ _START_SECONDS = 60.0
 def enabled() -> bool:
     """Whether runners are forked from a fork server (``SESHAT_RUNNER_FORKS``, default on)."""
     return os.environ.get("SESHAT_RUNNER_FORKS", "1") not in ("0", "false", "no")
+
+
+class ForkUncertain(OSError):
+    """The request reached the server and no pid came back: a runner may have started (and
+    may have done its work) before it was stopped. Never started again afresh: the caller
+    treats the invocation's outcome as unknown."""
 
 
 class ForkedRunner:
@@ -108,7 +114,10 @@ def _status(said: bytes) -> int | None:
 class _Server:
     """One running fork server and the controller's end of its socket."""
 
-    def __init__(self, command: Sequence[str], environment: Mapping[str, str]) -> None:
+    def __init__(
+        self, command: Sequence[str], environment: Mapping[str, str], answer_seconds: float
+    ) -> None:
+        self.answer_seconds = answer_seconds
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.lock = threading.Lock()
         started: list[subprocess.Popen[bytes] | BaseException] = []
@@ -142,13 +151,24 @@ class _Server:
             self.control.close()
             raise OSError(f"the runner fork server did not start: {started[:1]}")
         self.process = started[0]
+        try:  # it says so once it has imported what runners need (a runner without
+            # serve-forks ends instead, and is never asked for anything)
+            self.control.settimeout(_START_SECONDS)
+            said = self.control.recv(16)
+            self.control.settimeout(None)
+        except OSError:
+            said = b""
+        if said != b"ready":
+            self.stop()
+            raise OSError("the runner fork server did not start")
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
     def fork(self, argv: Sequence[str], environment: Mapping[str, str], cwd: Path) -> ForkedRunner:
         """A runner forked with ``argv`` (after the program name), ``environment`` (whole)
-        and ``cwd``; raises ``OSError`` when the server cannot answer."""
+        and ``cwd``. Raises ``OSError`` when the request could not be sent (nothing was
+        started), :class:`ForkUncertain` when it was sent and no pid came back."""
         packet = json.dumps({"argv": list(argv), "env": dict(environment), "cwd": str(cwd)})
         read_end, write_end = os.pipe()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -162,7 +182,7 @@ class _Server:
         finally:
             os.close(write_end)
             theirs.close()
-        mine.settimeout(_START_SECONDS)
+        mine.settimeout(self.answer_seconds)
         try:
             said = b""
             while not said.endswith(b"\n"):
@@ -174,8 +194,8 @@ class _Server:
             pid = int(json.loads(first)["pid"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             os.close(read_end)
-            mine.close()
-            raise OSError(f"the runner fork server did not answer: {error}") from None
+            mine.close()  # a handler still there fails to answer, dies, and its runner with it
+            raise ForkUncertain(f"the runner fork server did not answer: {error}") from None
         mine.settimeout(None)
         return ForkedRunner(pid, read_end, mine, rest)
 
@@ -194,22 +214,25 @@ class RunnerForks:
     """This controller process's fork servers, one per runner command (and ``PYTHON*``
     variables: where its code is), each started on first use."""
 
-    def __init__(self, after: int = 2) -> None:
+    def __init__(self, after: int = 2, answer_seconds: float = _START_SECONDS) -> None:
         self._lock = threading.Lock()
         self._servers: dict[tuple[str, ...], _Server] = {}
         self._asked: dict[tuple[str, ...], int] = {}
+        self._refused: set[tuple[str, ...]] = set()
         self._pid = os.getpid()
         self.after = after
         """How many runners of a command are started afresh before its server is: a server
         costs about what two fresh runners cost to start, so a process that runs one or two
         (``seshat reconcile --once`` on a small repository) never pays more than twice what
         it would have without one, and a long-lived controller pays it once."""
+        self.answer_seconds = answer_seconds  # for a forked runner's pid, once asked
 
     def fork(
         self, command: Sequence[str], argv: Sequence[str], environment: Mapping[str, str], cwd: Path
     ) -> ForkedRunner | None:
         """A runner of ``command`` with ``argv``, ``environment`` (whole) and ``cwd``, forked
-        from its server; None when no server can take it (the caller starts it afresh)."""
+        from its server; None when no server could take it (nothing started: the caller
+        starts it afresh); :class:`ForkUncertain` when one may have started."""
         base = {
             k: v
             for k, v in os.environ.items()
@@ -219,6 +242,7 @@ class RunnerForks:
         with self._lock:
             if self._pid != os.getpid():  # a forked copy of a controller: not its servers
                 self._servers, self._asked, self._pid = {}, {}, os.getpid()
+                self._refused = set()
             self._asked[key] = asked = self._asked.get(key, 0) + 1
             if asked <= self.after:
                 return None
@@ -227,18 +251,23 @@ class RunnerForks:
                 server.stop()
                 server = None
             if server is None:
+                if key in self._refused:
+                    return None
                 try:
-                    server = _Server(command, base)
+                    server = _Server(command, base, self.answer_seconds)
                 except OSError:
+                    self._refused.add(key)  # this command serves no forks: never asked again
                     return None
                 self._servers[key] = server
         try:
             return server.fork(argv, environment, cwd)
-        except OSError:
+        except OSError as error:
             with self._lock:
                 if self._servers.get(key) is server:
                     del self._servers[key]
             server.stop()
+            if isinstance(error, ForkUncertain):
+                raise
             return None
 
     def stop(self) -> None:

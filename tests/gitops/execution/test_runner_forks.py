@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -109,3 +110,28 @@ def test_a_command_that_serves_no_forks_is_started_afresh(tmp_path: Path) -> Non
     assert forks.fork(["/bin/false"], ["op", "--input", "x"], {}, tmp_path) is None
     executor = LocalExecutor(tmp_path / "ops", command=["/bin/false"])
     assert executor.forks is None  # another runner command than the installed one
+
+
+def test_a_request_the_server_took_and_never_answered_is_lost_never_started_again(
+    tmp_path: Path,
+) -> None:
+    """A server that took the request may have forked the runner (an Apply may have run):
+    the outcome is unknown, and the executor does not start the runner afresh instead."""
+    forks = RunnerForks(after=0, answer_seconds=0.5)
+    executor = LocalExecutor(tmp_path / "ops", forks=forks)
+    inspect = OperationInput.model_validate(
+        {"operation": "inspect", "id": "op-1", "url": {"from_env": "APP_DB"}}
+    )
+    assert executor.run(inspect, {}, deadline=60).kind == "failed"  # the server is up
+    (server,) = forks._servers.values()
+    os.kill(server.process.pid, signal.SIGSTOP)  # ours, by its PID: it takes, never answers
+    resume = threading.Timer(1.0, os.kill, (server.process.pid, signal.SIGCONT))
+    resume.start()
+    try:
+        outcome = executor.run(inspect, {}, deadline=60)
+    finally:
+        resume.join()
+    assert outcome.kind == "lost" and "did not answer" in outcome.detail
+    assert not list((tmp_path / "ops").glob("op-*"))  # nothing else was started to read it
+    assert server.process.wait(timeout=10) == 0  # that server was let go
+    assert forks._servers == {}
