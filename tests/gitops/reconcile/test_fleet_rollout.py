@@ -1,13 +1,17 @@
-"""Fleets end to end on real components (Git with a bare remote, signed OCI layouts, SQLite,
-the real seshat-runner, SSH-signed approvals): one approval per distinct plan, rollout
-steps, members joining and leaving."""
+"""Fleets end to end on real components (Git with a bare remote, signed OCI layouts, SQLite
+and PostgreSQL, the real seshat-runner, SSH-signed approvals): one approval per distinct
+plan, rollout steps, members joining and leaving."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+from harness.postgres import PostgresDatabase, PostgresServer, temporary_postgres_database
 from harness.reconcile_world import World, tables
 
 V1 = "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT);\n"
@@ -20,6 +24,7 @@ def fleet_yaml(
     steps: str = "",
     apply: str = "OnApproval",
     resume: str = "",
+    engine: str = "sqlite",
 ) -> str:
     rollout = ""
     if steps or resume:
@@ -33,7 +38,7 @@ spec:
   template:
     kind: DatabaseSchema
     spec:
-      target: {{engine: sqlite, url: {{fromEnv: "TENANT_{{{{ member.name }}}}_URL"}},
+      target: {{engine: {engine}, url: {{fromEnv: "TENANT_{{{{ member.name }}}}_URL"}},
                coordinationKey: "tenant-{{{{ member.name }}}}"}}
       artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
       policy: {{apply: {apply}}}
@@ -244,3 +249,121 @@ def test_members_joining_and_leaving_the_members_file(world: World) -> None:
     commits = len(world.status_log())
     world.reconcile()
     assert len(world.status_log()) == commits
+
+
+def test_one_approval_of_the_fleet_applies_to_twenty_identical_members(world: World) -> None:
+    layout = world.artifact("tenants-v1", V1)
+    # Twenty tenants with the same schema, the table without its column: one distinct plan.
+    names = [f"t{n:02d}" for n in range(1, 21)]
+    old = "CREATE TABLE accounts (id INTEGER PRIMARY KEY);"
+    databases = {name: tenant(world, name, old) for name in names}
+    world.remote.write_file("databases/tenants.yaml", fleet_yaml(layout, listed(*names)))
+    world.remote.commit_all("declare the tenants fleet")
+
+    commits = len(world.status_log())
+    waiting = world.reconcile()
+    assert waiting == {f"shop/tenants/{n}": "AwaitingApproval/AwaitingApproval" for n in names}
+    # The pass wrote the twenty members' statuses and the fleet's in its one status commit.
+    assert world.status_log()[: len(world.status_log()) - commits] == [
+        "seshat: 21 resources changed"
+    ]
+    [plan] = state(world, "tenants")["plans"]
+    assert (plan["members"], plan["approved"]) == (20, False)
+
+    # One approval, of the fleet's only distinct plan, and one pass later all twenty applied.
+    said = approve(world, "shop/tenants")
+    assert f"fleet plan {plan['id']}: 20 member(s): t01, t02," in said
+    assert "and 10 more" in said
+    hexa = str(plan["id"]).removeprefix("sha256:")
+    assert world.remote.work_dir.joinpath(f"approvals/shop/tenants/{hexa}.yaml").is_file()
+    start = world.git("rev-parse", "refs/heads/seshat/status").strip()
+    assert world.reconcile() == {f"shop/tenants/{n}": "InSync/InSync" for n in names}
+    assert all(_columns(databases[n]) == ["id", "name"] for n in names)
+    # Each member applied once (one dispatch marker each), spending its own use of the approval.
+    history = {n: world.phases(f"tenants/{n}") for n in names}
+    assert history == {n: ["InSync", "Applying", "AwaitingApproval"] for n in names}
+    fleet = state(world, "tenants")
+    assert (fleet["phase"], fleet["members"], fleet["phases"]) == ("InSync", 20, {"InSync": 20})
+    assert [(s["members"], s["inSync"], s["state"]) for s in fleet["steps"]] == [(20, 20, "Done")]
+    # Beside the dispatch markers, the fleet's status changed once in that pass: in its last
+    # commit (docs/reconciler.md, "One commit per pass").
+    since = f"{start}..refs/heads/seshat/status"
+    fleet_commits = world.git("log", "--format=%H", since, "--", "status/shop/tenants.yaml")
+    assert fleet_commits.split() == [world.git("rev-parse", "refs/heads/seshat/status").strip()]
+
+
+@pytest.fixture
+def three_postgres_databases(
+    postgres_server: PostgresServer,
+) -> Iterator[list[PostgresDatabase]]:
+    """Three fresh databases on the session's PostgreSQL server, dropped afterwards."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(temporary_postgres_database(postgres_server)) for _ in "abc"]
+
+
+def _pg_schema(database: PostgresDatabase) -> tuple[list[str], list[str]]:
+    """The columns of ``accounts`` and the indexes of the ``public`` schema, as the catalog
+    says."""
+    with database.connect() as conn:
+        columns = conn.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = 'public' AND table_name = 'accounts' ORDER BY ordinal_position"
+        ).fetchall()
+        indexes = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' ORDER BY indexname"
+        ).fetchall()
+    return [str(c) for (c,) in columns], [str(i) for (i,) in indexes]
+
+
+def test_identical_postgresql_members_share_a_fleet_plan_and_a_drifted_one_waits_for_its_own(
+    world: World, three_postgres_databases: list[PostgresDatabase]
+) -> None:
+    layout = world.artifact("tenants-v1", V1)
+    names = ["p1", "p2", "p3"]
+    databases = dict(zip(names, three_postgres_databases, strict=True))
+    for name, database in databases.items():
+        with database.connect_as_app() as conn:
+            conn.execute("CREATE TABLE accounts (id integer PRIMARY KEY)")
+        world.monkeypatch.setenv(f"TENANT_{name}_URL", database.url_with_password)
+    # p3 drifted: someone added an index by hand.
+    with databases["p3"].connect_as_app() as conn:
+        conn.execute("CREATE INDEX accounts_by_hand ON accounts (id)")
+    world.remote.write_file(
+        "databases/tenants.yaml", fleet_yaml(layout, listed(*names), engine="postgresql")
+    )
+    world.remote.commit_all("declare the tenants fleet on PostgreSQL")
+
+    assert world.reconcile() == {
+        f"shop/tenants/{n}": "AwaitingApproval/AwaitingApproval" for n in names
+    }
+    shared = fleet_plan(world, "p1")
+    assert fleet_plan(world, "p2") == shared  # two databases, one fleet plan
+    drifted = fleet_plan(world, "p3")
+    assert drifted != shared
+    fleet = state(world, "tenants")
+    assert [(p["id"], p["names"]) for p in fleet["plans"]] == [
+        (shared, ["p1", "p2"]),
+        (drifted, ["p3"]),
+    ]
+
+    # One approval of the shared fleet plan applies the two; the drifted one waits.
+    approve(world, "shop/tenants", "--plan", shared)
+    assert world.reconcile() == {
+        "shop/tenants/p1": "InSync/InSync",
+        "shop/tenants/p2": "InSync/InSync",
+        "shop/tenants/p3": "AwaitingApproval/AwaitingApproval",
+    }
+    for name in ("p1", "p2"):
+        assert _pg_schema(databases[name]) == (["id", "name"], ["accounts_pkey"])
+    assert _pg_schema(databases["p3"]) == (["id"], ["accounts_by_hand", "accounts_pkey"])
+    # The shared plan's approval does not authorize it: another plan, and it says so.
+    [rejected] = state(world, "tenants/p3")["rejectedApprovals"]
+    assert rejected["file"] == f"approvals/shop/tenants/{shared.removeprefix('sha256:')}.yaml"
+    assert rejected["reason"] == "stale_plan"
+    assert f"the current plan is {drifted}" in rejected["detail"]
+
+    # Its own approval, through the member (its fleet plan's), applies it.
+    assert f"fleet plan  {drifted}" in approve(world, "shop/tenants/p3")
+    assert world.reconcile()["shop/tenants/p3"] == "InSync/InSync"
+    assert _pg_schema(databases["p3"]) == (["id", "name"], ["accounts_pkey"])
+    assert state(world, "tenants")["phases"] == {"InSync": 3}
