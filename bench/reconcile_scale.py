@@ -102,7 +102,9 @@ class World:
     schema: str
 
 
-def _world(root: Path, size: int, engine: str, server: Any) -> World:
+def new_repository(root: Path) -> tuple[Path, Path, ec.EllipticCurvePrivateKey]:
+    """A bare remote ``root/remote.git`` (branch ``main``) and its clone ``root/repo``, with
+    the public half of a new CI signing key at ``policies/ci.pub``; (remote, clone, key)."""
     remote, work = root / "remote.git", root / "repo"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
     _git(root, "clone", "-q", str(remote), str(work))
@@ -119,6 +121,33 @@ def _world(root: Path, size: int, engine: str, server: Any) -> World:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
+    return remote, work, key
+
+
+def signed_artifact(
+    layout: Path, tag: str, schema: str, key: ec.EllipticCurvePrivateKey, folder: Path
+) -> str:
+    """``schema`` pushed as a schema artifact to the OCI layout ``layout`` under ``tag``
+    (its source written into ``folder``) and signed with ``key``; its reference."""
+    folder.mkdir()
+    (folder / "schema.sql").write_text(schema)
+    ref = f"oci-layout://{layout}:{tag}"
+    reference = parse_reference(ref)
+    store = LayoutStore(str(layout))
+    digest = push(store, reference, package_folder(folder, "schema", {}))
+    sign(store, reference, digest, key)
+    return ref
+
+
+def push_all(work: Path, message: str) -> None:
+    """Commit everything in the clone ``work`` and push it to ``main``."""
+    _git(work, "add", "--all")
+    _git(work, "commit", "-q", "-m", message)
+    _git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
+
+
+def _world(root: Path, size: int, engine: str, server: Any) -> World:
+    remote, work, key = new_repository(root)
     (work / "policies/ci.yaml").write_text(
         "apiVersion: seshat.dev/v1alpha1\nkind: VerificationPolicy\n"
         "metadata: {name: ci, namespace: bench}\nspec:\n"
@@ -126,14 +155,8 @@ def _world(root: Path, size: int, engine: str, server: Any) -> World:
         "  signatures: {authorities: [{name: ci, key: {publicKey: policies/ci.pub}}]}\n"
     )
     schema = SQLITE_SCHEMA if engine == "sqlite" else _pg_schema()
-    source = root / "schema"
-    source.mkdir()
-    (source / "schema.sql").write_text(schema)
     layout = root / "oci"
-    reference = parse_reference(f"oci-layout://{layout}:v1")
-    store = LayoutStore(str(layout))
-    digest = push(store, reference, package_folder(source, "schema", {}))
-    sign(store, reference, digest, key)
+    signed_artifact(layout, "v1", schema, key, root / "schema")
     (work / "databases").mkdir()
     urls = []
     for index in range(size):
@@ -161,16 +184,14 @@ def _world(root: Path, size: int, engine: str, server: Any) -> World:
             f"  artifact: {{ref: 'oci-layout://{layout}:v1', verification: {{policy: ci}}}}\n"
             "  policy: {apply: Never}\n"
         )
-    _git(work, "add", "--all")
-    _git(work, "commit", "-q", "-m", "declare")
-    _git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
+    push_all(work, "declare")
     return World(remote.as_uri(), remote, root / "controller", work, urls, schema)
 
 
-def _commits(world: World) -> int:
-    """Commits on the status branch of the remote so far."""
+def status_commits(remote: Path) -> int:
+    """Commits on the status branch of the bare ``remote`` so far."""
     try:
-        return int(_git(world.remote, "rev-list", "--count", "seshat/status"))
+        return int(_git(remote, "rev-list", "--count", "seshat/status"))
     except subprocess.CalledProcessError:
         return 0
 
@@ -187,7 +208,7 @@ class Measured:
 
 def _measure(world: World, workers: int) -> Measured:
     executor = CountingExecutor(world.work / "operations")
-    before = _commits(world)
+    before = status_commits(world.remote)
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
@@ -204,7 +225,7 @@ def _measure(world: World, workers: int) -> Measured:
         cpu(own, own_after),
         cpu(children, children_after),
         executor.starts,
-        _commits(world) - before,
+        status_commits(world.remote) - before,
         report,
     )
 
@@ -274,9 +295,7 @@ def main() -> int:
                 assert set(first.phases.values()) == {"InSync"}, first.phases
                 rows = [("steady", _measure(world, args.workers))]
                 (world.checkout / "README.md").write_text("unrelated\n")
-                _git(world.checkout, "add", "README.md")
-                _git(world.checkout, "commit", "-q", "-m", "unrelated")
-                _git(world.checkout, "push", "-q", "origin", "HEAD:refs/heads/main")
+                push_all(world.checkout, "unrelated")
                 rows.append(("unrelated", _measure(world, args.workers)))
                 _drift_by_hand(world, args.engine, server)
                 drift = _measure(world, args.workers)

@@ -169,7 +169,12 @@ def render(repo: Path, show_crds: bool, write: Path | None) -> None:
 
 @cli.command()
 @click.option("--keep", is_flag=True, help="Keep the temporary directory for inspection.")
-def demo(keep: bool) -> None:
+@click.option(
+    "--fleet",
+    is_flag=True,
+    help="Show a fleet instead: three tenants, one approval, two waves (docs/fleets.md).",
+)
+def demo(keep: bool, fleet: bool) -> None:
     """Run the whole loop offline: plan, approve, apply, a destructive change refused.
 
     Uses a temporary Git repository, a local OCI layout, SQLite, fresh keys and the real
@@ -177,7 +182,7 @@ def demo(keep: bool) -> None:
     """
     from gitops.demo import run_demo
 
-    root = run_demo(click.echo, keep=keep)
+    root = run_demo(click.echo, keep=keep, fleet=fleet)
     if keep:
         click.echo(f"kept {root}")
 

@@ -15,6 +15,10 @@ reconciler and runner:
 6. an artifact that edits an applied file -> Blocked (ChecksumModified); one that keeps the
    applied files and adds a third -> AwaitingApproval -> approved -> InSync.
 
+``seshat demo --fleet`` shows a fleet instead (examples/repo's ``shop/tenants``: three
+tenants, one database each, the canary first): one distinct plan for the three, one
+approval, the canary applies and the rollout pauses, a resume commit, the other two apply.
+
 Nothing outside the temporary directory is touched; ``--keep`` leaves it for inspection.
 """
 
@@ -38,6 +42,7 @@ from gitops.approvals.write import approve
 from gitops.reconcile.passes import run_pass
 from gitops.repo.loader import load_repository
 from gitops.resources.approvals import ResourceRef
+from gitops.resources.status import FleetStatus
 from gitops.writeback.batch import change_lines
 from runner.artifacts.format import package_folder
 from runner.artifacts.layout import LayoutStore
@@ -98,7 +103,11 @@ LEDGER_V2 = {
     "3_entries_index.sql": "CREATE INDEX entries_account ON entries (account_id);\n",
 }
 
-_URLS = ("SHOP_CATALOGUE_URL", "SHOP_LEDGER_URL")
+TENANTS = ("acme", "globex", "initech")  # examples/repo/fleets/tenants.yaml
+TENANT_V1 = "CREATE TABLE accounts (\n    id INTEGER PRIMARY KEY,\n    name TEXT NOT NULL\n);\n"
+_EXAMPLE_TENANT_REF = "oci://localhost:5000/acme/tenant-schema:v3"
+
+_URLS = ("SHOP_CATALOGUE_URL", "SHOP_LEDGER_URL", *(f"TENANT_{t}_URL" for t in TENANTS))
 
 
 class _Demo:
@@ -111,6 +120,7 @@ class _Demo:
         self.database = root / "catalogue.db"
         self.ledger = root / "ledger.db"
         self.controller = root / "controller"
+        self.fleets: dict[str, FleetStatus] = {}  # each fleet's status after the last pass
 
     def step(self, text: str) -> None:
         self.say(f"\n[{time.monotonic() - self.started:5.1f}s] {text}")
@@ -226,11 +236,19 @@ class _Demo:
 
     def reconcile(self, name: str = "catalogue") -> str:
         """One pass; prints every resource's verdict and returns ``shop/<name>``'s phase."""
+        return self.reconcile_all()[f"shop/{name}"]
+
+    def reconcile_all(self) -> dict[str, str]:
+        """One pass; prints every resource's verdict (and each fleet's) and returns each
+        resource's phase."""
         report = run_pass(self.remote.as_uri(), self.controller)
         for key in sorted(report.phases):
             verdict = f"{report.phases[key]} ({report.reasons[key]})"
             self.say(f"  seshat reconcile --once: {key} is {verdict}")
-        return report.phases[f"shop/{name}"]
+        for key, fleet in sorted(report.fleets.items()):
+            self.say(f"  fleet {key}: {fleet.phase}: {fleet.message}")
+            self.fleets[key] = fleet
+        return report.phases
 
     def status_file(self, path: str) -> str:
         """A file on the remote's status branch."""
@@ -258,19 +276,18 @@ class _Demo:
 
     def approve(self, person: str, plan: str, name: str = "catalogue") -> None:
         kind = "DatabaseMigration" if name == "ledger" else "DatabaseSchema"
-        repository = load_repository(self.work)
-        loaded = repository.find(kind, "shop", name)
-        assert loaded is not None
-        ref = ResourceRef(
-            kind=kind,
-            namespace="shop",
-            name=name,
-            uid=str(loaded.resource.metadata.uid),
-        )
+        ref = self._ref(kind, name)
         approve(self.work, ref, plan, self.approvers[person], comment=f"approved by {person}")
         self.say(
             f"  {person}: seshat approve shop/{name} --plan {plan[:19]}... --key keys/{person}"
         )
+
+    def _ref(self, kind: str, name: str) -> ResourceRef:
+        """What an approval of the shop's ``name`` (a ``kind``) names, its uid included."""
+        loaded = load_repository(self.work).find(kind, "shop", name)
+        assert loaded is not None
+        uid = str(loaded.resource.metadata.uid)
+        return ResourceRef(kind=kind, namespace="shop", name=name, uid=uid)
 
     def approve_plan(
         self,
@@ -340,6 +357,60 @@ class _Demo:
         self.declare_ledger("ledger-v2", "Ledger: index entries by account")
         self.approve_plan("Approve the ledger's index", "ledger")
 
+    def fleet(self) -> None:
+        """``seshat demo --fleet``: examples/repo's fleet of three tenants, rolled out in
+        two waves with one approval."""
+        self.setup()
+        self.step("a fleet: one declaration for three tenants' databases (examples/repo)")
+        self.publish("tenants-v1", {"tenants.sql": TENANT_V1})
+        for tenant in TENANTS:
+            database = self.root / f"tenant-{tenant}.db"
+            sqlite3.connect(database).close()
+            os.environ[f"TENANT_{tenant}_URL"] = f"sqlite:///{database}"
+        (self.work / "fleets").mkdir()
+        shutil.copy(EXAMPLES / "fleets/tenants.yaml", self.work / "fleets/tenants.yaml")
+        self.declaration = (EXAMPLES / "databases/tenants/fleet.yaml").read_text()
+        self.declaration = self.declaration.replace(
+            _EXAMPLE_TENANT_REF, f"oci-layout://{self.layout}:tenants-v1"
+        )
+        self._declare_fleet("Declare the tenants fleet: acme is the canary")
+        phases = self.reconcile_all()
+        assert {phases[f"shop/tenants/{t}"] for t in TENANTS} == {"AwaitingApproval"}
+        [plan] = self.fleets["shop/tenants"].plans
+        self.say(
+            f"  one distinct plan for {plan.members} members ({', '.join(plan.names)}): "
+            f"fleet plan {plan.id[:19]}..."
+        )
+        self.step("one approval of the fleet plan covers every member whose plan is the same")
+        ref = self._ref("DatabaseFleet", "tenants")
+        approve(self.work, ref, plan.id, self.approvers["alice"], comment="approved by alice")
+        self.say(f"  alice: seshat approve shop/tenants --plan {plan.id[:19]}... --key keys/alice")
+        self.commit("Approve the tenants' plan")
+        self.step("wave 1: the canary applies; the rollout pauses until someone resumes it")
+        phases = self.reconcile_all()
+        assert phases["shop/tenants/acme"] == "InSync", phases
+        assert phases["shop/tenants/globex"] == "Pending", phases
+        self.say(f"  tables of acme: {', '.join(self._tables(self.root / 'tenant-acme.db'))}")
+        token = self.fleets["shop/tenants"].resume
+        assert token is not None
+        self.step("wave 2: commit the token the fleet status names; the others apply")
+        self.declaration = self.declaration.replace(
+            "    onFailure: Halt\n", f"    onFailure: Halt\n    resume: {token}\n"
+        )
+        self._declare_fleet(f"Resume the tenants rollout ({token})")
+        phases = self.reconcile_all()
+        assert {phases[f"shop/tenants/{t}"] for t in TENANTS} == {"InSync"}, phases
+        for tenant in TENANTS:
+            tables = self._tables(self.root / f"tenant-{tenant}.db")
+            self.say(f"  tables of {tenant}: {', '.join(tables)}")
+        self.say(f"\ndone in {time.monotonic() - self.started:.1f}s")
+
+    def _declare_fleet(self, message: str) -> None:
+        path = self.work / "databases/tenants/fleet.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.declaration)
+        self.commit(message)
+
     def _tables(self, database: Path | None = None) -> list[str]:
         conn = sqlite3.connect(database or self.database)
         names = [
@@ -352,12 +423,17 @@ class _Demo:
         return names
 
 
-def run_demo(say: Callable[[str], None], keep: bool = False) -> Path:
-    """Run the demo; the temporary directory is removed unless ``keep``."""
+def run_demo(say: Callable[[str], None], keep: bool = False, fleet: bool = False) -> Path:
+    """Run the demo (``fleet``: the fleet's); the temporary directory is removed unless
+    ``keep``."""
     root = Path(tempfile.mkdtemp(prefix="seshat-demo-"))
     previous = {name: os.environ.get(name) for name in _URLS}
     try:
-        _Demo(root, say).run()
+        demo = _Demo(root, say)
+        if fleet:
+            demo.fleet()
+        else:
+            demo.run()
     finally:
         for name, value in previous.items():
             if value is None:

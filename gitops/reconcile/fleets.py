@@ -91,7 +91,7 @@ class Rollout:
         self,
         loaded: LoadedResource,
         members: Sequence[LoadedResource],
-        previous: dict[str, Status | None],
+        previous: Callable[[LoadedResource], Status | None],
         now: Callable[[], datetime],
     ) -> None:
         fleet = loaded.resource
@@ -99,7 +99,13 @@ class Rollout:
         self.loaded, self.fleet, self.now = loaded, fleet, now
         self.spec = fleet.spec.rollout
         self.names = [m.key.name for m in members]
-        self.statuses: dict[str, Status | None] = dict(previous)
+        self.members = {m.key.name: m for m in members}
+        self.previous = previous
+        # Each member's status: what it recorded this pass, else its previous one, read
+        # only when a gate or the fleet's status first needs them all (a quiet pass, where
+        # no member asks to apply, reads each member's status once: in its own lifecycle).
+        self.statuses: dict[str, Status | None] = {}
+        self.complete = False
         self.step_of: dict[str, int | None] = {}
         steps = self.spec.steps
         self.steps: list[list[str]] = [[] for _ in steps] if steps else [[]]
@@ -125,6 +131,40 @@ class Rollout:
         ]
         self.active = [0] * len(self.steps)
         self.cond = threading.Condition()
+        # Kept as statuses are recorded, so that a member's gate costs the same in a fleet
+        # of ten members as in one of thousands: the failing members, and each step's
+        # members done and failing.
+        self.failing: set[str] = set()
+        self.done_in = [0] * len(self.steps)
+        self.failing_in = [0] * len(self.steps)
+
+    def _set(self, name: str, status: Status | None) -> None:
+        if name in self.statuses:
+            self._count(name, _phase(self.statuses[name]), -1)
+        self.statuses[name] = status
+        self._count(name, _phase(status), 1)
+
+    def _complete(self) -> None:
+        """Every member's status known: the previous one of those not recorded yet."""
+        if not self.complete:
+            for name in self.names:
+                if name not in self.statuses:
+                    self._set(name, self.previous(self.members[name]))
+            self.complete = True
+
+    def _count(self, name: str, phase: str, delta: int) -> None:
+        index = self.step_of.get(name)
+        if phase in _FAILING:
+            if delta > 0:
+                self.failing.add(name)
+            else:
+                self.failing.discard(name)
+        if index is None:
+            return
+        if phase in _DONE:
+            self.done_in[index] += delta
+        elif phase in _FAILING:
+            self.failing_in[index] += delta
 
     @property
     def key(self) -> str:
@@ -134,11 +174,11 @@ class Rollout:
     # -- what decides a gate -------------------------------------------------------------
 
     def _failing(self) -> list[str]:
-        return [n for n in self.names if _phase(self.statuses.get(n)) in _FAILING]
+        return [n for n in self.names if n in self.failing]
 
     def _halt(self) -> tuple[int, str, str] | None:
         """Where the rollout is halted: (the first step it holds, why, the resume token)."""
-        failing = [n for n in self._failing() if self.step_of.get(n) is not None]
+        failing = [n for n in self.failing if self.step_of.get(n) is not None]
         if not failing:
             return None
         if self.spec.on_failure is OnFailure.CONTINUE and len(failing) <= self.spec.max_failures:
@@ -167,11 +207,8 @@ class Rollout:
         return self.fleet.metadata.namespace
 
     def _done(self, index: int, tolerated: bool) -> bool:
-        return all(
-            _phase(self.statuses.get(n)) in _DONE
-            or (tolerated and _phase(self.statuses.get(n)) in _FAILING)
-            for n in self.steps[index]
-        )
+        done = self.done_in[index] + (self.failing_in[index] if tolerated else 0)
+        return done == len(self.steps[index])
 
     def _paused(self, index: int) -> tuple[str, str | None] | None:
         """Why the steps after ``index`` (done) still wait: its pause; with the token that
@@ -179,13 +216,15 @@ class Rollout:
         if not self.spec.steps:
             return None
         pause = self.spec.steps[index].pause
+        if pause is None:
+            return None
         applied = [
             last
             for n in self.steps[index]
             if (status := self.statuses.get(n)) is not None
             and (last := status.last_applied) is not None
         ]
-        if pause is None or not applied:
+        if not applied:
             return None
         if pause == UNTIL_RESUMED:
             token = _token(f"step{index + 1}", sorted((a.operation_id, a.plan_id) for a in applied))
@@ -205,6 +244,7 @@ class Rollout:
     def gates(self) -> list[tuple[str | None, str]]:
         """For each step: why its members may not apply now (None: they may), and its
         state for the status (Done, Rolling, Waiting, Halted, Paused)."""
+        self._complete()
         halt = self._halt()
         tolerated = halt is None
         found: list[tuple[str | None, str]] = []
@@ -221,7 +261,7 @@ class Rollout:
             found.append((None, "Done" if done else "Rolling"))
             if not done:
                 names = self.steps[index]
-                in_sync = sum(_phase(self.statuses.get(n)) in _DONE for n in names)
+                in_sync = self.done_in[index]
                 blocked = f"step {index + 1} is not done ({in_sync} of {len(names)} members InSync)"
             elif (paused := self._paused(index)) is not None:
                 blocked = paused[0]
@@ -257,7 +297,7 @@ class Rollout:
 
     def record(self, name: str, status: Status) -> None:
         with self.cond:
-            self.statuses[name] = status
+            self._set(name, status)
             self.cond.notify_all()
 
     # -- the fleet's status ---------------------------------------------------------------
@@ -265,6 +305,7 @@ class Rollout:
     def status(self, left: Sequence[str], previous: Sequence[Condition] = ()) -> FleetStatus:
         """The fleet's aggregates, with the Ready / Reconciling / Stalled conditions of its
         phase (their transition times kept from ``previous`` while they stay the same)."""
+        self._complete()
         phases = Counter(_phase(self.statuses.get(n)) for n in self.names)
         plans: dict[str, list[str]] = {}
         waiting: dict[str, bool] = {}
@@ -378,8 +419,7 @@ class Fleets:
                 continue
             meta = loaded.resource.metadata
             members = repository.members(meta.namespace, meta.name)
-            before = {m.key.name: previous(m) for m in members}
-            self.rollouts[(meta.namespace, meta.name)] = Rollout(loaded, members, before, now)
+            self.rollouts[(meta.namespace, meta.name)] = Rollout(loaded, members, previous, now)
 
     def rollout(self, loaded: LoadedResource) -> Rollout | None:
         member = loaded.member

@@ -42,6 +42,7 @@ from gitops.reconcile.touched import touched_by
 from gitops.reconcile.workers import in_parallel
 from gitops.repo.loader import LoadedResource, Repository, load_repository
 from gitops.repo.locks import PatientRepo
+from gitops.repo.problems import ResourceKey
 from gitops.repo.tip import complaint
 from gitops.resources.approvals import ResourceRef
 from gitops.resources.base import storable_name
@@ -307,10 +308,15 @@ def _lifecycles(
     step, so a step's gate reads what the earlier steps decided this pass
     (:mod:`gitops.reconcile.fleets`); each fleet's status is staged last."""
     census = realm_census(list(ctx.repository.resources))
+    known: dict[ResourceKey, Status | None] = {}  # previous statuses, each read once a pass
 
     def previous(loaded: LoadedResource) -> Status | None:
-        meta = loaded.resource.metadata
-        return _previous(ctx.status_branch, meta.namespace, meta.name, loaded.resource.kind)
+        if loaded.key not in known:
+            meta = loaded.resource.metadata
+            known[loaded.key] = _previous(
+                ctx.status_branch, meta.namespace, meta.name, loaded.resource.kind
+            )
+        return known[loaded.key]
 
     fleets = Fleets(ctx.repository, previous, ctx.now)
     rounds: dict[int, dict[str, list[LoadedResource]]] = defaultdict(lambda: defaultdict(list))
@@ -321,7 +327,7 @@ def _lifecycles(
         if due_only and not ctx.state.due(str(resource.metadata.uid), time.time()):
             if report_idle:
                 meta = resource.metadata
-                found = _previous(ctx.status_branch, meta.namespace, meta.name, resource.kind)
+                found = previous(loaded)
                 if found is not None:
                     report.idle[f"{meta.namespace}/{meta.name}"] = (resource.kind, found)
             continue
@@ -331,7 +337,10 @@ def _lifecycles(
     def reconcile(loaded: LoadedResource) -> None:
         with ctx.books.held():
             gate = fleets.gate(loaded)
-            status = _lifecycle(ctx, loaded, census.get(str(loaded.key)), report, reconciled, gate)
+            before = previous(loaded)
+            status = _lifecycle(
+                ctx, loaded, census.get(str(loaded.key)), report, reconciled, before, gate
+            )
             fleets.record(loaded, status)
 
     for index in sorted(rounds):
@@ -346,15 +355,16 @@ def _lifecycle(
     blocked: tuple[Reason, str] | None,
     report: PassReport,
     reconciled: dict[str, tuple[str, float]],
+    previous: Status | None,
     gate: Gate | None = None,
 ) -> Status:
-    """One resource's lifecycle (a fleet member's through its rollout ``gate``), its
-    verdict staged and its next pass scheduled; the status it reached."""
+    """One resource's lifecycle from its ``previous`` status (a fleet member's through its
+    rollout ``gate``), its verdict staged and its next pass scheduled; the status it
+    reached."""
     resource = loaded.resource
     assert isinstance(resource, (DatabaseSchema, DatabaseMigration))
     meta = resource.metadata
     key = f"{meta.namespace}/{meta.name}"
-    previous = _previous(ctx.status_branch, meta.namespace, meta.name, resource.kind)
     status: Status
     try:
         lifecycle: SchemaPass | MigrationPass
@@ -425,7 +435,6 @@ def _review(
 def _blocked_by_problems(ctx: PassContext, report: PassReport) -> None:
     """Each invalid DatabaseSchema or DatabaseMigration declaration gets its own
     Blocked/ConfigurationError."""
-    from gitops.repo.problems import ResourceKey
     from gitops.repo.uids import GitHistoryUids
 
     by_key: dict[tuple[str, str, str], list[str]] = defaultdict(list)

@@ -17,10 +17,11 @@ tree at all:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path, PurePosixPath
@@ -31,7 +32,7 @@ from gitdb import IStream
 from gitops.repo.locks import PatientRepo
 from runner.errors import CanNotRunError
 
-__all__ = ["MAX_BLOB", "BareClone", "Identity", "Signer", "safe_path"]
+__all__ = ["MAX_BLOB", "BareClone", "Identity", "Signer", "blob_id", "safe_path"]
 
 MAX_BLOB = 16 * 1024 * 1024
 """The largest file Seshat reads back from its branches (a plan is at most 8 MiB)."""
@@ -39,6 +40,15 @@ MAX_BLOB = 16 * 1024 * 1024
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
 _REGULAR = ("100644", "100755")
 _REF_PART = re.compile(r"^[A-Za-z0-9._/-]+$")
+
+
+def blob_id(data: bytes, like: str) -> str:
+    """The object id Git gives a blob of ``data``, in the hash of the object id ``like``
+    (SHA-1 or SHA-256, by its length)."""
+    hashed = hashlib.sha256() if len(like) == 64 else hashlib.sha1()
+    hashed.update(b"blob %d\0" % len(data))
+    hashed.update(data)
+    return hashed.hexdigest()
 
 
 def safe_path(path: str) -> str:
@@ -156,6 +166,22 @@ class BareClone:
             return None
         data: bytes = self.repo.odb.stream(binsha).read()
         return data
+
+    def blob_ids(self, commit: str, paths: Sequence[str]) -> dict[str, str]:
+        """The object id of each of ``paths`` that is a regular file in ``commit`` (one
+        ``git ls-tree`` per 500 paths, however many there are)."""
+        found: dict[str, str] = {}
+        wanted = sorted({safe_path(p) for p in paths})
+        for start in range(0, len(wanted), 500):
+            listed = str(self.repo.git.ls_tree("-z", commit, "--", *wanted[start : start + 500]))
+            for entry in listed.split("\0"):
+                meta, _, name = entry.partition("\t")
+                if not name:
+                    continue
+                mode, kind, sha = meta.split(" ")
+                if kind == "blob" and mode in _REGULAR:
+                    found[name] = sha
+        return found
 
     def files(self, commit: str, folder: str) -> list[str]:
         """The regular files under ``folder`` in ``commit`` (paths from the root)."""

@@ -87,6 +87,13 @@ class StatusBranch:
             return None
         return self.clone.read(self.tip, path)
 
+    def blob_ids(self, paths: Sequence[str]) -> dict[str, str]:
+        """The object id of each of ``paths`` that is a regular file on the branch's
+        (synced) tip, read at once."""
+        if self.tip is None:
+            return {}
+        return self.clone.blob_ids(self.tip, paths)
+
     def files(self, folder: str) -> list[str]:
         """The regular files under ``folder`` on the branch's (synced) tip."""
         if self.tip is None:
@@ -130,15 +137,19 @@ class StatusBranch:
         *,
         records: Sequence[AnyRecord] = (),
         attempts: int = 5,
+        synced: bool = False,
     ) -> Written:
         """Write ``files`` (None deletes), commit if anything changed (always, when there are
-        ``records``), push; replay on races. The records join :attr:`ledger` once pushed."""
+        ``records``), push; replay on races. The records join :attr:`ledger` once pushed.
+        ``synced``: the caller has just fetched the branch (:meth:`sync`), so the first
+        attempt builds on that tip without fetching again."""
         text = message(subject, body, trailers, record_lines(records))
         author = Identity(self.settings.author.name, self.settings.author.email)
         for path in files:
             safe_path(path)
         for attempt in range(1, attempts + 1):
-            self.sync()
+            if attempt > 1 or not synced:
+                self.sync()
             with self._signer() as signer:
                 commit = self.clone.commit(
                     self.tip, files, text, author, signer, allow_empty=bool(records)

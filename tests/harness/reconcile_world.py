@@ -27,7 +27,15 @@ from .gitrepo import GIT_ENV, GitRemote
 from .seshat_cli import SeshatRunner
 from .sshkeys import SSHKeyFactory
 
-__all__ = ["POLICIES", "SignedLayouts", "World", "migration_yaml", "schema_yaml", "tables"]
+__all__ = [
+    "POLICIES",
+    "SignedLayouts",
+    "World",
+    "fleet_yaml",
+    "migration_yaml",
+    "schema_yaml",
+    "tables",
+]
 
 
 def schema_yaml(
@@ -73,6 +81,39 @@ spec:
   artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
   policy: {{apply: {apply}{extra}}}
 """
+
+
+def fleet_yaml(
+    layout: Path,
+    members: str,
+    *,
+    steps: str = "",
+    apply: str = "OnApproval",
+    resume: str = "",
+    tag: str = "v1",
+    engine: str = "sqlite",
+) -> str:
+    """A ``DatabaseFleet`` shop/tenants of ``engine`` members (``TENANT_<member>_URL``) on
+    the artifact ``tag`` of ``layout``; ``members`` is its ``spec.members`` body."""
+    rollout = ""
+    if steps or resume:
+        rollout = "  rollout:\n" + (f"    steps: {steps}\n" if steps else "")
+        rollout += f"    resume: {resume}\n" if resume else ""
+    return f"""\
+apiVersion: seshat.dev/v1alpha1
+kind: DatabaseFleet
+metadata: {{name: tenants, namespace: shop}}
+spec:
+  template:
+    kind: DatabaseSchema
+    spec:
+      target: {{engine: {engine}, url: {{fromEnv: "TENANT_{{{{ member.name }}}}_URL"}},
+               coordinationKey: "tenant-{{{{ member.name }}}}"}}
+      artifact: {{ref: "oci-layout://{layout}:{tag}", verification: {{policy: ci}}}}
+      policy: {{apply: {apply}}}
+  members:
+{members}
+{rollout}"""
 
 
 POLICIES = """\

@@ -218,7 +218,8 @@ def _many(tmp_path: Path, count: int) -> tuple[Rollout, dict[str, Any]]:
                 "plan": plan,
             }
         )
-    rollout = Rollout(loaded, repository.members("shop", "tenants"), statuses, lambda: NOW)
+    loaded_members = repository.members("shop", "tenants")
+    rollout = Rollout(loaded, loaded_members, lambda m: statuses[m.key.name], lambda: NOW)
     rendered = loaded.resource.model_dump(mode="json", by_alias=True, exclude_none=True)
     return rollout, rendered
 

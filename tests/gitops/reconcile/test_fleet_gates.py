@@ -88,7 +88,7 @@ def rollout(
                 "lastApplied": last,
             }
         )
-    return Rollout(loaded, members, statuses, lambda: NOW)  # type: ignore[arg-type]
+    return Rollout(loaded, members, lambda m: statuses[m.key.name], lambda: NOW)
 
 
 def test_a_later_step_waits_until_every_earlier_member_is_in_sync(tmp_path: Path) -> None:

@@ -12,39 +12,9 @@ from typing import Any
 
 import pytest
 from harness.postgres import PostgresDatabase, PostgresServer, temporary_postgres_database
-from harness.reconcile_world import World, tables
+from harness.reconcile_world import World, fleet_yaml, tables
 
 V1 = "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT);\n"
-
-
-def fleet_yaml(
-    layout: Path,
-    members: str,
-    *,
-    steps: str = "",
-    apply: str = "OnApproval",
-    resume: str = "",
-    engine: str = "sqlite",
-) -> str:
-    rollout = ""
-    if steps or resume:
-        rollout = "  rollout:\n" + (f"    steps: {steps}\n" if steps else "")
-        rollout += f"    resume: {resume}\n" if resume else ""
-    return f"""\
-apiVersion: seshat.dev/v1alpha1
-kind: DatabaseFleet
-metadata: {{name: tenants, namespace: shop}}
-spec:
-  template:
-    kind: DatabaseSchema
-    spec:
-      target: {{engine: {engine}, url: {{fromEnv: "TENANT_{{{{ member.name }}}}_URL"}},
-               coordinationKey: "tenant-{{{{ member.name }}}}"}}
-      artifact: {{ref: "oci-layout://{layout}:v1", verification: {{policy: ci}}}}
-      policy: {{apply: {apply}}}
-  members:
-{members}
-{rollout}"""
 
 
 def listed(*names: str, wave: dict[str, str] | None = None) -> str:
