@@ -9,10 +9,12 @@ base environment and no credential), its own process, process group and exit sta
 
 One server per controller process (and per runner command), started from a thread of its own
 once the process has started two runners afresh (a process that runs one or two never pays
-for a server); it ends when the controller does (its socket closes). A request the
-server cannot take (it ended, or the socket broke) is answered by starting the runner afresh,
-and the next request starts a new server. ``SESHAT_RUNNER_FORKS=0`` in the controller's
-environment starts every runner afresh.
+for a server); it ends when the controller does (its socket closes). A runner command whose
+server never says it is ready is started afresh from then on. A request the server could not
+take (it ended, or the socket broke) is answered by starting the runner afresh, and the next
+request starts a new server; a request it took and never answered is :class:`ForkUncertain`
+(a runner may have run: its outcome is unknown, and it is never started again afresh).
+``SESHAT_RUNNER_FORKS=0`` in the controller's environment starts every runner afresh.
 """
 
 from __future__ import annotations
