@@ -1,4 +1,5 @@
--- Argo CD health for Seshat's DatabaseSchema and DatabaseMigration (group seshat.dev).
+-- Argo CD health for Seshat's DatabaseSchema, DatabaseMigration and DatabaseFleet
+-- (group seshat.dev).
 --
 -- It reads what `seshat run --publish-status` writes on the resource: status.conditions
 -- (Ready, Reconciling, Stalled; status "True"/"False"; reason; message) and

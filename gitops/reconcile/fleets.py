@@ -48,7 +48,7 @@ from gitops.writeback.status_branch import StatusBranch
 from gitops.writeback.status_files import fleet_status_bytes, read_status, status_bytes, status_path
 from runner.digests import digest
 
-__all__ = ["Fleets", "Rollout"]
+__all__ = ["Fleets", "Rollout", "fleet_conditions"]
 
 Status = DatabaseSchemaStatus | DatabaseMigrationStatus
 _FAILING = (SharedPhase.FAILED.value, SharedPhase.BLOCKED.value)
@@ -63,6 +63,15 @@ _VERDICTS: dict[str, tuple[str, str]] = {
     "Paused": (SharedPhase.PENDING.value, Reason.ROLLOUT_PAUSED.value),
     "Progressing": (SharedPhase.PENDING.value, Reason.PROGRESSING.value),
 }
+
+
+def fleet_conditions(
+    phase: str, message: str, now: datetime, previous: Sequence[Condition] = ()
+) -> list[Condition]:
+    """The Ready / Reconciling / Stalled conditions of a fleet in ``phase`` (what Argo CD's
+    and Flux's health checks read, as for the other kinds)."""
+    verdict, reason = _VERDICTS[phase]
+    return summary_conditions(verdict, reason, message, now, previous)
 
 
 def _phase(status: Status | None) -> str:
@@ -381,11 +390,10 @@ class Rollout:
             in_sync = phases.get(SharedPhase.IN_SYNC.value, 0)
             phase, resume = "Progressing", None
             message = f"{in_sync} of {len(self.names)} members InSync"
-        verdict, reason = _VERDICTS[phase]
         return FleetStatus(
             phase=phase,
             message=message[:1024],
-            conditions=summary_conditions(verdict, reason, message, self.now(), previous),
+            conditions=fleet_conditions(phase, message, self.now(), previous),
             members=len(self.names),
             phases=dict(sorted(phases.items())),
             distinct_plans=len(plans),

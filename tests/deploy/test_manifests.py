@@ -28,6 +28,7 @@ from lupa.lua51 import LuaRuntime
 from ruamel.yaml import YAML
 
 from gitops.reconcile.conditions import summary_conditions
+from gitops.reconcile.fleets import fleet_conditions
 from gitops.resources.status import Reason
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -613,11 +614,68 @@ def test_a_status_without_summary_conditions_is_progressing() -> None:
     assert health(doc) == ("Progressing", "Waiting for the controller: no Ready condition yet")
 
 
+def fleet(phase: str, message: str) -> Doc:
+    """A ``DatabaseFleet`` as the cluster holds it, its status as the reconciler publishes
+    it (the conditions of its phase, made by the code the reconciler uses)."""
+    now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    doc: Doc = {
+        "apiVersion": "seshat.dev/v1alpha1",
+        "kind": "DatabaseFleet",
+        "metadata": {"name": "tenants", "namespace": "shop", "generation": 3},
+        "spec": {
+            "template": {
+                "kind": "DatabaseSchema",
+                "spec": {
+                    "target": {
+                        "engine": "postgresql",
+                        "url": {"secretKeyRef": {"name": "tenant-{{ member.name }}", "key": "url"}},
+                        "coordinationKey": "tenant-{{ member.name }}",
+                    },
+                    "artifact": {
+                        "ref": "oci://registry.example.internal/acme/tenant-schema:v3",
+                        "verification": {"policy": "signed-by-ci"},
+                    },
+                },
+            },
+            "members": {"list": [{"name": "acme", "labels": {"wave": "canary"}}]},
+        },
+        "status": {
+            "observedGeneration": 3,
+            "phase": phase,
+            "message": message,
+            "conditions": [
+                c.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for c in fleet_conditions(phase, message, now)
+            ],
+        },
+    }
+    jsonschema.validate(doc, crd_schemas()["DatabaseFleet"])  # the shape the CRD admits
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("phase", "message", "expected"),
+    [
+        ("InSync", "every member is InSync", ("Healthy", "InSync: every member is InSync")),
+        ("Halted", "acme failed", ("Degraded", "Blocked: RolloutHalted: acme failed")),
+        ("Paused", "after step 1", ("Progressing", "RolloutPaused: after step 1")),
+        ("AwaitingApproval", "1 plan waits", ("Progressing", "AwaitingApproval: 1 plan waits")),
+        ("Progressing", "1 of 3 InSync", ("Progressing", "Progressing: 1 of 3 InSync")),
+    ],
+)
+def test_a_fleet_reads_as_its_rollout_stands(
+    phase: str, message: str, expected: tuple[str, str]
+) -> None:
+    """A halted rollout is what an Argo CD sync wave must not pass; a paused one waits."""
+    assert health(fleet(phase, message)) == expected
+
+
 def test_the_argocd_cm_patch_embeds_the_script_verbatim() -> None:
     (patch,) = load_all(DEPLOY / "argocd" / "argocd-cm-patch.yaml")
     assert (patch["kind"], patch["metadata"]["name"]) == ("ConfigMap", "argocd-cm")
     prefix = "resource.customizations.health.seshat.dev_"
-    assert set(patch["data"]) == {f"{prefix}DatabaseSchema", f"{prefix}DatabaseMigration"}
+    kinds = ("DatabaseSchema", "DatabaseMigration", "DatabaseFleet")
+    assert set(patch["data"]) == {f"{prefix}{kind}" for kind in kinds}
     for key, embedded in patch["data"].items():
         assert embedded == health_script(), f"{key} differs from deploy/argocd/health.lua"
 
