@@ -40,7 +40,9 @@ __all__ = [
 SCHEMA_PLAN_CONTRACT = "schema-plan-id"
 """The digest contract of a schema plan's binding (its id is ``digest(contract, binding)``)."""
 MIGRATION_PLAN_CONTRACT = "migration-plan-id"
+"""The digest contract of a migration plan document (its id)."""
 FLEET_PLAN_CONTRACT = "fleet-plan"
+"""The digest contract of a fleet plan id (:func:`fleet_plan_of`)."""
 _FLEET_FIELDS = (
     "planDigest",
     "artifactDigest",
@@ -63,9 +65,6 @@ def fleet_plan_of(document: dict[str, Any]) -> Digest:
     kind = "DatabaseMigration" if document.get("kind") == "MigrationPlan" else "DatabaseSchema"
     content = {key: document[key] for key in _FLEET_FIELDS if key in document}
     return Digest(digest(FLEET_PLAN_CONTRACT, {"kind": kind, **content}))
-
-
-"""The digest contract of a migration plan document (its id)."""
 
 
 class NotShown(SeshatError):
