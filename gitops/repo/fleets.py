@@ -175,15 +175,19 @@ class _Expander:
     def _from_file(self, name: str) -> Iterator[tuple[FleetMember, str, int, str]]:
         line = self.document.line_of(("spec", "members", "fromFile"))
         field = "spec.members.fromFile"
-        target = self.root / name
+        if Path(name).is_absolute():  # a path inside the repository, never one of the host
+            self.problem(
+                self.path, line, field, f"{name}: a path inside the repository", self.fleet_key
+            )
+            return
         try:
-            data = read_in_repository(self.root, target, MAX_FILE_BYTES)
+            data = read_in_repository(self.root, self.root / name, MAX_FILE_BYTES)
             documents = read_documents(data) if data is not None else None
         except (UnreadableFile, FileError) as error:
             said = error.reason if isinstance(error, UnreadableFile) else error.message
             self.problem(self.path, line, field, f"{name}: {said}", self.fleet_key)
             return
-        if Path(name).is_absolute() or documents is None:
+        if documents is None:
             self.problem(
                 self.path, line, field, f"no such file in the repository: {name}", self.fleet_key
             )

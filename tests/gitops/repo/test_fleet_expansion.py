@@ -177,3 +177,20 @@ def test_a_fleet_and_a_database_may_not_share_a_name(tmp_path: Path) -> None:
     repository = load_repository(root)
     assert any("need different names" in str(p) for p in repository.problems)
     assert repository.members("shop", "tenants") == []
+
+
+def test_a_members_file_outside_the_repository_is_never_read(tmp_path: Path) -> None:
+    """An attacker with commit access names a host file, or links to one: nothing of it is
+    read (or shown) as members; the fleet's line says why."""
+    secret = tmp_path / "host-secret.yaml"
+    secret.write_text("- {name: leaked}\n")
+    for case, named in enumerate((str(secret), "../../host-secret.yaml", "fleets/link.yaml")):
+        folder = tmp_path / f"repo{case}"
+        folder.mkdir()
+        repo(folder, fleet_yaml(f"    fromFile: {named}\n"), members_file="[]\n")
+        (folder / "fleets" / "link.yaml").symlink_to(secret)
+        repository = load_repository(folder)
+        assert repository.members("shop", "tenants") == [], named
+        said = [str(p) for p in repository.problems]
+        assert any("spec.members.fromFile" in p and "tenants.yaml:" in p for p in said), said
+        assert not any("leaked" in p for p in said), said
