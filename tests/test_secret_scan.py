@@ -5,7 +5,8 @@ A small suite runs in a pytest of its own with two workers (``--dist each``: eve
 every test; once more without xdist), loading the same session plugin as this suite. Each test
 records a credential named after its worker, as the harness records a server's password, and,
 when told to, writes it where only the scan at the end can see it: a file in its temporary
-folder, and a Git object (compressed, so only read back through Git). Told to, the run must
+folder, a piece of it (between URL delimiters) inside a binary file, and a Git object
+(compressed, so only read back through Git). Told to, the run must
 fail naming both workers' hits in both places; not told to, it must pass with no hit.
 """
 
@@ -38,6 +39,14 @@ def test_writes_a_file(tmp_path):
     credential = _credential("file")
     if os.environ.get("LEAK"):
         (tmp_path / "output.log").write_text(f"connected with {credential}\\n")
+
+
+def test_writes_a_piece_into_a_binary_file(tmp_path):
+    piece = secrets.token_urlsafe(12)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    secret_scan.remember(f"{worker}-binary-{secrets.token_urlsafe(6)}@{piece}")
+    if os.environ.get("LEAK"):
+        (tmp_path / "cache.bin").write_bytes(b"\\x00\\xff\\x00" + piece.encode() + b"\\x00\\xfe")
 
 
 def test_writes_a_git_object(tmp_path):
@@ -94,16 +103,17 @@ def test_the_scan_reads_what_every_worker_wrote_and_fails_the_run(
     output = done.stdout + done.stderr
     if not leak:
         assert done.returncode == 0, output
-        assert "secret scan: 4 credentials looked for by 2 workers" in output, output
+        assert "secret scan: 6 credentials looked for by 2 workers" in output, output
         assert "; 0 hits" in output, output
         return
     assert done.returncode == 1, output
     assert "credentials found in what the suite wrote" in output, output
-    assert "; 4 hits" in output, output
+    assert "; 6 hits" in output, output
     for worker in ("gw0", "gw1"):
         hits = [line.strip() for line in output.splitlines() if line.strip().startswith(worker)]
         assert any("output.log: credential" in hit for hit in hits), output
         assert any("Git objects of" in hit for hit in hits), output
+        assert any("cache.bin: credential" in hit for hit in hits), output
 
 
 def test_without_xdist_the_scan_still_fails_the_run(tmp_path: Path) -> None:
@@ -111,7 +121,7 @@ def test_without_xdist_the_scan_still_fails_the_run(tmp_path: Path) -> None:
     output = done.stdout + done.stderr
     assert done.returncode == 1, output
     assert "credentials found in what the suite wrote" in output, output
-    assert "secret scan: 2 credentials looked for in" in output, output
-    assert "; 2 hits" in output, output
+    assert "secret scan: 3 credentials looked for in" in output, output
+    assert "; 3 hits" in output, output
     assert "output.log: credential #1 (mai" in output, output
     assert "Git objects of" in output, output
