@@ -343,8 +343,13 @@ def _lifecycles(
             )
             fleets.record(loaded, status)
 
+    def flush() -> None:  # a verdict held back while an Apply runs (writeback/batch.py)
+        if ctx.batch.overdue():
+            with ctx.books.held():
+                ctx.batch.flush_overdue()
+
     for index in sorted(rounds):
-        in_parallel(list(rounds[index].values()), reconcile, workers)
+        in_parallel(list(rounds[index].values()), reconcile, workers, tick=flush)
     with ctx.books.held():
         report.fleets = fleets.finish(ctx.status_branch, ctx.batch, ctx.log)
 

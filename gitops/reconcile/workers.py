@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -69,10 +69,17 @@ class Books:
             lock.release()
 
 
-def in_parallel(groups: Sequence[Sequence[T]], work: Callable[[T], None], workers: int) -> None:
+def in_parallel(
+    groups: Sequence[Sequence[T]],
+    work: Callable[[T], None],
+    workers: int,
+    tick: Callable[[], None] | None = None,
+    every: float = 0.5,
+) -> None:
     """``work`` on every item, the items of one group in order, groups on up to ``workers``
     threads. ``work`` handles its own errors; one raised here stops nothing else and is
-    raised again once every group is done."""
+    raised again once every group is done. ``tick`` is called every ``every`` seconds
+    while threads work (a held verdict's commit, say)."""
 
     def one_group(items: Sequence[T]) -> None:
         for item in items:
@@ -84,5 +91,7 @@ def in_parallel(groups: Sequence[Sequence[T]], work: Callable[[T], None], worker
         return
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="seshat-pass") as pool:
         futures = [pool.submit(one_group, group) for group in groups]
+        while tick is not None and wait(futures, timeout=every).not_done:
+            tick()
     for future in futures:
         future.result()

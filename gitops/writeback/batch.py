@@ -5,8 +5,12 @@ records) as a :class:`Change`; :meth:`Batch.commit` at the end of the pass makes
 of every staged change whose files differ from the branch's tip or that carries a record,
 and no commit when there is none. The one exception is the dispatch marker an Apply needs
 before it starts: :meth:`Batch.commit` with the ``marker`` pushes it at once, together with
-every verdict staged so far, and a verdict staged while that Apply runs is committed at
-once, so an Apply that runs for an hour never holds other resources' verdicts back.
+every verdict staged so far. A verdict staged while that Apply runs waits at most
+:attr:`Batch.hold` seconds (2): it usually goes out with the next Apply's marker, which its
+worker pushes a moment later; if none comes, :meth:`Batch.flush_overdue` (called by the
+pass twice a second) or the next :meth:`Batch.stage` commits it. So an Apply that runs for
+an hour never holds other resources' verdicts back, and a rollout of a thousand Applies on
+two workers makes about one commit per Apply, not two.
 
 The message lists each change on a line of its own (the subject, when there is one), sorted
 by resource, so the commit does not depend on which worker finished first::
@@ -27,7 +31,8 @@ by resource, so the commit does not depend on which worker finished first::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import git
@@ -36,7 +41,7 @@ from gitops.resources.status import ConditionType, DatabaseMigrationStatus, Data
 from gitops.writeback.bare import blob_id, safe_path
 from gitops.writeback.commits import ResourceTrailers, Trailers
 from gitops.writeback.ledger import AnyRecord
-from gitops.writeback.status_branch import StatusBranch, Written
+from gitops.writeback.status_branch import PushRejected, StatusBranch, Written
 from runner.errors import SeshatError
 
 __all__ = ["Batch", "Change", "change_lines", "shown", "status_change"]
@@ -92,26 +97,47 @@ class Batch:
     Not thread-safe: a pass's workers use it while they hold the pass's books
     (:class:`~gitops.reconcile.workers.Books`)."""
 
-    def __init__(self, branch: StatusBranch, revision: str) -> None:
+    hold: float = 2.0
+    """Seconds a verdict staged while another resource's Apply runs may wait for a commit."""
+
+    def __init__(
+        self,
+        branch: StatusBranch,
+        revision: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.branch = branch
         self.revision = revision  # the declarations' commit the pass read
         self.staged: dict[str, Change] = {}
         self.applying: set[str] = set()  # resources whose marker is out, verdict not staged
+        self.clock = clock
+        self.held_since: float | None = None  # when the oldest verdict held back was staged
 
     def stage(self, change: Change) -> None:
         """Add ``change`` to the next commit (after the resource's earlier one, if any); a
         path Seshat may not write is refused here (ValueError), never in the commit.
 
         While another resource's Apply runs (its marker pushed, its verdict not staged: a
-        pass whose workers run side by side), the change is committed at once, so that
-        Apply holds it back no longer than a push takes; if that push fails, it stays
-        staged for the next commit."""
+        pass whose workers run side by side), the change waits at most :attr:`hold`
+        seconds for the next commit (see the module's documentation); if that commit
+        fails, it stays staged for the one after."""
         for path in change.files:
             safe_path(path)
         earlier = self.staged.get(change.resource)
         self.staged[change.resource] = earlier.then(change) if earlier else change
         self.applying.discard(change.resource)
-        if self.applying:
+        if self.applying and self.held_since is None:
+            self.held_since = self.clock()
+        self.flush_overdue()
+
+    def overdue(self) -> bool:
+        """Whether a verdict staged while an Apply runs has waited :attr:`hold` seconds."""
+        since = self.held_since
+        return bool(self.applying) and since is not None and self.clock() - since >= self.hold
+
+    def flush_overdue(self) -> None:
+        """Commit what was staged if it is :meth:`overdue`; a failed push leaves it staged."""
+        if self.overdue():
             with contextlib.suppress(SeshatError, ValueError, git.GitCommandError):
                 self.commit()
 
@@ -127,18 +153,27 @@ class Batch:
                 safe_path(path)
             earlier = changes.get(marker.resource)
             changes[marker.resource] = earlier.then(marker) if earlier else marker
-        self.branch.sync()
-        # What is on the branch, for every staged file at once (a pass of a thousand fleet
-        # members stages a thousand unchanged status files).
-        ids = self.branch.blob_ids([path for c in changes.values() for path in c.files])
-        # Sorted by resource, so a commit does not depend on which worker finished first.
-        listed = sorted(
-            (c for c in changes.values() if c.records or _differs(c, ids)),
-            key=lambda c: (c.key, c.resource),
-        )
+        # A commit built on this controller's own last push needs no fetch first: its push
+        # is refused if the branch moved since, and then (or when nothing differs from that
+        # tip: someone may have overwritten a file since) it is all decided again on a
+        # fetched tip.
+        written: Written | None = None
+        if self.branch.tip_is_own_push:
+            with contextlib.suppress(PushRejected):
+                written = self._publish(changes, attempts=1)
+        if written is None:
+            self.branch.sync()
+            written = self._publish(changes) or Written(None, 0)
+        self.staged, self.held_since = {}, None
+        if marker is not None:
+            self.applying.add(marker.resource)
+        return written
+
+    def _publish(self, changes: Mapping[str, Change], attempts: int = 5) -> Written | None:
+        """One commit of ``changes`` on the branch's tip as it is; None when none differs."""
+        listed = self._listed(changes)
         if not listed:
-            self.staged = {}
-            return Written(None, 0)
+            return None
         lines = [c.line() for c in listed]
         subject = lines[0] if len(lines) == 1 else f"seshat: {len(lines)} resources changed"
         trailers = Trailers(
@@ -147,18 +182,27 @@ class Batch:
         )
         files = {path: data for c in listed for path, data in c.files.items()}
         records = [r for c in listed for r in c.records]
-        written = self.branch.publish(
+        return self.branch.publish(
             files,
             subject,
             trailers,
             "\n".join(lines) if len(lines) > 1 else "",
             records=records,
-            synced=True,  # just now, above
+            attempts=attempts,
+            synced=True,  # the caller fetched it, or it is this controller's own last push
         )
-        self.staged = {}
-        if marker is not None:
-            self.applying.add(marker.resource)
-        return written
+
+    def _listed(self, changes: Mapping[str, Change]) -> list[Change]:
+        """The changes to commit on the branch's tip: those with a record or a file that is
+        not there as it is, sorted by resource, so a commit does not depend on which worker
+        finished first."""
+        # What is on the branch, for every staged file at once (a pass of a thousand fleet
+        # members stages a thousand unchanged status files).
+        ids = self.branch.blob_ids([path for c in changes.values() for path in c.files])
+        return sorted(
+            (c for c in changes.values() if c.records or _differs(c, ids)),
+            key=lambda c: (c.key, c.resource),
+        )
 
 
 def _differs(change: Change, ids: Mapping[str, str]) -> bool:

@@ -263,9 +263,19 @@ def _own_refs(clone: BareClone) -> list[str]:
     return [line for line in listed.splitlines() if line]
 
 
-def remember_push(clone: BareClone, commit: str) -> None:
+def remember_push(clone: BareClone, commit: str, parent: str | None = None) -> None:
     """Keep ``commit`` (just pushed) among the controller's own refs. If the previous pushed
-    commit is not in its history, the remote was rewritten: the old one is kept too."""
+    commit is not in its history, the remote was rewritten: the old one is kept too.
+
+    ``parent``: the commit ``commit`` was built on. When that is the previous pushed commit
+    (a controller committing on its own last push), one ``update-ref`` that checks the old
+    value does it all."""
+    if parent is not None:
+        try:
+            clone.repo.git.update_ref(PUSHED_REF, commit, parent)
+            return
+        except git.GitCommandError:
+            pass  # the ref held another commit (or none): the full check below
     previous = clone.resolve(PUSHED_REF)
     if previous and previous != commit:
         try:

@@ -71,6 +71,7 @@ class StatusBranch:
         self.settings = settings
         self.clone = BareClone(workdir, remote_url, environment)
         self.tip: str | None = None
+        self.pushed: str | None = None  # the last commit this object pushed
         self.ledger = Ledger()
 
     def close(self) -> None:
@@ -80,6 +81,13 @@ class StatusBranch:
         """Fetch the branch; :attr:`tip` is its commit (None: the branch does not exist)."""
         self.clone.fetch(self.branch)
         self.tip = self.clone.tip(self.branch)
+
+    @property
+    def tip_is_own_push(self) -> bool:
+        """Whether :attr:`tip` is the commit this object pushed last: a commit built on it
+        needs no fetch first, since a push is never forced (when the branch moved since,
+        the push is refused, and :meth:`publish` fetches and builds again)."""
+        return self.tip is not None and self.tip == self.pushed
 
     def read(self, path: str) -> bytes | None:
         """A regular file as it is on the branch's (synced) tip; None for anything else."""
@@ -158,8 +166,8 @@ class StatusBranch:
                 return Written(None, attempt)
             if not self.clone.push(commit, self.branch):
                 continue  # someone pushed first: fetch, rebuild, retry
-            self.tip = commit
-            remember_push(self.clone, commit)
+            parent, self.tip, self.pushed = self.tip, commit, commit
+            remember_push(self.clone, commit, parent=parent)
             self.ledger.add(commit, records)
             return Written(commit, attempt)
         raise PushRejected(f"the push to {self.branch} was rejected {attempts} times")

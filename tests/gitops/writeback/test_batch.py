@@ -206,25 +206,101 @@ def test_records_of_several_resources_in_one_signed_commit(
     assert len(ledger.records) == 2  # only the signed commit's
 
 
-def test_while_an_apply_runs_another_resource_s_verdict_is_committed_at_once(
+def test_while_an_apply_runs_another_resource_s_verdict_waits_at_most_the_hold(
     git_remote: GitRemote, tmp_path: Path
 ) -> None:
     """Workers side by side: one resource's Apply is running (its marker is out) when
-    another's verdict is staged; that verdict does not wait for the Apply, and once the
-    Apply's own verdict is staged the pass is back to one commit at its end."""
+    another's verdict is staged. The verdict goes out with the next marker (one commit, not
+    two), or on its own once it has waited ``hold`` seconds, never later; once the Apply's
+    own verdict is staged the pass is back to one commit at its end."""
     branch = _branch(tmp_path, git_remote)
-    batch = Batch(branch, REVISION)
+    now = [100.0]
+    batch = Batch(branch, REVISION, clock=lambda: now[0])
     applying = _status(SchemaPhase.APPLYING, "Applying", PLAN)
     batch.commit(marker=_change("orders", AWAITING, applying))
     batch.stage(_change("items", None, IN_SYNC))  # another worker, mid-Apply
+    assert list(batch.staged) == ["DatabaseSchema shop/items"]
+    assert not batch.overdue()
+    # That worker's next resource dispatches its Apply: one commit with both.
+    batch.commit(marker=_change("users", AWAITING, applying))
     assert batch.staged == {}
-    assert change_lines(_messages(branch)[0]) == ["shop/items: InSync"]
-    batch.stage(_change("orders", applying, IN_SYNC))  # the Apply's verdict
-    batch.stage(_change("items", IN_SYNC, BLOCKED))  # no Apply runs: staged
-    assert list(batch.staged) == ["DatabaseSchema shop/orders", "DatabaseSchema shop/items"]
-    assert len(_messages(branch)) == 2
+    assert change_lines(_messages(branch)[0]) == [
+        "shop/items: InSync",
+        "shop/users: AwaitingApproval -> Applying",
+    ]
+    # No marker comes: the verdict waits the hold, no longer.
+    batch.stage(_change("items", IN_SYNC, BLOCKED))
+    now[0] += Batch.hold - 0.1
+    batch.flush_overdue()
+    assert list(batch.staged) == ["DatabaseSchema shop/items"]
+    now[0] += 0.1
+    assert batch.overdue()
+    batch.flush_overdue()
+    assert batch.staged == {}
+    assert change_lines(_messages(branch)[0]) == ["shop/items: InSync -> Blocked (ApplyDisabled)"]
+    # A verdict staged after the hold has passed for an earlier one goes out at once.
+    batch.stage(_change("items", BLOCKED, IN_SYNC))
+    now[0] += Batch.hold
+    batch.stage(_change("carts", None, IN_SYNC))
+    assert batch.staged == {}
+    assert len(_messages(branch)) == 4
+    # Both Applies end: their verdicts wait for the pass's own commit.
+    batch.stage(_change("orders", applying, IN_SYNC))
+    batch.stage(_change("users", applying, IN_SYNC))
+    now[0] += 10 * Batch.hold
+    batch.flush_overdue()
+    assert list(batch.staged) == ["DatabaseSchema shop/orders", "DatabaseSchema shop/users"]
     assert batch.commit().commit is not None
     assert change_lines(_messages(branch)[0]) == [
-        "shop/items: InSync -> Blocked (ApplyDisabled)",
         "shop/orders: Applying -> InSync",
+        "shop/users: Applying -> InSync",
     ]
+
+
+def test_a_commit_on_the_controller_s_own_last_push_fetches_nothing_and_loses_nothing(
+    git_remote: GitRemote, tmp_path: Path
+) -> None:
+    """After its own push, the controller commits without fetching first. When someone else
+    pushed in between, the push is refused and the commit is made again on their tip; when
+    someone overwrote a status file with what differs from the controller's verdict, the
+    verdict is written again even though it did not change since the controller's push."""
+    ours = _branch(tmp_path, git_remote)
+    theirs = StatusBranch(
+        tmp_path / "theirs.git", git_remote.remote_url, "seshat/status", BOT, GIT_ENV
+    )
+    batch = Batch(ours, REVISION)
+    fetches: list[str | None] = []
+    original_sync = ours.sync
+
+    def counted_sync() -> None:
+        fetches.append(ours.tip)
+        original_sync()
+
+    ours.sync = counted_sync  # type: ignore[method-assign]
+    batch.stage(_change("orders", None, AWAITING))
+    batch.commit()
+    assert len(fetches) == 1  # the first commit builds on a fetched tip
+    batch.stage(_change("orders", AWAITING, IN_SYNC))
+    first = batch.commit()
+    assert first.commit is not None and len(fetches) == 1  # on its own push: no fetch
+
+    # Someone else pushes another file: our push is refused, redone on their tip.
+    theirs.publish({"status/shop/other.yaml": b"a: 1\n"}, "other", Trailers.one("X shop/o", "P"))
+    batch.stage(_change("items", None, IN_SYNC))
+    second = batch.commit()
+    assert second.commit is not None and len(fetches) == 2
+    # Someone overwrites orders' status; our verdict for it did not change since our push,
+    # yet it is written again on the fetched tip.
+    theirs.publish(
+        {status_path("shop", "orders"): b"phase: Nonsense\n"}, "x", Trailers.one("X shop/o", "P")
+    )
+    batch.stage(_change("orders", IN_SYNC, IN_SYNC))
+    third = batch.commit()
+    assert third.commit is not None and len(fetches) == 3
+    with git_remote.fresh_clone(tmp_path / "check") as clone:
+        clone.git.checkout("seshat/status")
+        assert (tmp_path / "check/status/shop/other.yaml").read_text() == "a: 1\n"
+        orders = (tmp_path / "check" / status_path("shop", "orders")).read_bytes()
+        assert orders == status_bytes(_ref("orders"), IN_SYNC)
+        assert (tmp_path / "check" / status_path("shop", "items")).exists()
+        assert clone.head.commit.hexsha == third.commit
