@@ -14,7 +14,7 @@ from gitops.preview.forges import COMMENT_LIMIT, Published, publish_github, publ
 from gitops.preview.render import render_json, render_markdown, title
 from gitops.preview.run import PreviewReport, run_preview
 from gitops.repo.options import repo_option
-from gitops.wiring import registry_settings
+from gitops.wiring import registry_options, registry_settings
 from runner.errors import SeshatError
 
 __all__ = ["preview"]
@@ -60,17 +60,7 @@ EXIT_CANNOT_RUN = 2
     metavar="NAME",
     help="The environment variable holding the forge token [GITHUB_TOKEN or GITLAB_TOKEN].",
 )
-@click.option(
-    "--registry-plain-http",
-    metavar="HOST[:PORT]",
-    multiple=True,
-    help="A registry the runner may reach over plain HTTP (repeatable).",
-)
-@click.option(
-    "--registry-ca",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A PEM bundle the runner trusts for registry TLS, besides the system roots.",
-)
+@registry_options
 def preview(
     repo: Path,
     base: str,
