@@ -10,7 +10,13 @@ from pathlib import Path
 
 import click
 
-from gitops.preview.forges import COMMENT_LIMIT, Published, publish_github, publish_gitlab
+from gitops.preview.forges import (
+    COMMENT_LIMIT,
+    GitHubPreview,
+    GitLabPreview,
+    Published,
+    publish,
+)
 from gitops.preview.render import render_json, render_markdown, title
 from gitops.preview.run import PreviewReport, run_preview
 from gitops.repo.options import repo_option
@@ -135,18 +141,16 @@ def _publish(
 ) -> Published | None:
     """Publish on the forge whose place (a repository and pull request, or a project and
     merge request) is given; the options allow one at most."""
-    forges = ((publish_github, github), (publish_gitlab, gitlab))
-    for publish, (place, number, api) in forges:
+    forges = ((GitHubPreview, github), (GitLabPreview, gitlab))
+    for forge, (place, number, api) in forges:
         if place is not None and number is not None:
             return publish(
-                place,
+                forge(place, token, api),
                 number,
                 report.head,
                 markdown,
                 report.exit_status,
                 title(report),
-                token=token,
-                api_url=api,
                 log=_say,
             )
     return None
