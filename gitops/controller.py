@@ -19,7 +19,7 @@ from gitops.execution.leases import Leader
 from gitops.execution.workfolder import WorkFolder, WorkFolderBusy, claim_work_folder
 from gitops.logs import LogFormat
 from gitops.repo.locks import remove_stale_locks
-from gitops.wiring import Wiring, wire
+from gitops.wiring import Wiring, registry_options, wire
 from runner.errors import SeshatError
 
 __all__ = ["reconcile", "run"]
@@ -104,18 +104,7 @@ def _mode_options(command: F) -> F:
             "unconfined too), localhost:PROFILE names a node's profile that does "
             "(docs/kubernetes.md).",
         ),
-        click.option(
-            "--registry-plain-http",
-            metavar="HOST[:PORT]",
-            multiple=True,
-            help="A registry the runners may reach over plain HTTP (repeatable); every "
-            "other registry is HTTPS.",
-        ),
-        click.option(
-            "--registry-ca",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="A PEM bundle the runners trust for registry TLS, besides the system roots.",
-        ),
+        registry_options,
         click.option(
             "--registry-secret",
             metavar="SECRET",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -25,7 +25,9 @@ from gitops.reconcile.passes import PassReport, run_pass
 from runner.files import NotReadable, read_regular_file
 from runner.protocol.messages import RegistrySettings
 
-__all__ = ["Wiring", "registry_settings", "wire"]
+__all__ = ["Wiring", "registry_options", "registry_settings", "wire"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,28 @@ def wire(say: Callable[[str], None], **options: Any) -> Wiring:
 
 
 MAX_CA_BUNDLE = 1024 * 1024
+
+
+def registry_options(command: F) -> F:
+    """``--registry-plain-http`` and ``--registry-ca``, the options :func:`registry_settings`
+    reads (``seshat reconcile``, ``seshat run``, ``seshat preview``)."""
+    options = [
+        click.option(
+            "--registry-plain-http",
+            metavar="HOST[:PORT]",
+            multiple=True,
+            help="A registry the runners may reach over plain HTTP (repeatable); every "
+            "other registry is HTTPS.",
+        ),
+        click.option(
+            "--registry-ca",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="A PEM bundle the runners trust for registry TLS, besides the system roots.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 def registry_settings(plain_http: tuple[str, ...], ca: Path | None) -> RegistrySettings:

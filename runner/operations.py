@@ -252,7 +252,7 @@ def _execute(
         journal = Path(request.journal) if request.journal and engine.journals else None
         applying = ApplyOptions(settings.lock_timeout_ms, mode, journal)
         applied = engine.apply(plan, applying)
-        return ApplyResult(apply=ApplyReportModel.model_validate(applied.to_json()))
+        return ApplyResult(apply=ApplyReportModel.model_validate(applied, from_attributes=True))
     except PlanRefused as refusal:
         raise _refused(refusal.reason, refusal.message) from None
     except DesiredSchemaError as error:

@@ -10,11 +10,17 @@ from pathlib import Path
 
 import click
 
-from gitops.preview.forges import COMMENT_LIMIT, Published, publish_github, publish_gitlab
+from gitops.preview.forges import (
+    COMMENT_LIMIT,
+    GitHubPreview,
+    GitLabPreview,
+    Published,
+    publish,
+)
 from gitops.preview.render import render_json, render_markdown, title
 from gitops.preview.run import PreviewReport, run_preview
 from gitops.repo.options import repo_option
-from gitops.wiring import registry_settings
+from gitops.wiring import registry_options, registry_settings
 from runner.errors import SeshatError
 
 __all__ = ["preview"]
@@ -60,17 +66,7 @@ EXIT_CANNOT_RUN = 2
     metavar="NAME",
     help="The environment variable holding the forge token [GITHUB_TOKEN or GITLAB_TOKEN].",
 )
-@click.option(
-    "--registry-plain-http",
-    metavar="HOST[:PORT]",
-    multiple=True,
-    help="A registry the runner may reach over plain HTTP (repeatable).",
-)
-@click.option(
-    "--registry-ca",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A PEM bundle the runner trusts for registry TLS, besides the system roots.",
-)
+@registry_options
 def preview(
     repo: Path,
     base: str,
@@ -145,18 +141,16 @@ def _publish(
 ) -> Published | None:
     """Publish on the forge whose place (a repository and pull request, or a project and
     merge request) is given; the options allow one at most."""
-    forges = ((publish_github, github), (publish_gitlab, gitlab))
-    for publish, (place, number, api) in forges:
+    forges = ((GitHubPreview, github), (GitLabPreview, gitlab))
+    for forge, (place, number, api) in forges:
         if place is not None and number is not None:
             return publish(
-                place,
+                forge(place, token, api),
                 number,
                 report.head,
                 markdown,
                 report.exit_status,
                 title(report),
-                token=token,
-                api_url=api,
                 log=_say,
             )
     return None

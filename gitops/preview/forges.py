@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import requests
@@ -29,7 +29,15 @@ import requests
 from gitops.reviews.github import Author, ForgeError, GitHub, forge_json
 from gitops.reviews.markdown import MAX_BODY, cut
 
-__all__ = ["COMMENT_LIMIT", "MARKER", "Published", "publish_github", "publish_gitlab"]
+__all__ = [
+    "COMMENT_LIMIT",
+    "MARKER",
+    "Forge",
+    "GitHubPreview",
+    "GitLabPreview",
+    "Published",
+    "publish",
+]
 
 MARKER = "<!-- seshat-preview -->"
 """The hidden first line of a preview comment: how the next preview finds it."""
@@ -65,17 +73,47 @@ _GITHUB_STATE = {0: "success", 1: "failure", 2: "error"}
 _GITLAB_STATE = {0: "success", 1: "failed", 2: "failed"}
 
 
-class _GitHubPreview(GitHub):
-    """The issue-comment, check-run and commit-status calls on top of the reviews client."""
+class Forge(Protocol):
+    """Where a preview is published: its comment on a pull (or merge) request, then a check
+    on the head commit (:func:`publish` runs the two)."""
 
-    def upsert_comment(self, pull: int, body: str, log: Callable[[str], None]) -> tuple[str, bool]:
+    def upsert(self, number: int, body: str, log: Callable[[str], None]) -> tuple[str, bool]:
         """Edit the preview comment this token's identity posted before, else post one; the
         comment's address and whether it was edited."""
+        ...
+
+    def check(self, sha: str, status: int, title: str, summary: str, url: str) -> str:
+        """Set the check of commit ``sha`` for exit status ``status``; what kind of check."""
+        ...
+
+
+def publish(
+    forge: Forge,
+    number: int,
+    sha: str,
+    markdown: str,
+    status: int,
+    title: str,
+    *,
+    log: Callable[[str], None] = lambda _: None,
+) -> Published:
+    """Create or update the preview comment on pull (or merge) request ``number``, then set
+    the check on commit ``sha``."""
+    url, updated = forge.upsert(number, _body(markdown), log)
+    return Published(url, updated, forge.check(sha, status, title, markdown, url))
+
+
+class GitHubPreview(GitHub):
+    """GitHub (``repository`` is OWNER/NAME): the issue-comment, check-run and commit-status
+    calls on top of the reviews client; a commit status when the token may not create check
+    runs."""
+
+    def upsert(self, number: int, body: str, log: Callable[[str], None]) -> tuple[str, bool]:
         if self.identity() is None:
             log("the token's identity cannot be learned: a new comment, none edited")
         earlier = [
             c
-            for c in self.own_comments(pull, MAX_PAGES)
+            for c in self.own_comments(number, MAX_PAGES)
             if str(c.get("body", "")).startswith(MARKER)
         ]
         if earlier:
@@ -88,7 +126,7 @@ class _GitHubPreview(GitHub):
                 if error.status not in REFUSED_EDIT:
                     raise
                 log(f"the earlier preview comment may not be edited ({error}): a new one")
-        item = self._call("POST", f"/issues/{pull}/comments", json={"body": body})
+        item = self._call("POST", f"/issues/{number}/comments", json={"body": body})
         return str(item["html_url"]), False
 
     def check(self, sha: str, status: int, title: str, summary: str, url: str) -> str:
@@ -122,29 +160,9 @@ class _GitHubPreview(GitHub):
         return "commit status"
 
 
-def publish_github(
-    repository: str,
-    pull: int,
-    sha: str,
-    markdown: str,
-    status: int,
-    title: str,
-    *,
-    token: str,
-    api_url: str = "https://api.github.com",
-    log: Callable[[str], None] = lambda _: None,
-) -> Published:
-    """Create or update the preview comment on pull request ``pull`` of ``repository``
-    (OWNER/NAME), then a check run on commit ``sha`` (a commit status when the token may not
-    create check runs)."""
-    client = _GitHubPreview(repository, token, api_url)
-    url, updated = client.upsert_comment(pull, _body(markdown), log)
-    check = client.check(sha, status, title, markdown, url)
-    return Published(url, updated, check)
-
-
-class _GitLab:
-    """The merge-request-note and commit-status calls of GitLab's REST API (v4)."""
+class GitLabPreview:
+    """GitLab (``project`` is an id or a path): the merge-request-note and commit-status
+    calls of its REST API (v4)."""
 
     def __init__(self, project: str, token: str, api_url: str, timeout: float = 30.0) -> None:
         self.api = api_url.rstrip("/")
@@ -173,11 +191,8 @@ class _GitLab:
         number = found.get("id")
         return Author(found["username"], number if isinstance(number, int) else None)
 
-    def upsert_note(
-        self, merge_request: int, body: str, log: Callable[[str], None]
-    ) -> tuple[str, bool]:
-        """Edit the preview note this token's user posted before, else post one."""
-        path = f"/merge_requests/{merge_request}/notes"
+    def upsert(self, number: int, body: str, log: Callable[[str], None]) -> tuple[str, bool]:
+        path = f"/merge_requests/{number}/notes"
         me = self.identity()
         if me is None:
             log("the token's user cannot be learned: a new note, none edited")
@@ -202,26 +217,10 @@ class _GitLab:
         item = self.call("POST", path, json={"body": body})
         return f"note {item['id']}", False
 
-
-def publish_gitlab(
-    project: str,
-    merge_request: int,
-    sha: str,
-    markdown: str,
-    status: int,
-    title: str,
-    *,
-    token: str,
-    api_url: str = "https://gitlab.com/api/v4",
-    log: Callable[[str], None] = lambda _: None,
-) -> Published:
-    """Create or update the preview note on merge request ``merge_request`` of ``project``
-    (an id or a path), then a commit status on ``sha``."""
-    client = _GitLab(project, token, api_url)
-    where, updated = client.upsert_note(merge_request, _body(markdown), log)
-    client.call(
-        "POST",
-        f"/statuses/{sha}",
-        json={"state": _GITLAB_STATE[status], "name": CHECK_NAME, "description": title[:255]},
-    )
-    return Published(where, updated, "commit status")
+    def check(self, sha: str, status: int, title: str, summary: str, url: str) -> str:
+        self.call(
+            "POST",
+            f"/statuses/{sha}",
+            json={"state": _GITLAB_STATE[status], "name": CHECK_NAME, "description": title[:255]},
+        )
+        return "commit status"

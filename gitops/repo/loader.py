@@ -9,6 +9,7 @@ that can be told. A resource with a problem is not returned; the reconciler give
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections import defaultdict
@@ -93,11 +94,11 @@ class Repository:
 
 
 @dataclass(frozen=True, slots=True)
-class _Candidate:
-    resource: Resource
-    path: str
-    document: Document
-    member: Membership | None = None
+class _Candidate(LoadedResource):
+    """A resource where it was declared, before the checks across documents and before its
+    uid; its document gives the line of each of its fields."""
+
+    document: Document = dataclasses.field(kw_only=True)
 
 
 def _relative(root: Path, path: Path) -> str:
@@ -151,7 +152,7 @@ class _Loader:
     def candidate_problem(self, candidate: _Candidate, field: FieldPath, message: str) -> None:
         """A problem with a field of a document that otherwise validated."""
         line = candidate.document.line_of(field)
-        self.problem(candidate.path, line, field, message, _candidate_key(candidate))
+        self.problem(candidate.path, line, field, message, candidate.key)
 
     # -- files --------------------------------------------------------------------------
 
@@ -313,7 +314,7 @@ class _Loader:
             for field, message in field_errors(error):
                 self.problem(rel, document.line_of(field), field, message, key)
             return None
-        return None if found else _Candidate(resource, rel, document)
+        return None if found else _Candidate(resource, rel, document.line, document=document)
 
     # -- fleets ---------------------------------------------------------------------------
 
@@ -335,14 +336,14 @@ class _Loader:
                 "spec.members.fromFile",
                 f"{listed} is inside a declaration folder (seshat.yaml's spec.paths), where "
                 "every file must hold resources; keep members files elsewhere (fleets/)",
-                _candidate_key(candidate),
+                candidate.key,
             )
             return []
         expansion = expand_fleet(self.root, candidate.path, candidate.document, fleet)
         for found in expansion.problems:
             self.problem(found.path, found.line, found.field, found.message, found.resource)
         return [
-            _Candidate(resource, candidate.path, document, membership)
+            _Candidate(resource, candidate.path, document.line, membership, document=document)
             for resource, document, membership in expansion.members
         ]
 
@@ -351,19 +352,17 @@ class _Loader:
     def cross_check(self, candidates: list[_Candidate]) -> list[_Candidate]:
         by_key: dict[ResourceKey, list[_Candidate]] = defaultdict(list)
         for candidate in candidates:
-            by_key[_candidate_key(candidate)].append(candidate)
+            by_key[candidate.key].append(candidate)
         unique: list[_Candidate] = []
         for key, group in by_key.items():
             if len(group) == 1:
                 unique.append(group[0])
                 continue
             for candidate in group:
-                others = ", ".join(
-                    f"{o.path}:{o.document.line}" for o in group if o is not candidate
-                )
+                others = ", ".join(f"{o.path}:{o.line}" for o in group if o is not candidate)
                 self.problem(
                     candidate.path,
-                    candidate.document.line,
+                    candidate.line,
                     "metadata.name",
                     f"{key.kind} {key.namespace}/{key.name} is declared more than once "
                     f"(also at {others})",
@@ -375,7 +374,7 @@ class _Loader:
             for c in unique
             if self._paths_ok(c) and self._location_ok(c) and self._signatures_ok(c)
         ]
-        valid = {_candidate_key(c) for c in kept}
+        valid = {c.key for c in kept}
         return [c for c in kept if self._references_ok(c, valid)]
 
     def _one_database_per_name(self, candidates: list[_Candidate]) -> list[_Candidate]:
@@ -394,9 +393,7 @@ class _Loader:
             for candidate in group:
                 clashing.add(id(candidate))
                 others = ", ".join(
-                    f"{o.resource.kind} at {o.path}:{o.document.line}"
-                    for o in group
-                    if o is not candidate
+                    f"{o.resource.kind} at {o.path}:{o.line}" for o in group if o is not candidate
                 )
                 self.candidate_problem(
                     candidate,
@@ -443,7 +440,7 @@ class _Loader:
             )
         else:
             return True
-        key = _candidate_key(candidate)
+        key = candidate.key
         if resource.metadata.namespace != resource.spec.resource.namespace:
             self.problem(
                 candidate.path,
@@ -455,9 +452,7 @@ class _Loader:
             )
             return False
         if candidate.path != expected:
-            self.problem(
-                candidate.path, candidate.document.line, "", f"must be stored at {expected}", key
-            )
+            self.problem(candidate.path, candidate.line, "", f"must be stored at {expected}", key)
             return False
         return True
 
@@ -472,7 +467,7 @@ class _Loader:
             try:
                 read_in_repository(self.root, path, MAX_SIGNATURE_BYTES)
             except UnreadableFile as error:
-                key = _candidate_key(candidate)
+                key = candidate.key
                 self.problem(candidate.path + suffix, None, "", error.reason, key)
                 ok = False
         return ok
@@ -516,11 +511,6 @@ def _key_of(data: dict[str, object]) -> ResourceKey | None:
     return None
 
 
-def _candidate_key(candidate: _Candidate) -> ResourceKey:
-    meta = candidate.resource.metadata
-    return ResourceKey(candidate.resource.kind, meta.namespace, meta.name)
-
-
 def load_repository(
     root: Path | str, uids: UidSource | None = None, *, config: Config | None = None
 ) -> Repository:
@@ -554,12 +544,12 @@ def load_repository(
     source = uids if uids is not None else GitHistoryUids(base, config.spec.paths)
     loaded = []
     fleets = {
-        (c.resource.metadata.namespace, c.resource.metadata.name): source.uid_for(_candidate_key(c))
+        (c.resource.metadata.namespace, c.resource.metadata.name): source.uid_for(c.key)
         for c in valid
         if isinstance(c.resource, DatabaseFleet)
     }
     for candidate in valid:
-        key = _candidate_key(candidate)
+        key = candidate.key
         if candidate.member is not None:
             # A member lives as long as its fleet: its uid is derived from the fleet's.
             fleet_uid = fleets.get((key.namespace, candidate.member.fleet), "")
@@ -568,9 +558,7 @@ def load_repository(
             uid = source.uid_for(key)
         meta = candidate.resource.metadata.model_copy(update={"uid": uid})
         resource = candidate.resource.model_copy(update={"metadata": meta})
-        loaded.append(
-            LoadedResource(resource, candidate.path, candidate.document.line, candidate.member)
-        )
+        loaded.append(LoadedResource(resource, candidate.path, candidate.line, candidate.member))
     loaded.sort(key=lambda r: (list(KINDS).index(r.key.kind), r.key.namespace, r.key.name))
     problems = sorted(set(loader.problems), key=Problem.sort_key)
     return Repository(base, config, tuple(loaded), tuple(problems))

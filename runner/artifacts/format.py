@@ -101,7 +101,8 @@ class Layer:
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """A checked artifact manifest: its type, annotations and layers (sorted by title)."""
+    """A checked (or just packaged) artifact manifest: its type, annotations and layers
+    (sorted by title), and its bytes."""
 
     digest: Digest
     artifact_type: str
@@ -112,12 +113,19 @@ class Manifest:
 
 @dataclass(frozen=True, slots=True)
 class Packaged:
-    """A packaged folder: the manifest bytes and every blob they name."""
+    """A packaged folder: its manifest, as :func:`parse_manifest` reads it back after a
+    push, and every blob it names."""
 
-    manifest: bytes
-    digest: Digest
+    manifest: Manifest
     blobs: dict[Digest, bytes]
-    titles: tuple[str, ...]
+
+    @property
+    def digest(self) -> Digest:
+        return self.manifest.digest
+
+    @property
+    def titles(self) -> tuple[str, ...]:
+        return tuple(layer.title for layer in self.manifest.layers)
 
 
 def _shown(title: str) -> str:
@@ -227,7 +235,7 @@ def package_folder(
             "too_many_files", f"{folder}: {len(files)} files (at most {limits.max_files})"
         )
     blobs: dict[Digest, bytes] = {}
-    layers: list[dict[str, Any]] = []
+    layers: list[Layer] = []
     total = 0
     for title, path in files:
         data = path.read_bytes()
@@ -243,26 +251,29 @@ def package_folder(
             )
         digest = sha256_digest(data)
         blobs[digest] = data
-        layers.append(
-            {
-                "mediaType": FILE_MEDIA_TYPE,
-                "digest": digest,
-                "size": len(data),
-                "annotations": {ANNOTATION_TITLE: title},
-            }
-        )
+        layers.append(Layer(title, digest, len(data)))
     blobs[EMPTY_CONFIG_DIGEST] = EMPTY_CONFIG_BYTES
+    annotations = dict(sorted(annotations.items()))
     document: dict[str, Any] = {
         "schemaVersion": 2,
         "mediaType": MANIFEST_MEDIA_TYPE,
         "artifactType": ARTIFACT_TYPES[kind],
         "config": dict(EMPTY_CONFIG),
-        "layers": layers,
+        "layers": [
+            {
+                "mediaType": FILE_MEDIA_TYPE,
+                "digest": layer.digest,
+                "size": layer.size,
+                "annotations": {ANNOTATION_TITLE: layer.title},
+            }
+            for layer in layers
+        ],
     }
     if annotations:
-        document["annotations"] = dict(sorted(annotations.items()))
-    manifest = canonical_json(document)
-    return Packaged(manifest, sha256_digest(manifest), blobs, tuple(t for t, _ in files))
+        document["annotations"] = annotations
+    raw = canonical_json(document)
+    manifest = Manifest(sha256_digest(raw), ARTIFACT_TYPES[kind], annotations, tuple(layers), raw)
+    return Packaged(manifest, blobs)
 
 
 @dataclass(frozen=True, slots=True)

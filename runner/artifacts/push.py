@@ -15,4 +15,4 @@ def push(store: Store, reference: Reference, packaged: Packaged) -> Digest:
     for digest in sorted(packaged.blobs):
         store.push_blob(digest, packaged.blobs[digest])
     tag = reference.tag if reference.digest is None else None
-    return store.push_manifest(packaged.manifest, MANIFEST_MEDIA_TYPE, tag or "latest")
+    return store.push_manifest(packaged.manifest.raw, MANIFEST_MEDIA_TYPE, tag or "latest")

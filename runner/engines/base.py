@@ -8,10 +8,9 @@ subclass, and a branch here (imported lazily, so a runner loads one driver only)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
-from runner.engines.cache import PlanCache
-from runner.engines.core import Engine
+from runner.engines.core import Engine, EnginePolicy
 from runner.errors import ConfigurationError
 from runner.url import DatabaseURL
 
@@ -22,16 +21,10 @@ SchemaEngine = Engine[Any, Any]
 
 
 def engine_for(
-    url: DatabaseURL,
-    dev_url: DatabaseURL | None = None,
-    *,
-    cache: PlanCache | None = None,
-    procedural: bool = False,
-    isolation: str = "jail",
+    url: DatabaseURL, dev_url: DatabaseURL | None = None, **policy: Unpack[EnginePolicy]
 ) -> SchemaEngine:
-    """The engine for ``url``'s engine (a parsed URL names only engines Seshat has);
-    ``procedural`` and ``isolation`` are :class:`~runner.engines.core.Engine`'s."""
-    policy: dict[str, Any] = {"cache": cache, "procedural": procedural, "isolation": isolation}
+    """The engine for ``url``'s engine (a parsed URL names only engines Seshat has), made
+    with ``policy`` (:class:`~runner.engines.core.Engine`'s keywords, and its defaults)."""
     if dev_url is not None and dev_url.engine != url.engine:
         raise ConfigurationError(
             f"the dev database is {dev_url.engine}, the target is {url.engine}: they must match"

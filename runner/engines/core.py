@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
 from runner.digests import Digest, digest
 from runner.engines.cache import PlanCache, engine_version
@@ -67,7 +67,7 @@ from runner.errors import ConfigurationError, RecoveryNeeded
 from runner.sql.classify import NeedsSuperuser, NotDeclarative, declared
 from runner.url import DatabaseURL
 
-__all__ = ["ISOLATIONS", "Engine", "LoadPiece", "load_retrying"]
+__all__ = ["ISOLATIONS", "Engine", "EnginePolicy", "LoadPiece", "load_retrying"]
 
 FactsT = TypeVar("FactsT")
 SandboxT = TypeVar("SandboxT")
@@ -88,6 +88,16 @@ class _Lazy(Generic[SandboxT]):
             self._sandbox = self._stack.enter_context(self._opener())
             self._opened = True
         return self._sandbox  # type: ignore[return-value]
+
+
+class EnginePolicy(TypedDict, total=False):
+    """The keywords of :class:`Engine`'s constructor besides the URLs, for a caller that
+    passes them through (:func:`runner.engines.base.engine_for`): their defaults are the
+    constructor's."""
+
+    cache: PlanCache | None
+    procedural: bool
+    isolation: str
 
 
 class Engine(Generic[FactsT, SandboxT]):

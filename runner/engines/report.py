@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import ConfigDict, Field
+
+from runner.models import Model
 
 __all__ = ["NOT_CONVERGED", "ApplyOptions", "ApplyReport", "StatementFailed"]
 
@@ -29,18 +33,23 @@ class ApplyOptions:
     (:attr:`~runner.engines.core.Engine.journals`); the others leave it unread."""
 
 
-@dataclass
-class ApplyReport:
-    """What an apply did: each statement ran, failed or did not run."""
+class ApplyReport(Model):
+    """What an apply did: each statement ran, failed or did not run.
 
-    plan_id: str
-    ran: list[int] = field(default_factory=list)
+    The one declaration of the report's fields. A dialect fills it statement by statement,
+    so it is not frozen; what crosses the process boundary is its frozen subclass
+    :class:`~runner.protocol.results.ApplyReportModel`, field for field the same."""
+
+    model_config = ConfigDict(frozen=False)  # merged into Model's: only this differs
+
+    plan_id: str = Field(alias="plan")
+    ran: list[int] = Field(default_factory=list)
     failed: int | None = None
     error: str | None = None
-    rolled_back: list[int] = field(default_factory=list)
+    rolled_back: list[int] = Field(default_factory=list)
     converged: bool = False
-    unknown: int | None = None  # a statement that started but may not have finished
     interrupted: bool = False  # the report comes from a journal of an interrupted apply
+    unknown: int | None = None  # a statement that started but may not have finished
 
     def settle(self, converged: bool) -> None:
         """Record whether the schema after the apply is the one the plan promised; one that
@@ -50,17 +59,10 @@ class ApplyReport:
             self.error = NOT_CONVERGED
 
     def to_json(self) -> dict[str, object]:
-        document: dict[str, object] = {
-            "plan": self.plan_id,
-            "ran": self.ran,
-            "failed": self.failed,
-            "error": self.error,
-            "rolledBack": self.rolled_back,
-            "converged": self.converged,
-        }
-        if self.interrupted:  # only then: other reports keep exactly their keys
-            document |= {"interrupted": True, "unknown": self.unknown}
-        return document
+        """The report as ``seshat-runner schema apply`` prints it: ``interrupted`` and
+        ``unknown`` only for an interrupted apply, so other reports keep exactly their keys."""
+        hidden = None if self.interrupted else {"interrupted", "unknown"}
+        return self.model_dump(by_alias=True, exclude=hidden)
 
 
 class StatementFailed(Exception):

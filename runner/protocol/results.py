@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field, JsonValue
 from runner.digests import Sha256
 from runner.engines.impact import ImpactReport
 from runner.engines.plan import PlanDocument
+from runner.engines.report import ApplyReport
 from runner.models import Model
 
 __all__ = [
@@ -157,17 +158,11 @@ class DriftReport(Model):
     categories: DriftCategories
 
 
-class ApplyReportModel(Model):
-    """What an Apply did, statement by statement (:class:`runner.engines.report.ApplyReport`)."""
+class ApplyReportModel(ApplyReport):
+    """What an Apply did, statement by statement: the engine's
+    :class:`~runner.engines.report.ApplyReport`, frozen once it leaves the engine."""
 
-    plan: str
-    ran: list[int] = Field(default_factory=list)
-    failed: int | None = None
-    error: str | None = None
-    rolled_back: list[int] = Field(default_factory=list)
-    converged: bool = False
-    interrupted: bool = False
-    unknown: int | None = None
+    model_config = ConfigDict(frozen=True)  # merged into ApplyReport's: only this differs
 
 
 class HistoryReport(Model):

@@ -278,7 +278,7 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layout]:
     push(LayoutStore(str(root)), parse_reference(f"oci-layout://{root}:v1"), packaged)
     yield Layout(
         root,
-        json.loads(packaged.manifest),
+        json.loads(packaged.manifest.raw),
         json.loads((root / "index.json").read_bytes()),
     )
 

@@ -543,7 +543,7 @@ class MysqlEngine(Engine[ServerFacts, Sandbox]):
         If ``options.journal`` records an interrupted run of this same plan, nothing runs: the
         report says which statements finished and which one's outcome is unknown.
         """
-        report = ApplyReport(plan_digest(document))
+        report = ApplyReport(plan_id=plan_digest(document))
         self.manage(document_privileges(document))
         journal = options.journal
         if journal is not None and (previous := interrupted(journal, report.plan_id)):

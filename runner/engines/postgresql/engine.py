@@ -401,7 +401,7 @@ class PostgresEngine(Engine[ServerFacts, Sandbox]):
         """Run ``document`` against the live database under the advisory lock: consecutive
         transactional statements in one transaction (``auto``, ``all``: a plan that can be
         one is), or each statement on its own (``none``)."""
-        report = ApplyReport(plan_digest(document))
+        report = ApplyReport(plan_id=plan_digest(document))
         scope = document.scope
         self.manage(document_privileges(document))
         with connection(self.url) as conn:

@@ -273,7 +273,7 @@ class SqliteEngine(Engine[None, None]):
     def apply(self, document: PlanDocument, options: ApplyOptions) -> ApplyReport:
         """Run ``document`` in one transaction under the database's write lock (``auto`` and
         ``all`` alike; ``none`` is refused before, :attr:`transaction_modes`)."""
-        report = ApplyReport(plan_digest(document))
+        report = ApplyReport(plan_id=plan_digest(document))
         with self._connect("rw", timeout=options.lock_timeout_ms / 1000) as conn:
             _session(conn)
             try:

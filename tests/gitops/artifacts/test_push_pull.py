@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.registry import AuthRegistryServer, RegistryServer
 from harness.seshat_cli import SeshatRunner
 
-from runner.artifacts.format import ARTIFACT_TYPES, package_folder
+from runner.artifacts.format import ARTIFACT_TYPES, package_folder, parse_manifest
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -176,6 +176,12 @@ def test_packaging_is_deterministic_and_skips_non_sql_files(schema_folder: Path)
     second = package_folder(schema_folder, "schema", {"a": "1"})
     assert first.manifest == second.manifest and first.digest == second.digest
     assert first.titles == ("tables/orders.sql", "types.sql")
+
+
+def test_a_packaged_manifest_is_the_one_a_pull_reads_back(schema_folder: Path) -> None:
+    packaged = package_folder(schema_folder, "schema", {"b": "2", "a": "1"})
+    raw, digest = packaged.manifest.raw, packaged.digest
+    assert parse_manifest(raw, digest, (ARTIFACT_TYPES["schema"],)) == packaged.manifest
 
 
 def test_bearer_tokens_from_the_registrys_token_service(

@@ -123,12 +123,12 @@ def test_altered_manifest_and_blobs(schema_folder: Path, tmp_path: Path) -> None
     for digest, data in packaged.blobs.items():
         store.push_blob(digest, data)
     digest = store.push_manifest(
-        packaged.manifest, "application/vnd.oci.image.manifest.v1+json", "v1"
+        packaged.manifest.raw, "application/vnd.oci.image.manifest.v1+json", "v1"
     )
     blobs = root / "blobs" / "sha256"
 
     # A layer altered on storage.
-    layer = json.loads(packaged.manifest)["layers"][0]
+    layer = json.loads(packaged.manifest.raw)["layers"][0]
     layer_path = blobs / layer["digest"].removeprefix("sha256:")
     original = layer_path.read_bytes()
     layer_path.write_bytes(original.replace(b"orders", b"ORDERS"))
@@ -139,9 +139,9 @@ def test_altered_manifest_and_blobs(schema_folder: Path, tmp_path: Path) -> None
 
     # The manifest itself altered: it no longer hashes to the digest the tag names.
     manifest_path = blobs / digest.removeprefix("sha256:")
-    manifest_path.write_bytes(packaged.manifest.replace(b"types.sql", b"typez.sql"))
+    manifest_path.write_bytes(packaged.manifest.raw.replace(b"types.sql", b"typez.sql"))
     assert _reason(root) == "digest_mismatch"
-    manifest_path.write_bytes(packaged.manifest)
+    manifest_path.write_bytes(packaged.manifest.raw)
     assert [t for t, _ in fetch(store, parse_reference(f"oci-layout://{root}:v1")).files] == [
         "tables/orders.sql",
         "types.sql",
