@@ -32,7 +32,9 @@ from gitops.repo.yamlfile import FileError, read_documents
 from gitops.resources.approvals import Approval, ResourceRef, RunAcknowledgment
 from gitops.resources.base import parse_duration
 from gitops.resources.policies import ApprovalPolicy
+from gitops.writeback.bare import BareClone
 from gitops.writeback.recorded import current_plan, status_source, status_tree
+from gitops.writeback.status_files import read_fleet_status, status_path
 from runner.errors import SeshatError
 from runner.options import format_option
 
@@ -228,25 +230,20 @@ def _confirmed_fleet_plan(
     showing it (and asking, unless ``yes``); several: each listed, nothing approved."""
     branch = repository.config.spec.status_branch
     where = source or status_source(str(repository.root), branch)
-    waiting: dict[str, list[str]] = {}
     try:
         with status_tree(where, branch) as (clone, tip):
-            for loaded in repository.members(fleet.namespace, fleet.name):
-                try:
-                    plan = current_plan(clone, tip, fleet.namespace, loaded.key.name)
-                except SeshatError:
-                    continue  # not reconciled yet
-                if plan is not None and plan.fleet_plan is not None and plan.phase in _WAITING:
-                    waiting.setdefault(plan.fleet_plan, []).append(loaded.key.name)
+            waiting = _listed_waiting(clone, tip, fleet) or _members_waiting(
+                repository, clone, tip, fleet
+            )
     except SeshatError as error:
         _fail(f"{error}; nothing is approved (give --plan to approve a fleet plan by its id)")
     target = f"{fleet.namespace}/{fleet.name}"
     if not waiting:
         _fail(f"no member of fleet {target} waits for an approval on {branch}: nothing to approve")
-    for fleet_plan, names in sorted(waiting.items()):
-        shown = ", ".join(n.rpartition("/")[2] for n in names[:10])
-        more = f" and {len(names) - 10} more" if len(names) > 10 else ""
-        click.echo(f"{target}: fleet plan {fleet_plan}: {len(names)} member(s): {shown}{more}")
+    for fleet_plan, (count, names) in sorted(waiting.items()):
+        shown = ", ".join(names[:10])
+        more = f" and {count - 10} more" if count > 10 else ""
+        click.echo(f"{target}: fleet plan {fleet_plan}: {count} member(s): {shown}{more}")
     if len(waiting) > 1:
         _fail(
             f"{len(waiting)} distinct plans wait: approve one with --plan FLEET-PLAN-ID, or "
@@ -254,6 +251,51 @@ def _confirmed_fleet_plan(
         )
     [(fleet_plan, _)] = waiting.items()
     return _confirmed(fleet_plan, yes)
+
+
+Waiting = dict[str, tuple[int, list[str]]]
+"""Fleet plan id -> how many members wait on it, and (the first of) their names."""
+
+
+def _listed_waiting(clone: BareClone, tip: str, fleet: ResourceRef) -> Waiting:
+    """The distinct plans waiting, as the fleet's own status file lists them: one read
+    instead of one per member. Believed only when it lists every distinct plan and, for each
+    waiting one, a member it names does wait on it, its plan checked against its id (a status
+    file is anybody's to write); else nothing, and the members are read one by one."""
+    try:
+        recorded = read_fleet_status(clone.read(tip, status_path(fleet.namespace, fleet.name)))
+    except ValueError:
+        return {}
+    if recorded is None or recorded.distinct_plans > len(recorded.plans):
+        return {}
+    waiting: Waiting = {}
+    for listed in recorded.plans:
+        if listed.approved:
+            continue
+        try:
+            first = f"{fleet.name}/{listed.names[0]}" if listed.names else None
+            plan = current_plan(clone, tip, fleet.namespace, first) if first else None
+        except SeshatError:
+            return {}
+        if plan is None or plan.fleet_plan != listed.id or plan.phase not in _WAITING:
+            return {}
+        waiting[listed.id] = (listed.members, list(listed.names))
+    return waiting
+
+
+def _members_waiting(
+    repository: Repository, clone: BareClone, tip: str, fleet: ResourceRef
+) -> Waiting:
+    """The distinct plans waiting, from every member's own status and plan."""
+    waiting: dict[str, list[str]] = {}
+    for loaded in repository.members(fleet.namespace, fleet.name):
+        try:
+            plan = current_plan(clone, tip, fleet.namespace, loaded.key.name)
+        except SeshatError:
+            continue  # not reconciled yet
+        if plan is not None and plan.fleet_plan is not None and plan.phase in _WAITING:
+            waiting.setdefault(plan.fleet_plan, []).append(loaded.key.name.rpartition("/")[2])
+    return {plan: (len(names), names) for plan, names in waiting.items()}
 
 
 _WAITING = ("AwaitingApproval", "Pending")

@@ -45,7 +45,13 @@ from gitops.resources.status import (
 )
 from gitops.writeback.batch import Batch, Change, shown, status_change
 from gitops.writeback.status_branch import StatusBranch
-from gitops.writeback.status_files import fleet_status_bytes, read_status, status_bytes, status_path
+from gitops.writeback.status_files import (
+    fleet_status_bytes,
+    read_fleet_status,
+    read_status,
+    status_bytes,
+    status_path,
+)
 from runner.digests import digest
 
 __all__ = ["Fleets", "Rollout", "fleet_conditions"]
@@ -461,7 +467,7 @@ class Fleets:
             )
             left = _left(branch, batch, rollout, log) if complete else []
             path = status_path(namespace, name)
-            before = _fleet_status(branch.read(path))
+            before = read_fleet_status(branch.read(path))
             status = rollout.status(left, before.conditions if before is not None else ())
             found[rollout.key] = status
             fleet_phases(namespace, name, status.phases)
@@ -492,19 +498,6 @@ class _MemberGate:
 
     def leave(self) -> None:
         self.rollout.leave(self.name)
-
-
-def _fleet_status(data: bytes | None) -> FleetStatus | None:
-    """The status a fleet's status file records (None when there is none, or it cannot be
-    read: its conditions start anew)."""
-    if data is None:
-        return None
-    try:
-        document = read_documents(data)[0].data
-        state = document.get("status", {}) if isinstance(document, dict) else {}
-        return FleetStatus.model_validate(state)
-    except (FileError, IndexError, AttributeError, ValueError):
-        return None
 
 
 def _left(

@@ -118,3 +118,16 @@ def read_status(data: bytes, kind: str) -> DatabaseSchemaStatus | DatabaseMigrat
         return model.model_validate(document["status"])
     except (FileError, ValueError, KeyError, IndexError, RecursionError):
         return None
+
+
+def read_fleet_status(data: bytes | None) -> FleetStatus | None:
+    """The status a fleet's status file records (None when there is none, or it cannot be
+    read: the caller starts anew or reads the members' own files)."""
+    if data is None:
+        return None
+    try:
+        document = read_documents(data)[0].data
+        state = document.get("status", {}) if isinstance(document, dict) else {}
+        return FleetStatus.model_validate(state)
+    except (FileError, IndexError, AttributeError, ValueError, RecursionError):
+        return None

@@ -337,3 +337,32 @@ def test_identical_postgresql_members_share_a_fleet_plan_and_a_drifted_one_waits
     assert world.reconcile()["shop/tenants/p3"] == "InSync/InSync"
     assert _pg_schema(databases["p3"]) == (["id", "name"], ["accounts_pkey"])
     assert state(world, "tenants")["phases"] == {"InSync": 3}
+
+
+def test_approve_fleet_reads_the_fleet_status_but_believes_it_only_when_a_member_agrees(
+    world: World,
+) -> None:
+    """``seshat approve NS/FLEET`` reads the distinct plans from the fleet's status file (one
+    read, not one per member), checking one member of each waiting plan. The status branch
+    is writable by others: a fleet status naming a plan no member waits on is not believed,
+    and the members' own statuses decide what is approved."""
+    layout = world.artifact("tenants-v1", V1)
+    names = ["t1", "t2", "t3"]
+    for name in names:
+        tenant(world, name)
+    world.remote.write_file("databases/tenants.yaml", fleet_yaml(layout, listed(*names)))
+    world.remote.commit_all("declare the tenants fleet")
+    world.reconcile()
+    plan = fleet_plan(world, "t1")
+
+    fake = "sha256:" + "0" * 64
+    with world.tamper("seshat/status", "a fleet status naming another plan") as folder:
+        path = folder / "status/shop/tenants.yaml"
+        path.write_text(path.read_text().replace(plan, fake))
+    assert fake in world.show("seshat/status", "status/shop/tenants.yaml")
+    said = approve(world, "shop/tenants")
+    assert f"fleet plan {plan}: 3 member(s): t1, t2, t3" in said
+    assert fake not in said
+    hexa = plan.removeprefix("sha256:")
+    assert world.remote.work_dir.joinpath(f"approvals/shop/tenants/{hexa}.yaml").is_file()
+    assert world.reconcile() == {f"shop/tenants/{n}": "InSync/InSync" for n in names}
