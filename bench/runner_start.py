@@ -15,7 +15,10 @@ the moment in question):
 * the same for ``plan``;
 
 and, for each, the child's CPU time (user + system, from ``wait4``), which other work on
-the machine disturbs less than the wall time.
+the machine disturbs less than the wall time. Then the same two operations forked, as a
+local controller's runners are (:mod:`runner.forks`): from a process that imported
+:data:`runner.forks.PRELOAD` only, and from one that ran :func:`runner.forks.prepare` (the
+fork server's start: imports, validators built, the engine's source digested once).
 
 The database holds ``--tables`` tables (with indexes, CHECK and COLLATE clauses, foreign
 keys, a view per five tables) and the desired folder the same schema, so drift finds
@@ -49,6 +52,34 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 FOOTER = b"<<<SESHAT-RESULT END>>>"
 RUNNER = ("-c", "from runner.cli import main; main()")
+FORKER = """
+import importlib, json, os, sys, time
+from runner import forks
+mode, runs, inputs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+if mode == "prepared":
+    forks.prepare()
+else:
+    for module in forks.PRELOAD:
+        importlib.import_module(module)
+from runner.cli import main
+found = {}
+for _ in range(runs + 1):  # the first of each: unmeasured
+    for path in inputs:
+        started = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            sys.argv = ["seshat-runner", "op", "--input", path]
+            main()
+            os._exit(0)
+        _, status, usage = os.wait4(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, path
+        found.setdefault(path, []).append(
+            [time.perf_counter() - started, usage.ru_utime + usage.ru_stime]
+        )
+print(json.dumps({path: runs[1:] for path, runs in found.items()}))
+"""
 
 
 def schema(tables: int) -> str:
@@ -164,6 +195,17 @@ def main() -> int:
         for _ in range(args.runs):  # interleaved: a busy moment hits every command alike
             for name, command in commands.items():
                 samples[name].append(timed(command, env, folder))
+        for mode in ("imported", "prepared"):
+            paths = [str(inputs["drift"]), str(inputs["plan"])]
+            done = subprocess.run(
+                [args.python, "-c", FORKER, mode, str(args.runs), *paths],
+                env=env, cwd=folder, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            runs = json.loads(done.stdout)
+            for operation, path in zip(("drift", "plan"), paths, strict=True):
+                samples[f"fork {operation} ({mode})"] = [
+                    Run(0.0, wall, cpu) for wall, cpu in runs[path]
+                ]
     print(f"seshat-runner start: {args.root.resolve()}, Python {platform.python_version()}")
     report(samples, args.runs, args.tables)
     return 0
@@ -175,13 +217,13 @@ def report(samples: Mapping[str, list[Run]], runs: int, tables: int) -> None:
         "cpu": median_ms([run.cpu for run in samples["python -c pass"]]),
     }
     print(f"{tables} tables, median of {runs} runs (ms)")
-    print(f"{'':22} {'frame':>6} {'exit':>6} {'cpu':>6} {'exit/base':>10} {'cpu/base':>9}")
+    print(f"{'':24} {'frame':>6} {'exit':>6} {'cpu':>6} {'exit/base':>10} {'cpu/base':>9}")
     for name, measured in samples.items():
         exited = median_ms([run.exit for run in measured])
         cpu = median_ms([run.cpu for run in measured])
         frame = f"{median_ms([run.frame for run in measured]):.0f}" if name.startswith("op") else ""
         print(
-            f"{name:22} {frame:>6} {exited:6.0f} {cpu:6.0f} "
+            f"{name:24} {frame:>6} {exited:6.0f} {cpu:6.0f} "
             f"{exited / base['exit']:10.1f} {cpu / base['cpu']:9.1f}"
         )
 
