@@ -10,14 +10,24 @@ three ways, which tells the failures apart:
    (none: ``signer_not_allowed``)?
 3. ``verify``: does the allowed-signers file let that principal sign in this namespace
    (``namespaces="..."``, validity dates)? (no: ``signer_not_allowed``)
+
+Three ``ssh-keygen`` processes a signature: a fleet of a thousand members judging the one
+approval of their shared plan would start three thousand a pass. So an answer is remembered
+for :data:`REMEMBERED_SECONDS`, keyed by the bytes signed, the signature, the namespace and
+the allowed-signers file's path and bytes: anything that changes the answer changes the
+key, except the clock against a key's ``valid-before`` date, which may be read up to that
+long late.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +36,7 @@ from runner.errors import CanNotRunError
 __all__ = [
     "ACKNOWLEDGMENT_NAMESPACE",
     "APPROVAL_NAMESPACE",
+    "REMEMBERED_SECONDS",
     "Checked",
     "check",
     "fingerprint",
@@ -93,11 +104,43 @@ class Checked:
     principal: str | None
 
 
+REMEMBERED_SECONDS = 60.0
+"""How long :func:`check` remembers an answer (see the module's documentation)."""
+_REMEMBERED_MAX = 4096
+_remembered: dict[tuple[str, ...], tuple[float, Checked]] = {}
+_remembered_lock = threading.Lock()
+
+
 def check(data: bytes, signature: str, namespace: str, allowed_signers: Path | None) -> Checked:
     """Check one armored signature of ``data`` (see the module docstring). Armor that is
     not ASCII is no signature at all."""
     if not signature.isascii():
         return Checked(False, None, None)
+    try:
+        listed = allowed_signers.read_bytes() if allowed_signers is not None else b""
+    except OSError:
+        return _check(data, signature, namespace, allowed_signers)  # it fails there, said
+    key = (
+        hashlib.sha256(data).hexdigest(),
+        hashlib.sha256(signature.encode("ascii")).hexdigest(),
+        namespace,
+        str(allowed_signers),
+        hashlib.sha256(listed).hexdigest(),
+    )
+    now = time.monotonic()
+    with _remembered_lock:
+        found = _remembered.get(key)
+    if found is not None and now - found[0] < REMEMBERED_SECONDS:
+        return found[1]
+    checked = _check(data, signature, namespace, allowed_signers)
+    with _remembered_lock:
+        if len(_remembered) >= _REMEMBERED_MAX:
+            _remembered.clear()
+        _remembered[key] = (now, checked)
+    return checked
+
+
+def _check(data: bytes, signature: str, namespace: str, allowed_signers: Path | None) -> Checked:
     with tempfile.TemporaryDirectory(prefix="seshat-ssh-") as folder:
         sig = Path(folder) / "statement.sig"
         sig.write_text(signature, encoding="ascii")

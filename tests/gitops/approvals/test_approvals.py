@@ -7,6 +7,7 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.gitrepo import GitRemote
@@ -324,3 +325,47 @@ def test_hostile_signature_files_are_problems_not_crashes(
     assert refused.returncode == 2
     assert "is not a regular file" in refused.stderr or "symbolic link" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_signature_check_is_remembered_until_anything_it_read_changes(
+    tmp_path: Path, people: dict[str, SSHIdentity], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same signature over the same bytes against the same allowed-signers file is
+    checked once (a fleet's members judge one approval each), and any change to what the
+    answer depends on is checked afresh: the file's bytes, the namespace, the data."""
+    from gitops.approvals import ssh
+
+    calls: list[str] = []
+    real_run = ssh._run
+
+    def counted(args: list[str], data: bytes) -> Any:
+        calls.append(args[1])
+        return real_run(args, data)
+
+    data = b"kind: Approval\nunique: " + os.urandom(8).hex().encode() + b"\n"
+    signature = sign(data, people["alice"].private_key, APPROVAL_NAMESPACE)
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(people["alice"].allowed_signers_line(APPROVAL_NAMESPACE) + "\n")
+    monkeypatch.setattr(ssh, "_run", counted)
+
+    first = ssh.check(data, signature, APPROVAL_NAMESPACE, allowed)
+    assert (first.valid, first.principal) == (True, "alice@example.com")
+    assert calls == ["check-novalidate", "find-principals", "verify"]
+    assert ssh.check(data, signature, APPROVAL_NAMESPACE, allowed) == first
+    assert len(calls) == 3  # remembered
+    # Alice is taken out of the allowed signers: checked again, and no longer allowed.
+    allowed.write_text(people["bob"].allowed_signers_line(APPROVAL_NAMESPACE) + "\n")
+    assert ssh.check(data, signature, APPROVAL_NAMESPACE, allowed).principal is None
+    assert len(calls) > 3
+    # Another namespace, other bytes: checked again, and refused.
+    before = len(calls)
+    assert not ssh.check(data, signature, "seshat-acknowledgment", allowed).valid
+    assert not ssh.check(data + b"#", signature, APPROVAL_NAMESPACE, allowed).valid
+    assert len(calls) == before + 2
+    # An answer is not remembered longer than REMEMBERED_SECONDS.
+    allowed.write_text(people["alice"].allowed_signers_line(APPROVAL_NAMESPACE) + "\n")
+    later = ssh.time.monotonic() + ssh.REMEMBERED_SECONDS + 1
+    monkeypatch.setattr(ssh.time, "monotonic", lambda: later)
+    before = len(calls)
+    assert ssh.check(data, signature, APPROVAL_NAMESPACE, allowed) == first
+    assert len(calls) == before + 3
