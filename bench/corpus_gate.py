@@ -115,7 +115,7 @@ def reason_of(result: CaseResult) -> str:
         verb = _VERB.match(statement)
         label = verb.group(0) if verb else statement.split(" ", 1)[0]
         label = re.sub(r"^ALTER TABLE \S+ ", "ALTER TABLE ... ", label)
-        return f"planned without --allow-destructive: {label}"
+        return f"planned with --skip-drops: {label}"
     if result.category == "not_idempotent":
         match = re.search(r"first: (\S+)", message)
         if match:
@@ -200,10 +200,10 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "drop_not_held",
-        r"planned without",
-        "enable_drop: false (run without "
-        "--allow-destructive): the engine plans these drops because it does not count them as "
-        "destructive (no data lost); README step 7 forbids any DROP/REVOKE.",
+        r"planned with --skip-drops",
+        "enable_drop: false (run with --skip-drops, without --allow-destructive): a DROP or "
+        "REVOKE was planned anyway, or something only in current was lost; README step 7 "
+        "forbids any DROP/REVOKE.",
     ),
     (
         "not_converged",

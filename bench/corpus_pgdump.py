@@ -203,17 +203,49 @@ def compare(a: Dump, b: Dump, limit: int = 80, before: Dump | None = None) -> tu
     return "; ".join(parts), "\n".join(diff)
 
 
+_PREAMBLE: EntryKey = ("", "", "(preamble)")
+
+
+def _unframed(body: str) -> str:
+    """An entry's body without the ``--`` line the footer leaves on the dump's last entry
+    (which entry is last depends on what else the dump holds)."""
+    return re.sub(r"(\s*\n--)+\s*$", "", body)
+
+
+_GRANT = re.compile(r"^(?P<verb>GRANT|REVOKE) (?P<privileges>\S+) (?P<rest>(?:ON|ON [A-Z ]+) .*)$")
+
+
+def _acl_lines(body: str) -> set[str]:
+    """An ACL entry's lines, one per privilege: pg_dump writes what a role holds on an
+    object in one line (``GRANT SELECT,INSERT ON ...``), so a subset is judged by privilege."""
+    found: set[str] = set()
+    for line in _body_lines(body):
+        match = _GRANT.match(line)
+        if match is None or "(" in match["privileges"]:
+            found.add(line)
+            continue
+        for privilege in match["privileges"].split(","):
+            found.add(f"{match['verb']} {privilege} {match['rest']}")
+    return found
+
+
 def subset_problems(a: Dump, b: Dump) -> list[str]:
-    """What of B is not in A identically (tables and ACLs compare line by line)."""
+    """What of B is not in A identically (tables, ACLs and the preamble's settings compare
+    line by line: pg_dump writes ``SET default_table_access_method`` only when a dump holds
+    a table, and the footer's ``--`` after whichever entry is last)."""
     problems: list[str] = []
     for key, body in b.entries.items():
         if key not in a.entries:
             problems.append(f"missing {_label(key)}")
-        elif key[0] in _LINE_SUBSET_TYPES:
-            lacking = set(_body_lines(body)) - set(_body_lines(a.entries[key]))
+        elif key[0] in _SORTED_TYPES:
+            lacking = _acl_lines(body) - _acl_lines(a.entries[key])
             if lacking:
                 problems.append(f"{_label(key)} lacks {sorted(lacking)[0]!r}")
-        elif a.entries[key] != body:
+        elif key[0] in _LINE_SUBSET_TYPES or key == _PREAMBLE:
+            lacking = set(_body_lines(body)) - set(_body_lines(a.entries[key])) - {"--"}
+            if lacking:
+                problems.append(f"{_label(key)} lacks {sorted(lacking)[0]!r}")
+        elif _unframed(a.entries[key]) != _unframed(body):
             problems.append(f"differs {_label(key)}")
     return problems
 

@@ -133,14 +133,18 @@ class Runner:
 
     def plan(self, url: str, desired: Path, output: Path, *, allow_destructive: bool,
              seed: int, env: dict[str, str] | None = None,
-             extra: list[str] | None = None, cold: bool = False) -> PlanOutcome:  # fmt: skip
+             extra: list[str] | None = None, cold: bool = False,
+             skip_drops: bool = False) -> PlanOutcome:  # fmt: skip
         """``schema plan --format json --output FILE`` with ``PYTHONHASHSEED=seed`` (and
         the case's ``extra`` arguments); ``cold``: with ``--no-cache`` (nothing read from or
-        written to the planning cache), else with the cache a controller's runner keeps."""
+        written to the planning cache), else with the cache a controller's runner keeps;
+        ``skip_drops``: with ``--skip-drops`` (sqldef's ``enable_drop: false``)."""
         args = ["schema", "plan", "--url", url, "--desired", str(desired), "--format", "json"]
         args += ["--output", str(output), *(extra or [])]
         if allow_destructive:
             args.append("--allow-destructive")
+        if skip_drops:
+            args.append("--skip-drops")
         if cold:
             args.append("--no-cache")
         output.unlink(missing_ok=True)

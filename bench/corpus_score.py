@@ -93,9 +93,10 @@ def _score(case: Case, result: CaseResult, db: CaseDatabases, folder: Path, runn
     before = db.dump_a()
     oracle = db.dump_b() if result.oracle else None
     allow, env = case.enable_drop, db.env
+    skip = not case.enable_drop  # sqldef's enable_drop: false is the runner's --skip-drops
     extra = case.plan_arguments
     plan1 = runner.plan(db.url_a, desired, folder / "plan1.json", allow_destructive=allow,
-                        seed=1, env=env, extra=extra)  # fmt: skip
+                        seed=1, env=env, extra=extra, skip_drops=skip)  # fmt: skip
     result.details["plan"] = plan1.summary
     result.details["plan_seconds"] = round(plan1.seconds, 2)
 
@@ -116,7 +117,7 @@ def _score(case: Case, result: CaseResult, db: CaseDatabases, folder: Path, runn
         result.fail("plan_error", plan1.error_text)
         return
     plan2 = runner.plan(db.url_a2, desired2, folder / "plan2.json", allow_destructive=allow,
-                        seed=2, env=env, extra=extra, cold=True)  # fmt: skip
+                        seed=2, env=env, extra=extra, cold=True, skip_drops=skip)  # fmt: skip
     result.deterministic = plan1.same_as(plan2)
     if result.deterministic is False:
         result.details["plan2"] = plan2.summary
@@ -193,14 +194,16 @@ def _plan_apply_and_compare(
     if not plan1.statements:  # nothing was applied: plan 1 was already the second plan
         result.idempotent = True
         return
+    # Without drops, the second plan is made as the first (--skip-drops, no
+    # --allow-destructive) and must be empty: what was skipped stays skipped.
     plan3 = runner.plan(db.url_a, folder / "desired.sql", folder / "plan3.json",
-                        allow_destructive=True, seed=3, env=db.env,
-                        extra=case.plan_arguments)  # fmt: skip
+                        allow_destructive=allow, seed=3, env=db.env,
+                        extra=case.plan_arguments, skip_drops=not allow)  # fmt: skip
     if plan3.rc != 0:
         result.idempotent = False
         result.fail("not_idempotent", f"second plan {plan3.summary}")
         return
-    left = [s for s in plan3.statements if allow or not db.destructive(s)]
+    left = list(plan3.statements)
     result.idempotent = not left
     if left:
         result.details["second_plan"] = [str(s.get("sql", ""))[:300] for s in left]

@@ -226,10 +226,14 @@ def _fleet_summary(document: dict[str, Any]) -> None:
 def _plan_marks(plan: dict[str, Any]) -> str:
     """How a plan's desired schema ran, when not as by default: ``procedural`` (the
     declaration let procedural statements run), ``no jail`` (the sandbox server ran without
-    its OS jail, ``spec.dev.isolation: none``)."""
+    its OS jail, ``spec.dev.isolation: none``), ``N drops skipped`` (``drops: Skip`` left
+    what only the database has alone)."""
     marks = ["procedural"] if plan.get("proceduralSchema") else []
     if plan.get("sandboxIsolation") == "none":
         marks.append("no jail")
+    skipped = plan.get("skippedDrops")
+    if isinstance(skipped, int):
+        marks.append(f"{skipped} drops skipped")
     return f" ({', '.join(marks)})" if marks else ""
 
 

@@ -328,6 +328,13 @@ def plan_options(command: Callable[..., None]) -> Callable[..., None]:
 @dev_option
 @no_cache_option
 @click.option("--allow-destructive", is_flag=True, help="Allow drops and narrowing changes.")
+@click.option(
+    "--skip-drops",
+    is_flag=True,
+    help="Leave what only the database has alone instead of dropping it (tables, columns, "
+    "indexes, views, functions, ..., row security, grants); the plan lists what it skipped "
+    "and records the setting.",
+)
 @click.option("--protected-table", multiple=True, help="Refuse any plan that changes this table.")
 @plan_options
 @format_option("json", "sql")
@@ -363,6 +370,7 @@ def plan(
     dev_url: str | None,
     no_cache: bool,
     allow_destructive: bool,
+    skip_drops: bool,
     protected_table: tuple[str, ...],
     options: PlanOptions,
     output_format: str,
@@ -386,7 +394,10 @@ def plan(
     target = _resolve_url(url, url_env)
     engine = _planning_engine(target, dev_url, no_cache, options)
     options = dataclasses.replace(
-        options, allow_destructive=allow_destructive, protected_tables=protected_table
+        options,
+        allow_destructive=allow_destructive,
+        protected_tables=protected_table,
+        skip_drops=skip_drops,
     )
 
     def planned() -> tuple[Any, Any]:

@@ -219,6 +219,7 @@ def _execute(
         manage_ownership=bool(settings.manage_ownership),
         procedural_schema=procedural,
         sandbox_isolation=isolation,
+        skip_drops=settings.drops == "skip",
     )
     try:
         if request.operation == "inspect":

@@ -33,7 +33,13 @@ from gitops.reconcile.lifecycle import (
     Verdict,
 )
 from gitops.resources.database import ApplyPolicy
-from gitops.resources.schema import DatabaseSchema, DevDatabase, ImpactMode, SandboxIsolation
+from gitops.resources.schema import (
+    DatabaseSchema,
+    DevDatabase,
+    DropPolicy,
+    ImpactMode,
+    SandboxIsolation,
+)
 from gitops.resources.status import (
     DatabaseSchemaStatus,
     DriftSummary,
@@ -62,7 +68,12 @@ from runner.protocol.results import (
 __all__ = ["SchemaPass", "schema_policy_digest"]
 
 
-_PRIVILEGE_POLICY = {"managedRoles": [], "manageOwnership": False, "proceduralSchema": False}
+_PRIVILEGE_POLICY = {
+    "managedRoles": [],
+    "manageOwnership": False,
+    "proceduralSchema": False,
+    "drops": "Plan",
+}
 """Policy fields left out of the digest while unset, so a policy without them digests as it
 did before they existed (no resource re-plans for an upgrade alone)."""
 
@@ -123,6 +134,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
             sandbox_isolation="none"
             if dev is not None and dev.isolation is SandboxIsolation.NONE
             else None,
+            drops="skip" if policy.drops is DropPolicy.SKIP else None,  # unset: Plan
             lock_timeout_ms=policy.lock_timeout * 1000,
             transaction_mode=policy.transaction_mode.value,
             impact=None if policy.impact is ImpactMode.ESTIMATE else policy.impact.value,
@@ -171,6 +183,7 @@ class SchemaPass(ResourcePass[DatabaseSchemaStatus, DatabaseSchema]):
                     path=json_path,
                     procedural_schema=document.procedural_schema,
                     sandbox_isolation=document.sandbox_isolation,
+                    skipped_drops=None if document.skipped is None else len(document.skipped),
                     impact=self._impact(current),
                     fleet_plan=fleet_plan,
                 )

@@ -21,6 +21,7 @@ __all__ = [
     "DatabaseSchema",
     "DatabaseSchemaSpec",
     "DevDatabase",
+    "DropPolicy",
     "SandboxIsolation",
     "SchemaPolicy",
 ]
@@ -53,6 +54,23 @@ class ImpactMode(StrEnum):
     OFF = "off"
     ESTIMATE = "estimate"
     EXACT = "exact"
+
+
+class DropPolicy(StrEnum):
+    """What a plan does with objects only the database has (docs/engine.md, "Skipping
+    drops").
+
+    ``Plan`` (the default) drops them, as the desired schema says (``allowDestructive``
+    still decides whether a drop that loses rows may be planned); ``Skip`` leaves them
+    alone, as sqldef's ``enable_drop: false`` and Atlas's skip-drop policy do: tables,
+    columns, constraints, indexes, sequences, views, functions, triggers, policies, types,
+    domains, extensions, row-level security and managed grants that only the database has
+    are not removed, and the plan lists them as skipped. A drop that is part of changing an
+    object the schema still declares (a view or index replaced) still happens.
+    """
+
+    PLAN = "Plan"
+    SKIP = "Skip"
 
 
 class SchemaPolicy(Model):
@@ -88,6 +106,10 @@ class SchemaPolicy(Model):
     only, and anything else is refused ``statement_not_declarative`` (docs/engine.md). The
     plan records it. A pull request that sets it is previewed without it: the opt-in counts
     once it is reviewed and merged."""
+    drops: DropPolicy = DropPolicy.PLAN
+    """What becomes of objects only the database has: ``Plan`` drops them, ``Skip`` leaves
+    them alone and the plan lists them (:class:`DropPolicy`). Part of the policy digest and
+    recorded in the plan when ``Skip``."""
     timeouts: OperationTimeouts = Field(default_factory=OperationTimeouts)
     """How long each operation may take (not part of the policy digest)."""
     impact: ImpactMode = ImpactMode.ESTIMATE

@@ -228,6 +228,9 @@ class PlanSummary(Model):
     """The plan let procedural statements of the desired schema run (absent otherwise)."""
     sandbox_isolation: Literal["none"] | None = None
     """The plan was made with a sandbox server outside its OS jail (absent otherwise)."""
+    skipped_drops: Annotated[int, Field(ge=0)] | None = None
+    """``drops: Skip``: how many removals the plan left out (what only the database has;
+    the plan document lists them). Absent for a plan made with ``drops: Plan``."""
     impact: ImpactSummary | None = None
     """What the plan does to the rows already there, measured read-only (absent when not
     measured); observations beside the plan, not part of its id."""

@@ -45,6 +45,7 @@ from runner.engines.dryscope import (
     untouched_equal,
 )
 from runner.engines.impact import DEFAULT_TIMEOUT_MS, ImpactReport, Reader, measure, probes
+from runner.engines.keep import Kept, SkippedRemoval, keep_live_only
 from runner.engines.model import NO_PRIVILEGES, Database, PrivilegeScope
 from runner.engines.plan import HazardEntry, PlanDocument, PlanStatement
 from runner.engines.planner import (
@@ -248,6 +249,10 @@ class Engine(Generic[FactsT, SandboxT]):
         """What the dialect does to a plan once it is rendered (MySQL: refuse unknown
         definers, merge ALTERs of one table). Nothing by default."""
         return planned
+
+    def check_kept(self, planned: Planned, kept: Kept) -> None:
+        """Refuse a ``drops: skip`` plan that cannot keep what :func:`keep_live_only` kept
+        (SQLite: a column or constraint of a table it rebuilds). Nothing by default."""
 
     def split(self, text: str) -> list[tuple[int, str]]:
         """(line, text) of each statement of a desired file, for reading rename hints."""
@@ -500,9 +505,16 @@ class Engine(Generic[FactsT, SandboxT]):
             read = stack.enter_context(self._reading(options.scope))
             lazy = _Lazy(stack, lambda: self.sandbox(facts))
             files = desired_files(desired_path)
-            desired = self._desired(lazy, files, read, facts, options.scope)
+            desired = declared_model = self._desired(lazy, files, read, facts, options.scope)
             live = read()
-            planned = self.changes(live, desired, options, self._renamed(files, live, desired))
+            renamed_live = self._renamed(files, live, desired)
+            skipped: tuple[SkippedRemoval, ...] = ()
+            if options.skip_drops:
+                kept = keep_live_only(renamed_live.view if renamed_live else live, desired)
+                desired, skipped = kept.desired, kept.skipped
+            planned = self.changes(live, desired, options, renamed_live)
+            if options.skip_drops:
+                self.check_kept(planned, kept)
             self.planned = (live, planned.changes)
             key = self._verdict_key(live, desired, planned.statements, facts, options)
             cached = self.cache.verdict(key)
@@ -519,7 +531,7 @@ class Engine(Generic[FactsT, SandboxT]):
                     },
                 )
         return Planned(planned.changes, tuple(statements)).document(
-            live, desired, expected, options
+            live, declared_model, expected, options, skipped
         )
 
     def _dry_run(

@@ -34,6 +34,7 @@ __all__ = [
     "PlanPrivileges",
     "PlanStatement",
     "PlanSummary",
+    "SkippedDrop",
     "comment_text",
     "plan_bytes",
     "plan_digest",
@@ -73,6 +74,17 @@ class PlanSummary(_Frozen):
     hazards: dict[str, int]
 
 
+class SkippedDrop(_Frozen):
+    """A removal a ``drops: skip`` plan left out: what only the live schema has
+    (:mod:`runner.engines.keep`). ``op`` is the change it would have been (``drop_table``,
+    ``drop_column``, ``drop_index``, ``drop_definition``, ``set_row_security``, ``revoke``,
+    ...), ``key`` the object, ``detail`` what of it (the privileges a revoke would take)."""
+
+    op: str
+    key: str
+    detail: str
+
+
 class PlanPrivileges(_Frozen):
     """The privileges a plan manages, so apply re-reads the live schema the same way."""
 
@@ -101,6 +113,9 @@ class PlanDocument(_Frozen):
     # How the desired schema ran; absent (not null) for the defaults, like ``privileges``.
     procedural_schema: Literal[True] | None = None  # procedural statements ran (opt-in)
     sandbox_isolation: Literal["none"] | None = None  # the sandbox server ran without a jail
+    # ``drops: Skip``: what only the live schema has is left alone; absent by default.
+    drops: Literal["skip"] | None = None
+    skipped: list[SkippedDrop] | None = None  # with ``drops``: what was left alone, sorted
 
     @property
     def empty(self) -> bool:
@@ -118,6 +133,8 @@ _OPTIONAL: Final = (
     "exclude_schemas",
     "procedural_schema",
     "sandbox_isolation",
+    "drops",
+    "skipped",
 )
 
 
@@ -211,6 +228,14 @@ def sandbox_notes(document: PlanDocument) -> list[str]:
         notes.append("-- proceduralSchema: procedural statements of the desired schema ran")
     if document.sandbox_isolation == "none":
         notes.append("-- sandbox isolation: none (the sandbox server ran without its OS jail)")
+    if document.drops == "skip":
+        skipped = document.skipped or []
+        notes.append(
+            f"-- drops: skip; {len(skipped)} removal(s) left out (only in the database, left alone)"
+        )
+        for item in skipped:
+            detail = f" ({item.detail})" if item.detail else ""
+            notes.append(f"--   skipped: {comment_text(f'{item.op} {item.key}{detail}')}")
     return notes
 
 

@@ -19,6 +19,7 @@ from runner.digests import digest
 from runner.engines.changes import Change, Statement
 from runner.engines.diff import diff
 from runner.engines.hazards import hazards_of
+from runner.engines.keep import SkippedRemoval
 from runner.engines.model import OBJECT_CLASSES, PRIVILEGE_CLASSES, Database, PrivilegeScope
 from runner.engines.order import order
 from runner.engines.plan import (
@@ -27,6 +28,7 @@ from runner.engines.plan import (
     PlanPrivileges,
     PlanStatement,
     PlanSummary,
+    SkippedDrop,
 )
 from runner.engines.renamed import Renamed
 from runner.engines.scope import Scope
@@ -76,6 +78,9 @@ class PlanOptions:
     """Procedural statements of the desired schema ran (``spec.policy.proceduralSchema``)."""
     sandbox_isolation: str = "jail"
     """How the private sandbox server was isolated (``spec.dev.isolation``)."""
+    skip_drops: bool = False
+    """Leave what only the live schema has alone instead of dropping it
+    (``spec.policy.drops: Skip``, ``--skip-drops``; :mod:`runner.engines.keep`)."""
 
     @property
     def scope(self) -> Scope:
@@ -94,6 +99,8 @@ class PlanOptions:
         }
         value.update(privilege_fields(self.privileges))
         value.update(sandbox_fields(self.procedural_schema, self.sandbox_isolation))
+        if self.skip_drops:  # only when set: default plans keep their options digest
+            value["drops"] = "skip"
         return digest("plan-options", value)
 
 
@@ -250,7 +257,12 @@ class Planned:
     statements: tuple[PlanStatement, ...]
 
     def document(
-        self, live: Database, desired: Database, expected: str, options: PlanOptions
+        self,
+        live: Database,
+        desired: Database,
+        expected: str,
+        options: PlanOptions,
+        skipped: Sequence[SkippedRemoval] = (),
     ) -> PlanDocument:
         hazards = Counter(h.code for s in self.statements for h in s.hazards)
         privilege = sorted(
@@ -269,6 +281,10 @@ class Planned:
             privileges=_plan_privileges(options.privileges),
             procedural_schema=True if options.procedural_schema else None,
             sandbox_isolation="none" if options.sandbox_isolation == "none" else None,
+            drops="skip" if options.skip_drops else None,
+            skipped=[SkippedDrop(key=s.key, op=s.op, detail=s.detail) for s in skipped]
+            if options.skip_drops
+            else None,
             statements=list(self.statements),
             summary=PlanSummary(
                 statements=len(self.statements),

@@ -120,6 +120,9 @@ class PlanSettings(_Frozen):
     """Let procedural statements of the desired schema run (``spec.policy.proceduralSchema``)."""
     sandbox_isolation: Literal["jail", "none"] | None = None
     """How a private sandbox server is isolated (``spec.dev.isolation``); unset, ``jail``."""
+    drops: Literal["plan", "skip"] | None = None
+    """Plans: what becomes of objects only the database has (``spec.policy.drops``): unset
+    or ``plan``, they are dropped; ``skip``, they are left alone and listed as skipped."""
     lock_timeout_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
     impact: Literal["off", "estimate", "exact"] | None = None
     """Plans: how the impact checks measure (``spec.policy.impact``); unset, ``estimate``."""

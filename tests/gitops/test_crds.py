@@ -125,3 +125,21 @@ def test_a_resource_violating_its_crd_schema_is_caught() -> None:
     }
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
+
+
+def test_the_database_schema_crd_takes_the_drop_policy() -> None:
+    schema = next(
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for c in crds()
+        if c["spec"]["names"]["kind"] == "DatabaseSchema"
+    )
+    rendered = run("render", str(ROOT / "examples" / "repo"))
+    assert rendered.returncode == 0, rendered.stderr
+    resource = next(d for d in load_all(rendered.stdout) if d["kind"] == "DatabaseSchema")
+    assert resource["spec"]["policy"]["drops"] == "Plan"  # the default, rendered
+    for value in ("Plan", "Skip"):
+        resource["spec"]["policy"]["drops"] = value
+        jsonschema.validate(resource, schema)
+    resource["spec"]["policy"]["drops"] = "Keep"
+    with pytest.raises(jsonschema.ValidationError, match="Keep"):
+        jsonschema.validate(resource, schema)

@@ -30,9 +30,11 @@ from runner.digests import digest
 from runner.engines.cache import engine_version
 from runner.engines.core import Engine, LoadPiece, load_retrying
 from runner.engines.desired import DesiredSchemaError
+from runner.engines.keep import Kept
 from runner.engines.model import NO_PRIVILEGES, Database, PrivilegeScope
 from runner.engines.plan import PlanDocument, PlanStatement, plan_digest
 from runner.engines.planner import (
+    Planned,
     PlanRefused,
     Renderer,
     fingerprint,
@@ -223,6 +225,24 @@ class SqliteEngine(Engine[None, None]):
 
     def split(self, text: str) -> list[tuple[int, str]]:
         return split_script(text)
+
+    def check_kept(self, planned: Planned, kept: Kept) -> None:
+        """A table is rebuilt from the desired schema's own CREATE text, which lacks the
+        columns and constraints ``drops: skip`` keeps, so a rebuild cannot keep them
+        (and a kept table constraint always makes one): refused, naming what."""
+        for change in planned.changes:
+            if change.op != "rebuild_table":
+                continue
+            name = change.key.removeprefix("table:")
+            mine = (f"column:{name}.", f"constraint:{name}.")
+            parts = sorted(k for k in kept.kept_parts if k.startswith(mine))
+            if parts:
+                raise PlanRefused(
+                    "unsupported_change",
+                    f"drops: skip cannot keep {parts[0]} on SQLite: table {name} is rebuilt "
+                    "from the desired CREATE TABLE, which does not have it; declare it, or "
+                    "plan with drops: Plan",
+                )
 
     def dry_run(
         self, sandbox: None, baseline: Database, statements: Sequence[PlanStatement]

@@ -45,6 +45,7 @@ def test_defaults_are_applied_and_rendered_in_their_wire_spelling() -> None:
         "managedRoles": [],
         "manageOwnership": False,
         "proceduralSchema": False,
+        "drops": "Plan",
         "impact": "estimate",
         "timeouts": {"plan": "10m", "apply": "6h", "migrate": "6h"},
     }
@@ -71,6 +72,23 @@ def test_the_sandbox_settings_default_to_declarations_in_a_jail() -> None:
     assert schema_policy_digest(plain) == schema_policy_digest(
         DatabaseSchema.model_validate(schema(policy={"proceduralSchema": False}))
     )
+
+
+def test_drops_default_to_plan_and_skip_changes_the_policy_digest() -> None:
+    from gitops.reconcile.schema import schema_policy_digest
+
+    plain = DatabaseSchema.model_validate(schema())
+    assert plain.spec.policy.drops == "Plan"
+    skipping = DatabaseSchema.model_validate(schema(policy={"drops": "Skip"}))
+    assert skipping.spec.policy.drops == "Skip"
+    # Skip binds the plan id; Plan, written or not, digests as before the field existed.
+    assert schema_policy_digest(skipping) != schema_policy_digest(plain)
+    assert schema_policy_digest(plain) == schema_policy_digest(
+        DatabaseSchema.model_validate(schema(policy={"drops": "Plan"}))
+    )
+    assert errors(DatabaseSchema, schema(policy={"drops": "Keep"})) == [
+        "spec.policy.drops: 'Keep' is not one of Plan, Skip"
+    ]
 
 
 def test_timeouts_are_bounded_and_stay_out_of_the_policy_digest() -> None:

@@ -570,3 +570,57 @@ def test_renamed_table_gets_its_auto_increment_key_in_one_statement(
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert query(db, f"SELECT id, n FROM `{db.name}`.a") == [(7, 1)]
     assert json.loads(plan(runner, db, desired).stdout)["statements"] == []
+
+
+def test_skip_drops_leaves_what_only_the_database_has_and_lists_it(
+    runner: RunnerCLI, db: MariaDBDatabase, tmp_path: Path
+) -> None:
+    load(
+        db,
+        BASE
+        + "ALTER TABLE orders ADD COLUMN old_code varchar(10) AFTER total;\n"
+        + "CREATE INDEX orders_note_idx ON orders (note);\n"
+        + "CREATE TABLE legacy (id int);\n"
+        + "CREATE VIEW legacy_ids AS SELECT id FROM legacy;\n"
+        + "INSERT INTO legacy VALUES (1);\n",
+    )
+    changed = BASE.replace("SELECT id, total FROM orders", "SELECT id FROM orders").replace(
+        "note varchar(200) COMMENT 'free text',",
+        "note varchar(200) COMMENT 'free text',\n  shipped tinyint DEFAULT 0,",
+    )
+    desired = write(tmp_path / "schema.sql", changed)
+    out = tmp_path / "plan.json"
+    result = plan(runner, db, desired, "--skip-drops", "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+    assert document["drops"] == "skip"
+    skipped = [(s["op"], s["key"].split(":", 1)[0], s["key"].rsplit(".", 1)[1])
+               for s in document["skipped"]]  # fmt: skip
+    assert skipped == [
+        ("drop_column", "column", "old_code"),
+        ("drop_index", "index", "orders_note_idx"),
+        ("drop_table", "table", "legacy"),
+        ("drop_definition", "view", "legacy_ids"),
+    ]
+    ops = sorted((s["op"], s["key"].rsplit(".", 1)[1]) for s in document["statements"])
+    assert ("add_column", "orders") in ops and ("move_column", "orders") not in ops
+    assert {o for o, k in ops if k == "big_orders"}  # the changed view is replaced
+    assert not any(o.startswith("drop_") and k != "big_orders" for o, k in ops)
+    applied = apply(runner, db, out)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert columns(db, "orders") == ["id", "customer_id", "total", "old_code", "note", "shipped"]
+    assert columns(db, "big_orders") == ["id"]
+    assert query(db, f"SELECT id FROM `{db.name}`.legacy_ids") == [(1,)]
+    assert query(
+        db,
+        "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s"
+        " AND INDEX_NAME = 'orders_note_idx'",
+        db.name,
+    ) == [(1,)]
+    again = plan(runner, db, desired, "--skip-drops")
+    assert again.returncode == 0, again.stderr
+    skipping = json.loads(again.stdout)
+    assert skipping["statements"] == [] and skipping["skipped"] == document["skipped"]
+    dropping = json.loads(plan(runner, db, desired, "--allow-destructive").stdout)
+    assert "drops" not in dropping and dropping["options"] != skipping["options"]
+    assert {s["op"] for s in dropping["statements"]} >= {"drop_table", "drop_column"}

@@ -712,3 +712,64 @@ def test_renaming_a_type_a_protected_table_uses_is_refused(
     assert [s["sql"] for s in json.loads(made.stdout)["statements"]] == [
         "ALTER TYPE public.mood RENAME TO feeling"
     ]
+
+
+def test_skip_drops_leaves_what_only_the_database_has_and_lists_it(
+    runner: RunnerCLI, db: PostgresDatabase, tmp_path: Path
+) -> None:
+    load(
+        db,
+        BASE
+        + "ALTER TABLE orders ADD COLUMN old_code text;\n"
+        + "CREATE INDEX orders_note_idx ON orders (note);\n"
+        + "CREATE TABLE legacy (id integer);\n"
+        + "CREATE VIEW legacy_ids AS SELECT id FROM legacy;\n"
+        + "ALTER TABLE customers ENABLE ROW LEVEL SECURITY;\n"
+        + "INSERT INTO legacy VALUES (1);\n",
+    )
+    changed = BASE.replace("SELECT id, total FROM orders", "SELECT id FROM orders")
+    desired = write(tmp_path / "schema.sql", changed + "CREATE TABLE audit (id integer);\n")
+    planned = plan(runner, db, desired, "--skip-drops", "--output", str(tmp_path / "plan.json"))
+    assert planned.returncode == 0, planned.stderr
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert document["drops"] == "skip"
+    assert document["skipped"] == [
+        {"detail": "", "key": "column:public.orders.old_code", "op": "drop_column"},
+        {"detail": "", "key": "index:public.orders_note_idx", "op": "drop_index"},
+        {
+            "detail": "DISABLE ROW LEVEL SECURITY",
+            "key": "table:public.customers",
+            "op": "set_row_security",
+        },
+        {"detail": "", "key": "table:public.legacy", "op": "drop_table"},
+        {"detail": "", "key": "view:public.legacy_ids", "op": "drop_definition"},
+    ]
+    # The changed view is still dropped and created again; nothing else is removed.
+    assert {(s["op"], s["key"]) for s in document["statements"]} == {
+        ("drop_definition", "view:public.big_orders"),
+        ("create_definition", "view:public.big_orders"),
+        ("create_table", "table:public.audit"),
+    }
+    assert document["summary"]["destructive"] is False
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert query(db, "SELECT id FROM legacy_ids") == [(1,)]
+    assert query(db, "SELECT count(old_code) FROM orders") == [(0,)]
+    assert query(db, "SELECT relrowsecurity FROM pg_class WHERE relname = 'customers'") == [(True,)]
+    assert query(db, "SELECT 1 FROM pg_indexes WHERE indexname = 'orders_note_idx'") == [(1,)]
+    assert query(
+        db, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'big_orders'"
+    ) == [(1,)]
+    # Converged: the next plan is empty and still lists what it leaves alone.
+    again = plan(runner, db, desired, "--skip-drops")
+    assert again.returncode == 0, again.stderr
+    skipping = json.loads(again.stdout)
+    assert skipping["statements"] == [] and skipping["skipped"] == document["skipped"]
+    # The setting is part of the plan: planned without it, the drops come back, under
+    # another options digest; a default plan records neither field.
+    dropping = json.loads(plan(runner, db, desired, "--allow-destructive").stdout)
+    assert "drops" not in dropping and "skipped" not in dropping
+    assert dropping["options"] != skipping["options"]
+    assert ("drop_table", "table:public.legacy") in {
+        (s["op"], s["key"]) for s in dropping["statements"]
+    }

@@ -593,3 +593,45 @@ def test_a_renamed_table_takes_views_triggers_and_foreign_keys_along(
     assert query(db, "PRAGMA foreign_key_check") == []
     again = plan(runner, db, desired)
     assert again.returncode == 0 and json.loads(again.stdout)["statements"] == []
+
+
+def test_skip_drops_keeps_what_only_the_file_has_unless_a_rebuild_would_lose_it(
+    runner: RunnerCLI, db: Path, tmp_path: Path
+) -> None:
+    # Only in the database: orders.note, the index, the view and the trigger.
+    without = (
+        BASE.replace("    total NUMERIC,\n    note TEXT\n", "    total NUMERIC\n")
+        .replace("CREATE INDEX orders_customer_idx ON orders (customer_id);\n", "")
+        .split("CREATE VIEW")[0]
+    )
+    desired = write(tmp_path / "schema.sql", without + "CREATE TABLE audit (id INTEGER);\n")
+    before = schema_rows(db)
+    document = planned(runner, db, desired, tmp_path / "plan.json", "--skip-drops")
+    assert document["drops"] == "skip"
+    assert [(s["op"], s["key"]) for s in document["skipped"]] == [
+        ("drop_column", "column:main.orders.note"),
+        ("drop_index", "index:main.orders_customer_idx"),
+        ("drop_definition", "trigger:main.orders_note"),
+        ("drop_definition", "view:main.big_orders"),
+    ]
+    assert [(s["op"], s["key"]) for s in document["statements"]] == [
+        ("create_table", "table:main.audit")
+    ]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    after = schema_rows(db)
+    assert [r for r in after if r[1] != "audit"] == before  # every object as it was
+    assert query(db, "SELECT note FROM orders ORDER BY id") == [("x",), ("y",)]
+    again = json.loads(plan(runner, db, desired, "--skip-drops").stdout)
+    assert again["statements"] == [] and again["skipped"] == document["skipped"]
+
+    # A table SQLite must rebuild is made from the desired CREATE TABLE, which has no note:
+    # keeping it is refused, never lost in the rebuild.
+    rebuilt = write(tmp_path / "rebuilt.sql", desired.read_text().replace(
+        "total NUMERIC\n", "total NUMERIC NOT NULL DEFAULT 0\n"
+    ))  # fmt: skip
+    refused = plan(runner, db, rebuilt, "--skip-drops")
+    assert refused.returncode == 1, refused.stderr
+    refusal = json.loads(refused.stdout)["refusal"]
+    assert refusal["code"] == "unsupported_change"
+    assert "column:main.orders.note" in refusal["message"]
