@@ -109,6 +109,7 @@ REMEMBERED_SECONDS = 60.0
 _REMEMBERED_MAX = 4096
 _remembered: dict[tuple[str, ...], tuple[float, Checked]] = {}
 _remembered_lock = threading.Lock()
+_clock = time.monotonic
 
 
 def check(data: bytes, signature: str, namespace: str, allowed_signers: Path | None) -> Checked:
@@ -127,7 +128,7 @@ def check(data: bytes, signature: str, namespace: str, allowed_signers: Path | N
         str(allowed_signers),
         hashlib.sha256(listed).hexdigest(),
     )
-    now = time.monotonic()
+    now = _clock()
     with _remembered_lock:
         found = _remembered.get(key)
     if found is not None and now - found[0] < REMEMBERED_SECONDS:

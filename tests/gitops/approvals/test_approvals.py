@@ -364,8 +364,8 @@ def test_a_signature_check_is_remembered_until_anything_it_read_changes(
     assert len(calls) == before + 2
     # An answer is not remembered longer than REMEMBERED_SECONDS.
     allowed.write_text(people["alice"].allowed_signers_line(APPROVAL_NAMESPACE) + "\n")
-    later = ssh.time.monotonic() + ssh.REMEMBERED_SECONDS + 1
-    monkeypatch.setattr(ssh.time, "monotonic", lambda: later)
+    later = ssh._clock() + ssh.REMEMBERED_SECONDS + 1
+    monkeypatch.setattr(ssh, "_clock", lambda: later)
     before = len(calls)
     assert ssh.check(data, signature, APPROVAL_NAMESPACE, allowed) == first
     assert len(calls) == before + 3
