@@ -6,10 +6,12 @@ branch holds: a status file replaced by a symlink made Seshat write through the 
 symlinked folder made it create files in the link's target. :class:`BareClone` has no work
 tree at all:
 
-* a commit is built from memory: blobs written to the object database, a temporary index
-  read from the parent commit, each path set with ``update-index --replace`` (which also
-  replaces a symlink, a file or a folder that was in the way), ``write-tree`` and
-  ``commit-tree``; nothing is written to the filesystem except Git's own objects;
+* a commit is built from memory: blobs and trees written to the object database (loose
+  objects, from this process), only the trees on a changed path read and rewritten, each
+  path set as ``update-index --replace`` would (a symlink, a file or a folder in the way is
+  replaced; ``tests/fuzz/test_fuzz_trees.py`` holds the two to the same tree ids), then
+  ``commit-tree``; a tree it cannot parse is built through a temporary index instead;
+  nothing is written to the filesystem except Git's own objects;
 * a read returns the bytes of a regular blob (mode ``100644`` or ``100755``) of bounded
   size, and nothing for a symlink, a submodule or a folder at that path;
 * pushes are never forced.
@@ -17,6 +19,7 @@ tree at all:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -28,6 +31,7 @@ from pathlib import Path, PurePosixPath
 
 import git
 from gitdb import IStream
+from gitdb.db.loose import LooseObjectDB
 
 from gitops.repo.locks import PatientRepo
 from runner.errors import CanNotRunError
@@ -89,6 +93,7 @@ class BareClone:
         self.remote_url = remote_url
         self.environment = {**_GIT_ENV, **(environment or {})}
         self._repo: git.Repo | None = None
+        self._loose: LooseObjectDB | None = None
 
     @property
     def repo(self) -> git.Repo:
@@ -194,6 +199,14 @@ class BareClone:
         return sorted(found)
 
     def tree_of(self, commit: str) -> str:
+        """The tree of ``commit`` (a full object id: read from the object database, no
+        process; anything else through ``git rev-parse``)."""
+        if re.fullmatch(r"[0-9a-f]{40}", commit):
+            with contextlib.suppress(ValueError, KeyError, OSError):
+                stream = self.repo.odb.stream(bytes.fromhex(commit))
+                head = stream.read(64) if stream.type == b"commit" else b""
+                if head.startswith(b"tree ") and len(head) >= 46 and head[45:46] == b"\n":
+                    return head[5:45].decode("ascii")
         return str(self.repo.git.rev_parse(f"{commit}^{{tree}}"))
 
     # -- writing -------------------------------------------------------------------------
@@ -211,28 +224,14 @@ class BareClone:
         """A commit of ``parent``'s tree with ``files`` set (None removes one); None when
         the tree would not change (unless ``allow_empty``). Nothing is checked out and no
         hook runs."""
-        repo = self.repo
-        lines = []
-        for path in sorted(files):
-            content = files[path]
+        for path in files:
             safe_path(path)
-            if content is None:
-                lines.append(f"0 {'0' * 40}\t{path}\0")
-                continue
-            blob = repo.odb.store(IStream("blob", len(content), BytesIO(content)))
-            lines.append(f"100644 {blob.hexsha.decode()}\t{path}\0")
-        with tempfile.TemporaryDirectory(prefix="seshat-index-") as folder:
-            env = {**os.environ, **self.environment, "GIT_INDEX_FILE": f"{folder}/index"}
-            repo.git.read_tree(parent or "--empty", env=env)
-            info = Path(folder) / "info"
-            info.write_text("".join(lines), encoding="utf-8")
-            with info.open("rb") as stream:
-                # --replace: a symlink, file or folder in the way of a path is replaced.
-                repo.git.update_index(
-                    "--add", "--replace", "-z", "--index-info", istream=stream, env=env
-                )
-            tree = str(repo.git.write_tree(env=env))
-        if parent is not None and tree == self.tree_of(parent) and not allow_empty:
+        base = self.tree_of(parent) if parent is not None else None
+        try:
+            tree = self._tree_in_memory(base, files)
+        except (ValueError, KeyError, OSError):  # an object it cannot read or parse
+            tree = self._tree_through_index(parent, files)
+        if base is not None and tree == base and not allow_empty:
             return None
         identity = {
             "GIT_AUTHOR_NAME": author.name,
@@ -249,13 +248,88 @@ class BareClone:
             message_file = Path(folder) / "message"
             message_file.write_text(message, encoding="utf-8")
             try:
-                created = repo.git.execute(
+                created = self.repo.git.execute(
                     ["git", *options, "commit-tree", *arguments, "-F", str(message_file)],
                     env={**os.environ, **self.environment, **identity},
                 )
             except git.GitCommandError as error:
                 raise CanNotRunError(f"cannot commit: {git_error(error)}") from None
         return str(created).strip()
+
+    def _tree_in_memory(self, base: str | None, files: Mapping[str, bytes | None]) -> str:
+        """The tree ``base`` with ``files`` set, built from the changed folders only: each
+        tree on a changed path is read, changed and written back (a status branch of a
+        thousand fleet members has thousands of files; an index of them all, read and
+        written by three Git processes per commit, cost more than the commit)."""
+        changes: dict[tuple[str, ...], bytes | None] = {}
+        for path, content in files.items():
+            changes[tuple(path.split("/"))] = content
+        built = self._tree_with(bytes.fromhex(base) if base else None, changes)
+        return (built or self._store("tree", b"")).hex()
+
+    def _tree_with(
+        self, base: bytes | None, changes: Mapping[tuple[str, ...], bytes | None]
+    ) -> bytes | None:
+        """The tree ``base`` (None: none) with ``changes`` (path parts below it) applied, as
+        ``update-index --replace`` would: a file replaces a folder or symlink in its way, a
+        folder replaces a file in its way, a deletion of what is not there changes nothing,
+        a folder left empty goes. None when the tree would be empty."""
+        entries = _read_tree(self.repo, base) if base is not None else {}
+        below: dict[str, dict[tuple[str, ...], bytes | None]] = {}
+        for parts, content in changes.items():
+            if len(parts) > 1:
+                below.setdefault(parts[0], {})[parts[1:]] = content
+            elif content is None:
+                if entries.get(parts[0], (b"", b""))[0] != _TREE_MODE:
+                    entries.pop(parts[0], None)
+            else:
+                entries[parts[0]] = (b"100644", self._store("blob", content))
+        for name, inner in below.items():
+            mode, sha = entries.get(name, (b"", b""))
+            folder = sha if mode == _TREE_MODE else None
+            if folder is None and all(content is None for content in inner.values()):
+                continue  # deleting below a file or nothing: nothing to delete
+            built = self._tree_with(folder, inner)
+            if built is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (_TREE_MODE, built)
+        if not entries:
+            return None
+        return self._store("tree", _tree_bytes(entries))
+
+    def _store(self, kind: str, data: bytes) -> bytes:
+        """Write an object (loose, zlib-compressed, as Git does) from this process: the
+        repository's own object database starts a ``git hash-object`` for each."""
+        if self._loose is None:
+            self._loose = LooseObjectDB(str(Path(self.repo.git_dir) / "objects"))
+        stored = self._loose.store(IStream(kind, len(data), BytesIO(data)))
+        return bytes(stored.binsha)
+
+    def _tree_through_index(self, base: str | None, files: Mapping[str, bytes | None]) -> str:
+        """The tree (or commit) ``base`` with ``files`` set, through a temporary index: what
+        :meth:`_tree_in_memory` builds, for a tree it cannot parse (Git reads what Git
+        wrote)."""
+        repo = self.repo
+        lines = []
+        for path in sorted(files):
+            content = files[path]
+            if content is None:
+                lines.append(f"0 {'0' * 40}\t{path}\0")
+                continue
+            blob = repo.odb.store(IStream("blob", len(content), BytesIO(content)))
+            lines.append(f"100644 {blob.hexsha.decode()}\t{path}\0")
+        with tempfile.TemporaryDirectory(prefix="seshat-index-") as folder:
+            env = {**os.environ, **self.environment, "GIT_INDEX_FILE": f"{folder}/index"}
+            repo.git.read_tree(base or "--empty", env=env)
+            info = Path(folder) / "info"
+            info.write_text("".join(lines), encoding="utf-8")
+            with info.open("rb") as stream:
+                # --replace: a symlink, file or folder in the way of a path is replaced.
+                repo.git.update_index(
+                    "--add", "--replace", "-z", "--index-info", istream=stream, env=env
+                )
+            return str(repo.git.write_tree(env=env))
 
     def push(self, commit: str, branch: str) -> bool:
         """Push ``commit`` to ``branch`` without forcing; False when the remote refused it
@@ -284,3 +358,44 @@ def rejected(error: git.GitCommandError) -> bool:
 def git_error(error: git.GitCommandError) -> str:
     lines = [line.strip() for line in str(error.stderr or "").splitlines() if line.strip()]
     return lines[-1][:300] if lines else f"git exited with {error.status}"
+
+
+_TREE_MODE = b"40000"
+
+
+def _read_tree(repo: git.Repo, sha: bytes) -> dict[str, tuple[bytes, bytes]]:
+    """A tree object's entries: name -> (mode, binary object id). ValueError when it is not
+    a tree or does not parse."""
+    stream = repo.odb.stream(sha)
+    if stream.type != b"tree":
+        raise ValueError(f"{sha.hex()} is not a tree")
+    return _parse_tree(stream.read())
+
+
+def _parse_tree(data: bytes) -> dict[str, tuple[bytes, bytes]]:
+    entries: dict[str, tuple[bytes, bytes]] = {}
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        if nul + 21 > len(data):
+            raise ValueError("a truncated tree entry")
+        name = data[space + 1 : nul].decode("utf-8", "surrogateescape")
+        entries[name] = (data[at:space], data[nul + 1 : nul + 21])
+        at = nul + 21
+    return entries
+
+
+def _tree_bytes(entries: Mapping[str, tuple[bytes, bytes]]) -> bytes:
+    """A tree object's bytes, its entries in Git's order (a folder sorts as if its name
+    ended in ``/``)."""
+
+    def order(name: str) -> bytes:
+        raw = name.encode("utf-8", "surrogateescape")
+        return raw + b"/" if entries[name][0] == _TREE_MODE else raw
+
+    return b"".join(
+        mode + b" " + name.encode("utf-8", "surrogateescape") + b"\0" + sha
+        for name in sorted(entries, key=order)
+        for mode, sha in [entries[name]]
+    )
