@@ -17,6 +17,7 @@ import os
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -634,6 +635,12 @@ def test_the_input_configmap_belongs_to_its_job_and_goes_with_it(
 ) -> None:
     thread, results = _start_hanging_operation(kube, api, tmp_path, "inspect-4")
     (job,) = kube.list("jobs", "shop")
+    # The pod may start before the controller has patched the ConfigMap's owner (right
+    # after the Job's create returned): wait for that patch, not for the pod.
+    ends = time.monotonic() + 30
+    while "ownerReferences" not in kube.list("configmaps", "shop")[0]["metadata"]:
+        assert time.monotonic() < ends, "the ConfigMap was never given its owner"
+        time.sleep(0.02)
     (configmap,) = kube.list("configmaps", "shop")
     assert configmap["metadata"]["ownerReferences"] == [
         {
