@@ -47,16 +47,6 @@ def _closure(start: Iterable[str], edges: dict[str, set[str]]) -> set[str]:
     return seen
 
 
-def _keys(db: Database) -> set[str]:
-    return (
-        set(db.tables)
-        | set(db.constraints)
-        | set(db.indexes)
-        | set(db.sequences)
-        | set(db.definitions)
-    )
-
-
 def _owners(db: Database) -> dict[str, str]:
     """Sub-object -> its table (constraints, indexes, triggers, policies)."""
     owners = {k: c.table for k, c in db.constraints.items()}
@@ -74,7 +64,7 @@ def _commented(on: str) -> str:
 
 def dry_run_scope(live: Database, desired: Database, changes: Iterable[Change]) -> set[str]:
     """The live objects a dry run of ``changes`` rebuilds (see the module docstring)."""
-    live_keys = _keys(live)
+    live_keys = live.object_keys()
     touched: set[str] = set()
     for change in changes:
         touched.add(change.key)
@@ -129,14 +119,14 @@ def untouched_equal(
     differ: Callable[[Database, Database], list[Change]],
 ) -> bool:
     """Whether every live object outside ``scope`` is in the desired schema, unchanged."""
-    outside = _keys(live) - scope
+    outside = live.object_keys() - scope
     return not differ(restrict(live, outside), restrict(desired, outside))
 
 
 def merged(live: Database, result: Database, scope: set[str], created: set[str]) -> Database:
     """The whole schema after the plan: the live objects outside ``scope``, and the dry
     run's ``result`` on the scope and the objects the plan ``created``."""
-    outside = restrict(live, _keys(live) - scope)
+    outside = restrict(live, live.object_keys() - scope)
     inside = restrict(result, scope | created)
     return replace(
         live,
@@ -155,4 +145,4 @@ def merged(live: Database, result: Database, scope: set[str], created: set[str])
 
 def created_keys(live: Database, desired: Database) -> set[str]:
     """Objects the desired schema has and the live one does not."""
-    return _keys(desired) - _keys(live)
+    return desired.object_keys() - live.object_keys()

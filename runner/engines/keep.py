@@ -80,20 +80,10 @@ def _name(key: str) -> str:
     return key.split(":", 1)[1] if ":" in key else key
 
 
-def _object_keys(db: Database) -> set[str]:
-    return (
-        set(db.tables)
-        | set(db.constraints)
-        | set(db.indexes)
-        | set(db.sequences)
-        | set(db.definitions)
-    )
-
-
 def _taken(desired: Database) -> set[str]:
     """The names the desired schema's objects use (PostgreSQL: a primary key, unique or
     exclusion constraint also names its index, a relation of its schema)."""
-    names = {_name(k) for k in _object_keys(desired)}
+    names = {_name(k) for k in desired.object_keys()}
     if desired.dialect == "postgresql":
         for constraint in desired.constraints.values():
             if constraint.kind in ("p", "u", "x"):
@@ -175,7 +165,7 @@ def keep_live_only(live: Database, desired: Database) -> Kept:
     def keep(key: str, thing: object) -> bool:
         return key not in taken_keys and not (_own_names(key, thing, dialect) & taken)
 
-    taken_keys = _object_keys(desired)
+    taken_keys = desired.object_keys()
     tables = dict(desired.tables)
     for key, table in sorted(live.tables.items()):
         found = desired.tables.get(key)

@@ -305,6 +305,17 @@ class Database:
     depends: frozenset[tuple[str, str]] = frozenset()
     casts: frozenset[tuple[str, str, str]] = frozenset()
 
+    def object_keys(self) -> set[str]:
+        """The keys of the schema's objects (tables, constraints, indexes, sequences,
+        definitions), without what is attached to them (comments, grants, owners)."""
+        return (
+            set(self.tables)
+            | set(self.constraints)
+            | set(self.indexes)
+            | set(self.sequences)
+            | set(self.definitions)
+        )
+
     def keys(self) -> Iterable[str]:
         yield from self.tables
         yield from self.constraints
