@@ -17,7 +17,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
-__all__ = ["STATEMENT_SECONDS", "Watchdog", "statement_seconds", "watching"]
+__all__ = ["CANCELLED", "STATEMENT_SECONDS", "Watchdog", "statement_seconds", "watching"]
+
+CANCELLED: Final = (
+    "canceling statement due to user request",  # PostgreSQL, after a cancel request
+    "Query execution was interrupted",  # MariaDB, after KILL QUERY
+)
+"""What a driver says of a statement a cancel stopped: on a private sandbox, only the
+watchdog sends one."""
 
 STATEMENT_SECONDS: Final = 120.0
 """How long one sandbox statement may run; ``SESHAT_SANDBOX_STATEMENT_SECONDS`` sets another."""
@@ -41,6 +48,7 @@ class Watchdog:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.fired = False  # the last statement was cancelled by this watchdog
+        self.fires = 0  # how many statements it cancelled in all
         self._thread = threading.Thread(target=self._watch, name="seshat-watchdog", daemon=True)
         self._thread.start()
 
@@ -53,6 +61,7 @@ class Watchdog:
                     continue
                 self._started = None
                 self.fired = True
+                self.fires += 1
             with contextlib.suppress(Exception):  # a cancel that fails leaves the deadline
                 self._cancel()
 
@@ -68,8 +77,14 @@ class Watchdog:
                 self._started = None
 
     def explain(self, message: str) -> str:
-        """``message`` of a failed statement, saying so when the watchdog cancelled it."""
-        if self.fired:
+        """``message`` of a failed statement, saying so when the watchdog cancelled it.
+
+        A cancelled statement is the watchdog's also when a later statement has started
+        since (clearing :attr:`fired`) before the error was worded: under load the
+        cancel's own call can end after the session has moved on, and a retry of the same
+        statement can be worded after another statement began. Nothing else on a sandbox
+        session sends a cancel, so a driver's "cancelled" after any fire is a fire's."""
+        if self.fired or (self.fires and any(text in message for text in CANCELLED)):
             return f"ran longer than the sandbox allows a statement ({self.seconds:.0f} s)"
         return message
 
