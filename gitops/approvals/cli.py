@@ -232,7 +232,7 @@ def _confirmed_fleet_plan(
     where = source or status_source(str(repository.root), branch)
     try:
         with status_tree(where, branch) as (clone, tip):
-            waiting = _listed_waiting(clone, tip, fleet) or _members_waiting(
+            waiting = _listed_waiting(repository, clone, tip, fleet) or _members_waiting(
                 repository, clone, tip, fleet
             )
     except SeshatError as error:
@@ -257,24 +257,30 @@ Waiting = dict[str, tuple[int, list[str]]]
 """Fleet plan id -> how many members wait on it, and (the first of) their names."""
 
 
-def _listed_waiting(clone: BareClone, tip: str, fleet: ResourceRef) -> Waiting:
+def _listed_waiting(
+    repository: Repository, clone: BareClone, tip: str, fleet: ResourceRef
+) -> Waiting:
     """The distinct plans waiting, as the fleet's own status file lists them: one read
     instead of one per member. Believed only when it lists every distinct plan and, for each
-    waiting one, a member it names does wait on it, its plan checked against its id (a status
-    file is anybody's to write); else nothing, and the members are read one by one."""
+    waiting one, the first member it names is one the repository declares and does wait on
+    it, its plan checked against its id (a status file is anybody's to write); else nothing,
+    and the members are read one by one."""
     try:
         recorded = read_fleet_status(clone.read(tip, status_path(fleet.namespace, fleet.name)))
     except ValueError:
         return {}
     if recorded is None or recorded.distinct_plans > len(recorded.plans):
         return {}
+    declared = {m.key.name for m in repository.members(fleet.namespace, fleet.name)}
     waiting: Waiting = {}
     for listed in recorded.plans:
         if listed.approved:
             continue
+        first = f"{fleet.name}/{listed.names[0]}" if listed.names else None
+        if first not in declared:
+            return {}
         try:
-            first = f"{fleet.name}/{listed.names[0]}" if listed.names else None
-            plan = current_plan(clone, tip, fleet.namespace, first) if first else None
+            plan = current_plan(clone, tip, fleet.namespace, first)
         except SeshatError:
             return {}
         if plan is None or plan.fleet_plan != listed.id or plan.phase not in _WAITING:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import CanNotRunError
+from runner.files import NotReadable, read_regular_file
 
 __all__ = [
     "ACKNOWLEDGMENT_NAMESPACE",
@@ -107,6 +108,7 @@ class Checked:
 REMEMBERED_SECONDS = 60.0
 """How long :func:`check` remembers an answer (see the module's documentation)."""
 _REMEMBERED_MAX = 4096
+_MAX_ALLOWED_SIGNERS = 1024 * 1024
 _remembered: dict[tuple[str, ...], tuple[float, Checked]] = {}
 _remembered_lock = threading.Lock()
 _clock = time.monotonic
@@ -118,9 +120,15 @@ def check(data: bytes, signature: str, namespace: str, allowed_signers: Path | N
     if not signature.isascii():
         return Checked(False, None, None)
     try:
-        listed = allowed_signers.read_bytes() if allowed_signers is not None else b""
-    except OSError:
-        return _check(data, signature, namespace, allowed_signers)  # it fails there, said
+        listed = (
+            read_regular_file(allowed_signers, _MAX_ALLOWED_SIGNERS)
+            if allowed_signers is not None
+            else b""
+        )
+    except (NotReadable, OSError):
+        listed = None
+    if listed is None:  # not a regular file of bounded size: ssh-keygen says what it says
+        return _check(data, signature, namespace, allowed_signers)
     key = (
         hashlib.sha256(data).hexdigest(),
         hashlib.sha256(signature.encode("ascii")).hexdigest(),

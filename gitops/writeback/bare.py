@@ -204,7 +204,9 @@ class BareClone:
         if re.fullmatch(r"[0-9a-f]{40}", commit):
             with contextlib.suppress(ValueError, KeyError, OSError):
                 stream = self.repo.odb.stream(bytes.fromhex(commit))
-                head = stream.read(64) if stream.type == b"commit" else b""
+                # Read whole: a stream of the persistent cat-file left half read would be
+                # drained only when it is collected.
+                head = stream.read() if stream.type == b"commit" else b""
                 if head.startswith(b"tree ") and len(head) >= 46 and head[45:46] == b"\n":
                     return head[5:45].decode("ascii")
         return str(self.repo.git.rev_parse(f"{commit}^{{tree}}"))
