@@ -159,11 +159,14 @@ def serve(path: str, program: str = "seshat") -> None:
         importlib.import_module(module)
     main = importlib.import_module(entry).main
     # What the product's runner fork server does once too (runner/forks.py): the models'
-    # validators built and the engine's source digested, so no child does it again.
+    # validators built (and, for the runner, the engine's source digested), so no child
+    # does it again.
     from runner.forks import complete_models, prepare
 
-    prepare()
-    complete_models("gitops", "runner")
+    if program == "seshat-runner":
+        prepare()
+    else:
+        complete_models("gitops", "runner")
     # As the console script has it: its own folder first, not the current one ('' of -c).
     sys.path[:] = [str(Path(sys.executable).parent)] + [
         entry for entry in sys.path if entry not in ("", str(Path(__file__).parent))

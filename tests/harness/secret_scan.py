@@ -203,7 +203,7 @@ def _files_grep_names(files: list[Path]) -> Iterator[Path]:
     with tempfile.NamedTemporaryFile(prefix="needles-") as patterns:
         patterns.write(b"".join(needle + b"\n" for needle in _needles))
         patterns.flush()
-        command = ["grep", "-a", "-l", "-F", "-f", patterns.name, "--"]
+        command = ["grep", "-a", "-l", "-Z", "-F", "-f", patterns.name, "--"]
         environment = {**os.environ, "LC_ALL": "C"}
         for start in range(0, len(files), _GREP_CHUNK):
             chunk = files[start : start + _GREP_CHUNK]
@@ -213,7 +213,7 @@ def _files_grep_names(files: list[Path]) -> Iterator[Path]:
             if found.returncode > 1:  # a file went away or could not be read: read them here
                 yield from chunk
                 continue
-            yield from (Path(os.fsdecode(name)) for name in found.stdout.splitlines())
+            yield from (Path(os.fsdecode(name)) for name in found.stdout.split(b"\0") if name)
 
 
 def _scan_objects(repository: Path, seen: set[bytes]) -> int:

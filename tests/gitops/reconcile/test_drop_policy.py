@@ -9,13 +9,11 @@ of one never authorizes the other). A database with nothing else to change is In
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from harness.executors import RecordingExecutor
 from harness.preview_pr import ORDERS_V1
 from harness.reconcile_world import World, schema_yaml, tables
-from harness.seshat_cli import SESHAT
 
 from gitops.reconcile.passes import run_pass
 from runner.protocol.messages import PlanSettings
@@ -37,13 +35,7 @@ def _pass(world: World) -> tuple[str, list[PlanSettings]]:
 
 
 def _status_text(world: World) -> str:
-    done = subprocess.run(
-        [SESHAT, "status", "--repo", str(world.remote.remote_url)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = world.seshat("status", "--repo", str(world.remote.remote_url))
     assert done.returncode == 0, done.stderr
     return done.stdout
 
