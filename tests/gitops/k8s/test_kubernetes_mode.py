@@ -275,12 +275,15 @@ def test_a_lapsed_lease_is_taken_and_the_old_holding_no_longer_holds(
 def test_renewal_keeps_a_short_lease_held(kube: FakeKubernetes, api: KubeApi) -> None:
     import time
 
-    a = KubernetesLeases(api, "seshat-system", duration=1)
+    # Renewed every third of the duration, so a renewal may be up to two thirds of it late.
+    # With 1 s, a worker starved of CPU for 0.7 s (three workers on two cores, a corpus
+    # gate beside it) lost the lease once; 2 s leaves it 1.3 s.
+    a = KubernetesLeases(api, "seshat-system", duration=2)
     held = a.acquire("controller", "replica-a")
     assert held is not None
-    time.sleep(2.5)  # more than twice the duration: only renewals keep it
+    time.sleep(4.5)  # more than twice the duration: only renewals keep it
     assert a.holds(held)
-    assert KubernetesLeases(api, "seshat-system", duration=1).acquire("controller", "b") is None
+    assert KubernetesLeases(api, "seshat-system", duration=2).acquire("controller", "b") is None
     a.release(held)
 
 
