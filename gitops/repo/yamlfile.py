@@ -12,13 +12,23 @@ per field, and a 1 MiB file of 100,000 tiny documents would take every reader of
 What comes out is plain Python data (dicts, lists, str, int, float, bool, None; dates and
 times stay text, for the models to parse) plus a map from each field's path to its 1-based
 line, so errors can say ``path:line: field: message``.
+
+Parsing is the slow part (ruamel's round-trip parser is pure Python: milliseconds for a
+small declaration), and one pass reads the same bytes more than once (the loader, the uid
+history walk at each commit that touched the file, the status files), as does every pass of
+a long-lived controller over an unchanged repository. So what a file's bytes parse to (or
+the error they raise) is remembered, keyed by their SHA-256, for the most recent
+:data:`REMEMBERED_BYTES` of files; each caller gets its own copy of the data.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -45,6 +55,8 @@ MAX_NODES: Final = 100_000
 """A document that expands to more nodes than this (counting aliases) is refused."""
 MAX_DOCUMENTS: Final = 1000
 """A file of more YAML documents than this (empty ones included) is refused."""
+REMEMBERED_BYTES: Final = 4 * 1024 * 1024
+"""How many bytes of files (the most recently read) have their parse remembered."""
 
 Path = tuple[str | int, ...]
 _DUPLICATE = re.compile(r'found duplicate key ("[^"]*")')
@@ -247,10 +259,67 @@ def _plain(node: object, path: Path, lines: dict[Path, int]) -> object:
     return str(node)
 
 
+class _Remembered:
+    """What recently read files parsed to, by the SHA-256 of their bytes, within a byte
+    budget (least recently used first out); thread-safe (a pass reads from several)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._entries: OrderedDict[bytes, tuple[int, list[Document] | FileError]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: bytes) -> list[Document] | FileError | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            self._entries.move_to_end(key)
+            return found[1]
+
+    def put(self, key: bytes, size: int, parsed: list[Document] | FileError) -> None:
+        if size > self.budget:
+            return
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = (size, parsed)
+            self._size += size
+            while self._size > self.budget:
+                _, (dropped, _) = self._entries.popitem(last=False)
+                self._size -= dropped
+
+
+_remembered = _Remembered(REMEMBERED_BYTES)
+
+
+def _copy(data: object) -> object:
+    """``data`` (what :func:`_plain` makes) with containers of its own."""
+    if isinstance(data, dict):
+        return {key: _copy(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_copy(value) for value in data]
+    return data  # str, int, float, bool, None: immutable
+
+
 def read_documents(raw: bytes) -> list[Document]:
     """Parse every document of a YAML file, or raise :class:`FileError` saying why not."""
     if len(raw) > MAX_FILE_BYTES:
         raise FileError(f"file is {len(raw)} bytes; the limit is {MAX_FILE_BYTES}")
+    key = hashlib.sha256(raw).digest()
+    found = _remembered.get(key)
+    if found is None:
+        try:
+            found = _parse(raw)
+        except FileError as error:
+            found = error
+        _remembered.put(key, max(len(raw), 1), found)
+    if isinstance(found, FileError):
+        raise FileError(found.message, found.line)
+    return [Document(_copy(d.data), d.line, dict(d.lines)) for d in found]
+
+
+def _parse(raw: bytes) -> list[Document]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
