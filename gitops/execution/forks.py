@@ -8,8 +8,13 @@ the invocation's environment only (the server itself was started with the runner
 base environment and no credential), its own process, process group and exit status.
 
 One server per controller process (and per runner command), started from a thread of its own
-once the process has started two runners afresh (a process that runs one or two never pays
-for a server); it ends when the controller does (its socket closes). A runner command whose
+when the process asks for its first runner; it ends when the controller does (its socket
+closes). A server costs about what two runners started afresh cost, and a pass runs several
+runners per resource (four or five for one resource in the test suite: resolve and verify,
+drift, plan, apply, the proving plan), so waiting for a third runner before starting one
+(as this module once did) cost about two fresh runners in every ``seshat reconcile --once``
+and at every controller start; a process that runs a single runner pays about twice what it
+would have without a server. A runner command whose
 server never says it is ready is started afresh from then on. A request the server could not
 take (it ended, or the socket broke) is answered by starting the runner afresh, and the next
 request starts a new server; a request it took and never answered is :class:`ForkUncertain`
@@ -216,17 +221,15 @@ class RunnerForks:
     """This controller process's fork servers, one per runner command (and ``PYTHON*``
     variables: where its code is), each started on first use."""
 
-    def __init__(self, after: int = 2, answer_seconds: float = _START_SECONDS) -> None:
+    def __init__(self, after: int = 0, answer_seconds: float = _START_SECONDS) -> None:
         self._lock = threading.Lock()
         self._servers: dict[tuple[str, ...], _Server] = {}
         self._asked: dict[tuple[str, ...], int] = {}
         self._refused: set[tuple[str, ...]] = set()
         self._pid = os.getpid()
         self.after = after
-        """How many runners of a command are started afresh before its server is: a server
-        costs about what two fresh runners cost to start, so a process that runs one or two
-        (``seshat reconcile --once`` on a small repository) never pays more than twice what
-        it would have without one, and a long-lived controller pays it once."""
+        """How many runners of a command are started afresh before its server is (see the
+        module docstring: none, by default)."""
         self.answer_seconds = answer_seconds  # for a forked runner's pid, once asked
 
     def fork(
