@@ -138,25 +138,36 @@ def watch_processes() -> None:
     subprocess.Popen.communicate = communicate  # type: ignore[method-assign]
 
 
-def _files(root: Path) -> Iterator[Path]:
-    for folder, dirs, names in os.walk(root):
-        here = Path(folder)
-        dirs[:] = [d for d in dirs if (here / d).resolve() not in _skipped]
-        for name in names:
-            path = here / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            if path.resolve() in _inputs:
-                continue
-            yield path
-
-
-def _repositories(root: Path) -> Iterator[Path]:
-    for folder, dirs, names in os.walk(root):
-        here = Path(folder)
-        dirs[:] = [d for d in dirs if (here / d).resolve() not in _skipped]
-        if "HEAD" in names and "objects" in dirs and "refs" in dirs:
-            yield here
+def _walk(root: Path) -> tuple[dict[Path, int], list[Path]]:
+    """The regular files under ``root`` (not symbolic links, not inputs, not under a skipped
+    folder) with their sizes, and the Git repositories, in one walk. The root is resolved
+    once and no link is followed, so every path met is already resolved: no ``realpath``
+    per file (that was most of the scan's time at a worker's end)."""
+    files: dict[Path, int] = {}
+    repositories: list[Path] = []
+    stack = [root.resolve()]
+    while stack:
+        folder = stack.pop()
+        if folder in _skipped:
+            continue
+        try:
+            with os.scandir(folder) as listed:
+                entries = list(listed)
+        except OSError:
+            continue
+        folders = {entry.name for entry in entries if entry.is_dir(follow_symlinks=False)}
+        if {"objects", "refs"} <= folders and any(e.name == "HEAD" for e in entries):
+            repositories.append(folder)
+        for entry in entries:
+            path = folder / entry.name
+            if entry.name in folders:
+                stack.append(path)
+            elif entry.is_file(follow_symlinks=False) and path not in _inputs:
+                try:
+                    files[path] = entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+    return files, repositories
 
 
 def scan_tree(roots: Iterable[Path]) -> int:
@@ -172,20 +183,14 @@ def scan_tree(roots: Iterable[Path]) -> int:
     for root in roots:
         if not root.is_dir():
             continue
-        files = list(_files(root))
+        files, repositories = _walk(root)
         scanned += _scan_files(files)
-        for repository in _repositories(root):
+        for repository in repositories:
             scanned += _scan_objects(repository, seen_objects)
     return scanned
 
 
-def _scan_files(files: list[Path]) -> int:
-    sizes: dict[Path, int] = {}
-    for path in files:
-        try:
-            sizes[path] = path.stat().st_size
-        except OSError:
-            continue
+def _scan_files(sizes: dict[Path, int]) -> int:
     wanted = [path for path, size in sizes.items() if size <= MAX_FILE_BYTES]
     scanned = sum(sizes[path] for path in wanted)
     if not _needles:
