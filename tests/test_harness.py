@@ -25,6 +25,7 @@ from urllib.parse import quote
 import psycopg
 import pymysql
 import pytest
+from harness.forkserver import ForkServers
 from harness.gitrepo import AUTHOR_EMAIL, GitRemote
 from harness.mariadb import MariaDBDatabase, MariaDBServer, temporary_mariadb_database
 from harness.pids import pid_alive, pid_cmdline
@@ -61,6 +62,43 @@ def test_managed_process_is_stopped_by_pid_when_the_block_fails(tmp_path: Path) 
         raise RuntimeError("test failure")
     assert not pid_alive(sleeper.pid)
     assert sleeper.exit_code() == -signal.SIGTERM
+
+
+def test_a_started_runner_fork_is_a_pod_process(tmp_path: Path) -> None:
+    """What the fake kubelet's forked pods rely on (harness/forkserver.py, ``start``): the
+    child leads a session of its own, so killing its group ends it, with the signal as its
+    status; its stderr lands in its stdout."""
+    runner = str(Path(sys.executable).parent / "seshat-runner")
+    env = {"PATH": os.environ["PATH"], "PYTHONHASHSEED": "0"}
+    servers = ForkServers()  # of its own: the worker's may have no slot left for a seed
+    try:
+        fifo = tmp_path / "input.fifo"
+        os.mkfifo(fifo)  # nobody writes it: the runner waits in open
+        hanging = servers.start(
+            "seshat-runner", [runner, "op", "--input", str(fifo)], env=env, cwd=tmp_path,
+            session=True, merge_stderr=True,
+        )  # fmt: skip
+        assert hanging is not None
+        assert os.getsid(hanging.pid) == hanging.pid == os.getpgid(hanging.pid)
+        with pytest.raises(subprocess.TimeoutExpired):
+            hanging.wait(timeout=0.3)
+        assert hanging.poll() is None
+        os.killpg(hanging.pid, signal.SIGKILL)
+        assert hanging.wait(timeout=10) == -signal.SIGKILL == hanging.poll()
+        hanging.close()
+        assert not pid_alive(hanging.pid)
+
+        failing = servers.start(
+            "seshat-runner", [runner, "no-such-command"], env=env, cwd=tmp_path,
+            merge_stderr=True,
+        )  # fmt: skip
+        assert failing is not None
+        assert failing.wait(timeout=30) == 2
+        assert b"No such command 'no-such-command'" in failing.stdout()
+        assert failing.stderr() == b""
+        failing.close()
+    finally:
+        servers.stop()
 
 
 def test_watchdog_stops_watched_pids_when_pytest_is_killed() -> None:

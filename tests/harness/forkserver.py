@@ -18,10 +18,19 @@ environment sets any other ``PYTHON*`` value than its server's runs as a real pr
 about starting a program itself (``tests/gitops/test_cli_startup.py``,
 ``tests/runner/test_op_imports.py``, the console-script tests) start the real script.
 
+A call is either run to its end (:meth:`ForkServers.run`, what the CLI helpers use) or
+started (:meth:`ForkServers.start`, what the fake kubelet of ``harness/kube_api.py`` uses for
+its ``seshat-runner`` pods): a :class:`Started` call has its child's pid, ``poll``, ``wait``
+and ``returncode`` as a :class:`subprocess.Popen` has them, and its output once it ended. A
+started call may ask for its child to lead a session of its own (``os.setsid``, as
+``start_new_session=True`` does: ``os.killpg(pid, ...)`` then ends it and all it started) and
+for its stderr to go where its stdout goes (one log, as a kubelet keeps it).
+
 Protocol (one Unix socket per server; one connection per call): the client sends one JSON
 line ``{"argv", "env", "cwd", "stdout", "stderr"}`` (the two output paths are files the client
-made); the server forks a handler, which forks the child and answers ``{"pid": N}`` and, when
-the child has ended, ``{"status": S}`` (``os.waitstatus_to_exitcode``).
+made), plus, optionally, ``"session": true`` and ``"merge_stderr": true``; the server forks a
+handler, which forks the child and answers ``{"pid": N}`` and, when the child has ended,
+``{"status": S}`` (``os.waitstatus_to_exitcode``).
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ForkServers", "Forked", "servers"]
+__all__ = ["ForkServers", "Forked", "Started", "servers"]
 
 # Every module a command may need, imported by the server so its children import nothing.
 _PRELOAD_SESHAT = (
@@ -96,6 +105,8 @@ def _child(request: Mapping[str, Any], main: Any) -> None:
     """Become the ``seshat`` process ``request`` describes; never returns."""
     code = 1
     try:
+        if request.get("session"):
+            os.setsid()  # leads a session and process group of its own, as a pod's process
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -103,7 +114,12 @@ def _child(request: Mapping[str, Any], main: Any) -> None:
         tempfile.tempdir = None  # TMPDIR is read again, as a new process would
         stdin = os.open(os.devnull, os.O_RDONLY)
         stdout = os.open(request["stdout"], os.O_WRONLY | os.O_TRUNC)
-        stderr = os.open(request["stderr"], os.O_WRONLY | os.O_TRUNC)
+        if request.get("merge_stderr"):
+            # One open file for both (one offset): what each writes lands in the order
+            # written, as two descriptors of one pipe would have it.
+            stderr = os.dup(stdout)
+        else:
+            stderr = os.open(request["stderr"], os.O_WRONLY | os.O_TRUNC)
         for source, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
             os.dup2(source, target)
             os.close(source)
@@ -283,14 +299,11 @@ class ForkServers:
         """Run ``program`` (``seshat`` or ``seshat-runner``) with ``argv`` (``argv[0]`` is
         the console script) in a forked child; ``None`` when the call must be a real process
         (its environment sets other ``PYTHON*`` values than any server of it has)."""
-        server = self._server(program, env)
-        if server is None:
+        prepared = self._prepare(program, env)
+        if prepared is None:
             return None
-        theirs = {k: v for k, v in env.items() if k.startswith("PYTHON")}
-        if any(server.python_variables().get(k) != v for k, v in theirs.items()):
-            return None
+        server, environment = prepared
         with _outputs() as (stdout, stderr):
-            environment = {**env, **server.python_variables()}
             request = {"argv": list(argv), "env": environment, "cwd": str(cwd)}
             request |= {"stdout": str(stdout), "stderr": str(stderr)}
             status = _call(server.socket, request, timeout, argv)
@@ -300,6 +313,49 @@ class ForkServers:
                 stderr.read_text(encoding="utf-8", errors="replace"),
             )
 
+    def start(
+        self,
+        program: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        session: bool = False,
+        merge_stderr: bool = False,
+    ) -> Started | None:
+        """Start ``program`` as :meth:`run` does and return at once, with the child running
+        (``None`` when the call must be a real process). ``session``: the child leads a
+        session of its own (``start_new_session=True``); ``merge_stderr``: its stderr goes
+        to its stdout (``stderr=subprocess.STDOUT``)."""
+        prepared = self._prepare(program, env)
+        if prepared is None:
+            return None
+        server, environment = prepared
+        folder = tempfile.TemporaryDirectory(prefix="seshat-call-")
+        stdout, stderr = Path(folder.name) / "stdout", Path(folder.name) / "stderr"
+        stdout.touch()
+        stderr.touch()
+        request: dict[str, Any] = {"argv": list(argv), "env": environment, "cwd": str(cwd)}
+        request |= {"stdout": str(stdout), "stderr": str(stderr)}
+        request |= {"session": session, "merge_stderr": merge_stderr}
+        try:
+            return Started(server.socket, request, argv, folder)
+        except BaseException:
+            folder.cleanup()
+            raise
+
+    def _prepare(
+        self, program: str, env: Mapping[str, str]
+    ) -> tuple[_Server, dict[str, str]] | None:
+        """The server for a call with ``env`` and the child's environment, or ``None``."""
+        server = self._server(program, env)
+        if server is None:
+            return None
+        theirs = {k: v for k, v in env.items() if k.startswith("PYTHON")}
+        if any(server.python_variables().get(k) != v for k, v in theirs.items()):
+            return None
+        return server, {**env, **server.python_variables()}
+
     def stop(self) -> None:
         for server in [*self._seshat, *self._runners.values()]:
             server.stop()
@@ -307,6 +363,77 @@ class ForkServers:
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
+
+
+class Started:
+    """A forked call that runs on (:meth:`ForkServers.start`): its child's ``pid``, and
+    ``poll``, ``wait`` and ``returncode`` as :class:`subprocess.Popen` has them (a signal's
+    end is its negative number). The child is the server's handler's, not this process's:
+    nothing here may ``waitpid`` it. Its status comes over the call's connection, read by a
+    thread of its own, so that any thread may poll or wait. Its outputs are read once it
+    ended; :meth:`close` then drops the connection and the output files."""
+
+    def __init__(
+        self,
+        path: str,
+        request: Mapping[str, Any],
+        argv: Sequence[str],
+        folder: tempfile.TemporaryDirectory[str],
+    ) -> None:
+        self.args = list(argv)
+        self.returncode: int | None = None
+        self._folder = folder
+        self._ended = threading.Event()
+        self._connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._connection.connect(path)
+            self._stream = self._connection.makefile("rwb")
+            self._stream.write(json.dumps(request).encode() + b"\n")
+            self._stream.flush()
+            self.pid = int(json.loads(self._stream.readline())["pid"])
+        except BaseException:
+            self._connection.close()
+            raise
+        self._follower = threading.Thread(target=self._follow, daemon=True)
+        self._follower.start()
+
+    def _follow(self) -> None:
+        # A handler that ended without saying (killed): the child's status is unknown, and
+        # is no success.
+        code = 1
+        try:
+            line = self._stream.readline()
+            if line:
+                code = int(json.loads(line)["status"])
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.returncode = code
+            self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode if self._ended.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def stdout(self) -> bytes:
+        """What the child wrote on stdout (and stderr, when merged), once it ended."""
+        return (Path(self._folder.name) / "stdout").read_bytes()
+
+    def stderr(self) -> bytes:
+        return (Path(self._folder.name) / "stderr").read_bytes()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._connection.shutdown(socket.SHUT_RDWR)
+        self._follower.join()
+        self._stream.close()
+        self._connection.close()
+        self._folder.cleanup()
 
 
 servers = ForkServers()

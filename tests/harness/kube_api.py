@@ -20,7 +20,12 @@ The kubelet runs a Job's one container as a local process: ConfigMap volumes are
 bytes exact, at their ``mountPath`` on this filesystem (the executor's ``mount_root`` is a
 temporary folder in tests), ``emptyDir`` volumes are created there, the environment is the
 container's ``env`` and nothing else (plus ``PATH``), stdout and stderr go to the pod log,
-``activeDeadlineSeconds`` is enforced, deleting the Job kills the process. As the Job
+``activeDeadlineSeconds`` is enforced, deleting the Job kills the process (and all it
+started: it leads a session of its own). A ``seshat-runner`` command (the image's runner) is
+forked from the worker's runner fork server (``harness/forkserver.py``) as the harness's own
+runner calls are, rather than started afresh (about a hundred pods in the suite, a third of
+a second of imports each); another command (a test's ``command_override``) is a real
+process. As the Job
 controller does, it makes each Job's pod with the template's labels and annotations plus
 ``job-name`` and ``controller-uid``, owned by the Job (``ownerReferences``, the Job's uid);
 the garbage collector deletes what an object owns with it, and a delete honours the
@@ -38,6 +43,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,14 +54,17 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
 
 import jsonschema
 import kubernetes_validate
 from ruamel.yaml import YAML
 
+from harness.forkserver import Started, servers
 from harness.ports import LOOPBACK
+from harness.secret_scan import scan_bytes
+from harness.seshat_cli import FORK
 
 Json = dict[str, Any]
 K8S_VERSION = "1.33.0"
@@ -100,6 +109,29 @@ _KINDS = {
 }
 
 
+RUNNER = str(Path(sys.executable).parent / "seshat-runner")
+"""The image's runner: this checkout's console script, the program the fork servers run."""
+POD_SEEDS = ("0", "1")
+"""The hash seeds of forked pods, in turn. A real pod's interpreter draws a random seed; a
+runner fork server is started with one seed (``PYTHONHASHSEED``, at most
+``ForkServers.MAX_RUNNER_SEEDS`` servers per worker), so pods alternate between two: two
+pods in a row never share one (what one pod wrote in hash order is read by another with
+another order, as between two real pods). 0 and 1 are the seeds the runner's own CLI tests
+use most, so the pods share those tests' servers instead of taking more of the few slots."""
+
+
+class PodProcess(Protocol):
+    """What the kubelet and the tests use of a pod's process: a :class:`subprocess.Popen`
+    or a forked :class:`harness.forkserver.Started` (its pid leads its process group)."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class ApiError(Exception):
     def __init__(self, code: int, reason: str, message: str) -> None:
         super().__init__(message)
@@ -140,7 +172,7 @@ class FakeKubernetes:
         # Each status merge patch of a custom resource, as (resource, namespace, name, the
         # phase it set or None): what a test reads to see intermediate phases published.
         self.status_patches: list[tuple[str, str, str, str | None]] = []
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}  # pod name -> its process
+        self.processes: dict[str, PodProcess] = {}  # pod name -> its process
         # When set, the kubelet runs this instead of the container's command (a test that
         # needs a runner that hangs, say).
         self.command_override: list[str] | None = None
@@ -151,6 +183,7 @@ class FakeKubernetes:
         self.path = os.pathsep.join([*path, str(Path(sys.executable).parent), "/usr/bin:/bin"])
         self._lock = threading.RLock()
         self._versions = itertools.count(1)
+        self._seeds = itertools.cycle(POD_SEEDS)
         self._crd_schemas = {
             doc["spec"]["names"]["plural"]: doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
             for doc in (YAML(typ="safe").load(p.read_text()) for p in sorted(CRDS.glob("*.yaml")))
@@ -590,16 +623,25 @@ class FakeKubernetes:
             return
         mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
         cwd = mounts.get("work", "/")
-        process = subprocess.Popen(
-            self.command_override or container["command"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,  # one log, as the kubelet keeps it
-            # The image's programs are this checkout's (PYTHONPATH, when the tests set it).
-            env={**env, "PATH": self.path, **_python_path()},
-            cwd=cwd,
-            start_new_session=True,
-        )
+        command = self.command_override or container["command"]
+        # The image's programs are this checkout's (PYTHONPATH, when the tests set it).
+        environment = {**env, "PATH": self.path, **_python_path()}
+        process: PodProcess
+        forked = self._fork(command, environment, cwd)
+        if forked is not None:
+            process = forked
+        else:
+            process = popen = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,  # one log, as the kubelet keeps it
+                env=environment,
+                cwd=cwd,
+                start_new_session=True,
+            )
+            reader = threading.Thread(target=self._read_log, args=(pod_name, popen), daemon=True)
+            reader.start()
         with self._lock:
             self.processes[pod_name] = process
         self._set_pod(
@@ -608,8 +650,6 @@ class FakeKubernetes:
             self._container_status(container, {"running": {"startedAt": _now()}}, "Running"),
         )
         self._set_job(namespace, job_name, {"active": 1, "startTime": _now()})
-        reader = threading.Thread(target=self._read_log, args=(pod_name, process), daemon=True)
-        reader.start()
         deadline = job["spec"].get("activeDeadlineSeconds")
         try:
             process.wait(timeout=deadline)
@@ -618,9 +658,22 @@ class FakeKubernetes:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             exceeded = True
-        reader.join()
-        assert process.stdout is not None
-        process.stdout.close()
+        if forked is not None:
+            # A forked pod's log is read once it ended, not as it grows: the controller reads
+            # a pod's log only once its Job has ended (gitops/kubernetes/jobs.py, _follow),
+            # which the kubelet says below, after this; no test reads a running pod's log.
+            output = forked.stdout()
+            forked.close()
+            with self._lock:
+                self.logs[pod_name].extend(output)
+        else:
+            reader.join()
+            assert popen.stdout is not None
+            popen.stdout.close()
+        # Every pod's output goes through the secret scan, as every process's does.
+        with self._lock:
+            scan_bytes(bytes(self.logs[pod_name]), f"the log of pod {pod_name}")
+        assert process.returncode is not None
         code = process.returncode if process.returncode >= 0 else 128 - process.returncode
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
         phase = "Succeeded" if code == 0 and not exceeded else "Failed"
@@ -636,6 +689,30 @@ class FakeKubernetes:
             reason = "DeadlineExceeded" if exceeded else "BackoffLimitExceeded"
             condition = {"type": "Failed", "status": "True", "reason": reason}
             self._set_job(namespace, job_name, {"failed": 1, "conditions": [condition]})
+
+    def _fork(self, command: Sequence[str], env: dict[str, str], cwd: str) -> Started | None:
+        """The image's runner forked from the worker's runner fork server, leading a session
+        of its own (``os.killpg(pid)`` ends it and all it started, as for a process started
+        with ``start_new_session``), its stderr merged into its stdout; ``None`` for any
+        other command, with ``SESHAT_TEST_FORK=0``, or when the server cannot fork it (an
+        unusual ``PYTHON*`` variable, no server slot for the seed): the caller starts it."""
+        if not FORK or self.command_override is not None or not command:
+            return None
+        if command[0] != "seshat-runner" or shutil.which(command[0], path=self.path) != RUNNER:
+            return None
+        # The child's environment is the pod's plus the server's PYTHON* variables, the
+        # worker's (on this machine PYTHONDONTWRITEBYTECODE and PYTHONUNBUFFERED, which the
+        # runner's image sets as well: deploy/Dockerfile).
+        with self._lock:
+            seed = next(self._seeds)
+        return servers.start(
+            "seshat-runner",
+            [RUNNER, *command[1:]],
+            env={**env, "PYTHONHASHSEED": seed},
+            cwd=Path(cwd),
+            session=True,
+            merge_stderr=True,
+        )
 
     @staticmethod
     def _container_status(container: Json, state: Json, phase: str) -> Json:
