@@ -101,12 +101,14 @@ class Forked:
 # -- the server (runs in its own process) ---------------------------------------------------
 
 
-def _child(request: Mapping[str, Any], main: Any) -> None:
-    """Become the ``seshat`` process ``request`` describes; never returns."""
+def _child(request: Mapping[str, Any], main: Any, led: int | None) -> None:
+    """Become the ``seshat`` process ``request`` describes; never returns. ``led``: a pipe's
+    write end, closed once the child leads a session of its own."""
     code = 1
     try:
-        if request.get("session"):
+        if led is not None:
             os.setsid()  # leads a session and process group of its own, as a pod's process
+            os.close(led)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -152,9 +154,18 @@ def _handle(connection: socket.socket, main: Any) -> None:
     try:
         with connection, connection.makefile("rwb") as stream:
             request = json.loads(stream.readline())
+            # A child asked to lead a session has done so before its pid is told: whoever
+            # gets the pid may kill its process group at once.
+            waiting, led = os.pipe() if request.get("session") else (None, None)
             pid = os.fork()
             if pid == 0:
-                _child(request, main)
+                if waiting is not None:
+                    os.close(waiting)
+                _child(request, main, led)
+            if waiting is not None and led is not None:
+                os.close(led)
+                os.read(waiting, 1)  # end of file: the child closed its end, or ended
+                os.close(waiting)
             stream.write(json.dumps({"pid": pid}).encode() + b"\n")
             stream.flush()
             _, wait_status = os.waitpid(pid, 0)
