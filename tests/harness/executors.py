@@ -4,7 +4,6 @@ taking the lease, a note of what the status branch held)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -12,8 +11,6 @@ from gitops.execution.executor import EnvValue, LocalExecutor, Outcome, RunOptio
 from runner.protocol.messages import OperationInput, PlanSettings
 
 __all__ = ["HookedExecutor", "RecordingExecutor"]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class HookedExecutor(LocalExecutor):
@@ -37,13 +34,13 @@ class HookedExecutor(LocalExecutor):
 
 
 class RecordingExecutor(HookedExecutor):
-    """This checkout's runner (whatever ``seshat-runner`` is installed), recording the
-    settings each plan was sent."""
+    """The local executor's own runner (the ``seshat-runner`` beside this interpreter: this
+    checkout's, installed editable), forked as a controller forks it, recording the
+    settings each plan was sent. (It once named ``python -c "...runner.cli..."`` as its
+    command, which started every runner afresh: half a second of CPU each.)"""
 
     def __init__(self, work: Path) -> None:
-        command = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
-                   "from runner.cli import main; main()"]  # fmt: skip
-        super().__init__(work / "operations", command=command)
+        super().__init__(work / "operations")
         self.plans: list[PlanSettings] = []
 
     def before(

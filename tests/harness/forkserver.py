@@ -263,7 +263,11 @@ class ForkServers:
     seeds, used in turn), one per hash seed asked for for ``seshat-runner`` (at most
     ``MAX_RUNNER_SEEDS``; calls with other seeds run as real processes)."""
 
-    MAX_RUNNER_SEEDS = 3
+    MAX_RUNNER_SEEDS = 6
+    """Seeds 0 to 3 are the runner tests' own (``test_fidelity.py`` plans every case again
+    with seed 3 to compare), the kubelet's pods use 0 and 1: with three servers, whichever
+    seeds a worker met first took the slots and each later call of seed 3 was a fresh
+    interpreter (half a second of CPU). A server costs about that once."""
 
     def __init__(self) -> None:
         self._folder: tempfile.TemporaryDirectory[str] | None = None
