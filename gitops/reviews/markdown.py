@@ -29,6 +29,7 @@ span, and a fence the cut falls in is closed, so nothing after the cut becomes l
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["MAX_BODY", "code", "cut", "fence", "fenced_length", "visible"]
@@ -48,7 +49,26 @@ def visible(text: str, keep: str = "") -> str:
     written as ``<U+XXXX>``."""
     if text.isprintable():
         return text
-    return "".join(ch if ch.isprintable() or ch in keep else f"<U+{ord(ch):04X}>" for ch in text)
+    if not keep:
+        return _escaped(text)
+    # Split at the kept characters (a line break, say: then a text of printable lines is
+    # never looked at character by character); each piece between them is printable, as
+    # almost every line is, or escaped.
+    pieces = _splitter(keep).split(text)
+    return "".join(
+        piece if odd % 2 or piece.isprintable() else _escaped(piece)
+        for odd, piece in enumerate(pieces)
+    )
+
+
+def _escaped(text: str) -> str:
+    return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in text)
+
+
+@functools.cache
+def _splitter(keep: str) -> re.Pattern[str]:
+    """Splits at each character of ``keep``, keeping it (at the odd places of the list)."""
+    return re.compile(f"([{re.escape(keep)}])")
 
 
 def _fence_for(text: str) -> str:
