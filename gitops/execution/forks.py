@@ -14,11 +14,11 @@ runners per resource (four or five for one resource in the test suite: resolve a
 drift, plan, apply, the proving plan), so waiting for a third runner before starting one
 (as this module once did) cost about two fresh runners in every ``seshat reconcile --once``
 and at every controller start; a process that runs a single runner pays about twice what it
-would have without a server. A runner command whose
-server never says it is ready is started afresh from then on. A request the server could not
-take (it ended, or the socket broke) is answered by starting the runner afresh, and the next
-request starts a new server; a request it took and never answered is :class:`ForkUncertain`
-(a runner may have run: its outcome is unknown, and it is never started again afresh).
+would have without a server. A runner command whose server never says it is ready is
+started afresh from then on. A request the server could not take (it ended, or the socket
+broke) is answered by starting the runner afresh, and the next request starts a new server;
+a request it took and never answered is :class:`ForkUncertain` (a runner may have run: its
+outcome is unknown, and it is never started again afresh).
 ``SESHAT_RUNNER_FORKS=0`` in the controller's environment starts every runner afresh.
 """
 
