@@ -17,8 +17,9 @@ Parsing is the slow part (ruamel's round-trip parser is pure Python: millisecond
 small declaration), and one pass reads the same bytes more than once (the loader, the uid
 history walk at each commit that touched the file, the status files), as does every pass of
 a long-lived controller over an unchanged repository. So what a file's bytes parse to (or
-the error they raise) is remembered, keyed by their SHA-256, for the most recent
-:data:`REMEMBERED_BYTES` of files; each caller gets its own copy of the data.
+the error they raise) is remembered, keyed by their SHA-256, for the most recently read
+files holding :data:`REMEMBERED_NODES` nodes in all (aliases expanded: what the data costs in
+memory, which a file's size does not bound); each caller gets its own copy of the data.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ MAX_NODES: Final = 100_000
 """A document that expands to more nodes than this (counting aliases) is refused."""
 MAX_DOCUMENTS: Final = 1000
 """A file of more YAML documents than this (empty ones included) is refused."""
-REMEMBERED_BYTES: Final = 4 * 1024 * 1024
-"""How many bytes of files (the most recently read) have their parse remembered."""
+REMEMBERED_NODES: Final = 200_000
+"""How many nodes (aliases expanded) of the most recently read files' data are remembered:
+a few thousand declaration files, a few tens of MB at most. A file over it alone (a YAML
+bomb that stays under :data:`MAX_NODES` per document) is never remembered."""
 
 Path = tuple[str | int, ...]
 _DUPLICATE = re.compile(r'found duplicate key ("[^"]*")')
@@ -260,8 +263,8 @@ def _plain(node: object, path: Path, lines: dict[Path, int]) -> object:
 
 
 class _Remembered:
-    """What recently read files parsed to, by the SHA-256 of their bytes, within a byte
-    budget (least recently used first out); thread-safe (a pass reads from several)."""
+    """What recently read files parsed to, by the SHA-256 of their bytes, within a budget
+    of nodes (least recently used first out); thread-safe (a pass reads from several)."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
@@ -290,7 +293,7 @@ class _Remembered:
                 self._size -= dropped
 
 
-_remembered = _Remembered(REMEMBERED_BYTES)
+_remembered = _Remembered(REMEMBERED_NODES)
 
 
 def _copy(data: object) -> object:
@@ -310,16 +313,17 @@ def read_documents(raw: bytes) -> list[Document]:
     found = _remembered.get(key)
     if found is None:
         try:
-            found = _parse(raw)
+            found, nodes = _parse(raw)
         except FileError as error:
-            found = error
-        _remembered.put(key, max(len(raw), 1), found)
+            found, nodes = error, 1
+        _remembered.put(key, max(nodes, 1), found)
     if isinstance(found, FileError):
         raise FileError(found.message, found.line)
     return [Document(_copy(d.data), d.line, dict(d.lines)) for d in found]
 
 
-def _parse(raw: bytes) -> list[Document]:
+def _parse(raw: bytes) -> tuple[list[Document], int]:
+    """The file's documents, and how many nodes they hold (aliases expanded)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -329,6 +333,7 @@ def _parse(raw: bytes) -> list[Document]:
     yaml.Constructor = _Constructor
     yaml.allow_duplicate_keys = False
     documents: list[Document] = []
+    nodes = 0
     try:
         for count, loaded in enumerate(yaml.load_all(text), start=1):
             first = getattr(getattr(loaded, "lc", None), "line", None)
@@ -340,11 +345,13 @@ def _parse(raw: bytes) -> list[Document]:
                 )
             if loaded is None:
                 continue
-            if _expanded_size(loaded, {}, set()) > MAX_NODES:
+            size = _expanded_size(loaded, {}, set())
+            if size > MAX_NODES:
                 raise FileError(
                     f"a document expands to more than {MAX_NODES} nodes through YAML aliases",
                     start,
                 )
+            nodes += size
             lines: dict[Path, int] = {}
             documents.append(Document(_plain(loaded, (), lines), start, lines))
     except MarkedYAMLError as error:
@@ -360,4 +367,4 @@ def _parse(raw: bytes) -> list[Document]:
         raise FileError(f"invalid YAML: {error}") from None
     except RecursionError:
         raise FileError("invalid YAML: nested too deeply") from None
-    return documents
+    return documents, nodes

@@ -18,7 +18,7 @@ def test_the_same_bytes_are_parsed_once_and_each_reader_gets_its_own_data(
     parsed: list[bytes] = []
     parse = yamlfile._parse
 
-    def counted(raw: bytes) -> list[yamlfile.Document]:
+    def counted(raw: bytes) -> tuple[list[yamlfile.Document], int]:
         parsed.append(raw)
         return parse(raw)
 
@@ -60,3 +60,27 @@ def test_the_budget_keeps_the_most_recently_read() -> None:
     assert remembered.get(b"c") is None and remembered.get(b"b") == []
     remembered.put(b"huge", 11, [])  # over the whole budget: never kept
     assert remembered.get(b"huge") is None and remembered.get(b"d") == []
+
+
+def test_what_is_remembered_is_counted_in_nodes_with_aliases_expanded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A small file can expand to many nodes through aliases: the budget counts what the
+    data holds, not the file's bytes, so such a file over the budget is parsed each time."""
+    parsed: list[bytes] = []
+    parse = yamlfile._parse
+
+    def counted(raw: bytes) -> tuple[list[yamlfile.Document], int]:
+        parsed.append(raw)
+        return parse(raw)
+
+    monkeypatch.setattr(yamlfile, "_parse", counted)
+    monkeypatch.setattr(yamlfile, "_remembered", yamlfile._Remembered(500))
+    bomb = b"a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    bomb += b"c: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"  # about 1,100 nodes in 120 bytes
+    for _ in range(2):
+        assert len(read_documents(bomb)[0].data["c"]) == 10  # type: ignore[index]
+    assert parsed == [bomb, bomb]
+    read_documents(TEXT)
+    read_documents(TEXT)
+    assert parsed == [bomb, bomb, TEXT]
