@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -318,9 +318,9 @@ class ForkServers:
         if prepared is None:
             return None
         server, environment = prepared
-        with _outputs() as (stdout, stderr):
-            request = {"argv": list(argv), "env": environment, "cwd": str(cwd)}
-            request |= {"stdout": str(stdout), "stderr": str(stderr)}
+        with tempfile.TemporaryDirectory(prefix="seshat-call-") as name:
+            stdout, stderr = _output_files(Path(name))
+            request = _request(argv, environment, cwd, stdout, stderr)
             status = _call(server.socket, request, timeout, argv)
             return Forked(
                 status,
@@ -347,11 +347,7 @@ class ForkServers:
             return None
         server, environment = prepared
         folder = tempfile.TemporaryDirectory(prefix="seshat-call-")
-        stdout, stderr = Path(folder.name) / "stdout", Path(folder.name) / "stderr"
-        stdout.touch()
-        stderr.touch()
-        request: dict[str, Any] = {"argv": list(argv), "env": environment, "cwd": str(cwd)}
-        request |= {"stdout": str(stdout), "stderr": str(stderr)}
+        request = _request(argv, environment, cwd, *_output_files(Path(folder.name)))
         request |= {"session": session, "merge_stderr": merge_stderr}
         try:
             return Started(server.socket, request, argv, folder)
@@ -455,13 +451,24 @@ servers = ForkServers()
 """The worker's fork servers (``tests/conftest.py`` stops them at the session's end)."""
 
 
-@contextlib.contextmanager
-def _outputs() -> Iterator[tuple[Path, Path]]:
-    with tempfile.TemporaryDirectory(prefix="seshat-call-") as name:
-        stdout, stderr = Path(name) / "stdout", Path(name) / "stderr"
-        stdout.touch()
-        stderr.touch()
-        yield stdout, stderr
+def _output_files(folder: Path) -> tuple[Path, Path]:
+    """A call's stdout and stderr files (empty) in ``folder``, made by the client."""
+    stdout, stderr = folder / "stdout", folder / "stderr"
+    stdout.touch()
+    stderr.touch()
+    return stdout, stderr
+
+
+def _request(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path, stdout: Path, stderr: Path
+) -> dict[str, Any]:
+    return {
+        "argv": list(argv),
+        "env": dict(env),
+        "cwd": str(cwd),
+        "stdout": str(stdout),
+        "stderr": str(stderr),
+    }
 
 
 def _call(path: str, request: Mapping[str, Any], timeout: float, argv: Sequence[str]) -> int:
