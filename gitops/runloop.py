@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -41,6 +40,9 @@ from gitops.wiring import Wiring
 from runner.errors import SeshatError
 
 __all__ = ["LoopSettings", "RunLoop"]
+
+_STOP_POLL = 0.2
+"""Seconds between the main thread's looks at whether it was asked to stop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +66,7 @@ class RunLoop:
     ) -> None:
         self.settings, self.mode, self.leader, self.health = settings, mode, leader, health
         self.logger, self.say = logger, say
-        self.stopping = threading.Event()
+        self.stopping = False  # set by :meth:`stop` (a signal handler's only write)
         self.scheduler = _scheduler()
         self.branch = settings.branch  # seshat.yaml's spec.branch once a pass read it
         self.seen: str | None = None  # the tip the last pass was started for
@@ -79,7 +81,9 @@ class RunLoop:
             self.scheduler.modify_job("look", next_run_time=datetime.now(UTC))
 
     def stop(self) -> None:
-        self.stopping.set()
+        """Stop after the pass under way. Safe in a signal handler: it takes no lock (one
+        that the interrupted main thread may hold, as it does inside ``Event.wait``)."""
+        self.stopping = True
 
     def run(self) -> None:
         """Run the jobs until :meth:`stop`; a pass under way is finished first."""
@@ -102,14 +106,19 @@ class RunLoop:
         )
         self.scheduler.start()
         try:
-            self.stopping.wait()
+            # Not one blocking wait: the kernel may hand SIGTERM to any thread, and when it
+            # is not this one, the handler (Python runs it here) waited for this thread to
+            # wake; a controller once ignored SIGTERM for minutes that way.
+            while not self.stopping:
+                time.sleep(_STOP_POLL)
         finally:
+            self.stopping = True  # the jobs still queued start no pass
             self.scheduler.shutdown(wait=True)
 
     def _leading(self) -> bool:
         leading = self.leader.leading()
         self.health.beat(leading if self.mode.leases is not None else None)
-        return leading and not self.stopping.is_set()
+        return leading and not self.stopping
 
     def _look(self) -> None:
         if not self._leading():

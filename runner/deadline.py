@@ -29,13 +29,35 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Final
 
-__all__ = ["HARD_STOP_AFTER", "STOP_MARGIN", "DeadlineExceeded", "deadline"]
+__all__ = [
+    "HARD_STOP_AFTER",
+    "MAIN_THREAD_SIGNALS",
+    "STOP_MARGIN",
+    "DeadlineExceeded",
+    "deadline",
+    "leave_signals_to_the_main_thread",
+]
 
 HARD_STOP_AFTER: Final = 10
 """Seconds after the deadline before the watchdog ends a process the signal did not stop."""
 STOP_MARGIN: Final = 30
 """Seconds an executor waits beyond the runner's deadline before it kills the runner (the
 runner's own answer, hard stop included, comes within :data:`HARD_STOP_AFTER`)."""
+
+
+MAIN_THREAD_SIGNALS: Final = frozenset({signal.SIGALRM, signal.SIGTERM, signal.SIGINT})
+"""The signals whose handlers must interrupt what the main thread is doing."""
+
+
+def leave_signals_to_the_main_thread() -> None:
+    """Block :data:`MAIN_THREAD_SIGNALS` in the calling thread (a helper thread of the
+    runner's that starts no process: a child would inherit the block).
+
+    The kernel hands a process's signal to any thread that does not block it, and Python
+    runs the handler in the main thread only when that thread next runs Python code; a main
+    thread waiting in a system call (a statement on the server) is woken only by a signal
+    handed to it. With every helper thread blocking them, these signals are."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, MAIN_THREAD_SIGNALS)
 
 
 class DeadlineExceeded(KeyboardInterrupt):
@@ -67,6 +89,7 @@ def deadline(seconds: float | None, hard_stop: Callable[[], None] | None = None)
     done = threading.Event()
 
     def watchdog() -> None:
+        leave_signals_to_the_main_thread()
         if done.wait(seconds + HARD_STOP_AFTER):
             return
         if hard_stop is not None:

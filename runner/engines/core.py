@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
+from runner.deadline import leave_signals_to_the_main_thread
 from runner.digests import Digest, digest
 from runner.engines.cache import PlanCache, engine_version
 from runner.engines.changes import UnsupportedChange
@@ -460,7 +461,11 @@ class Engine(Generic[FactsT, SandboxT]):
             fingerprint(live)  # remembered: the plan needs it, and this thread has time
             return live
 
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seshat-observe") as pool:
+        with ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="seshat-observe",
+            initializer=leave_signals_to_the_main_thread,
+        ) as pool:
             future = pool.submit(observed)
             yield future.result
 

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
+from runner.deadline import leave_signals_to_the_main_thread
+
 __all__ = ["CANCELLED", "STATEMENT_SECONDS", "Watchdog", "statement_seconds", "watching"]
 
 CANCELLED: Final = (
@@ -53,6 +55,7 @@ class Watchdog:
         self._thread.start()
 
     def _watch(self) -> None:
+        leave_signals_to_the_main_thread()
         tick = min(0.5, self.seconds / 4)
         while not self._stop.wait(tick):
             with self._lock:

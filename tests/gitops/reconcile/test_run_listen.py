@@ -7,6 +7,7 @@ goes to files (scanned for credentials with everything else the suite wrote).
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import hmac
 import json
@@ -79,13 +80,21 @@ def _seshat_run(world: World, *options: str) -> Iterator[Running]:
             [SESHAT, "run", "--repo", world.remote.remote_url, "--work", str(world.work), *options],
             stdout=out,
             stderr=err,
-            env=os.environ.copy(),
+            # A controller that does not stop is told SIGABRT: every thread's stack is then
+            # in its stderr, and in the failure.
+            env=os.environ | {"PYTHONFAULTHANDLER": "1"},
         )
     running = Running(process, logs / "stdout", logs / "stderr")
     try:
         yield running
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=DEADLINE) == 0, running.err()[-3000:]
+        try:
+            process.wait(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            process.wait(timeout=DEADLINE)
+            raise AssertionError(f"seshat run did not stop:\n{running.err()[-20000:]}") from None
+        assert process.returncode == 0, running.err()[-3000:]
         assert "seshat: stopped" in running.err() + running.out()  # text | json
     finally:
         if process.poll() is None:
@@ -291,3 +300,31 @@ def test_metrics_health_and_json_logs(world: World) -> None:
     assert verdicts and verdicts[0]["message"].endswith("shop/orders: InSync (InSync)")
     assert verdicts[0]["level"] == "info"
     assert any(line["message"] == "seshat: stopped" for line in lines)
+
+
+def test_sigterm_stops_the_controller_whichever_thread_the_kernel_hands_it_to(
+    world: World,
+) -> None:
+    """The kernel may deliver a process's SIGTERM to any of its threads. Python runs the
+    handler in the main thread, so a main thread asleep in one long wait never learned of it:
+    a controller once ignored SIGTERM for minutes (CI saw it). Here the stop is sent, with
+    ``tgkill``, to each thread but the main one in turn, one controller each."""
+    tgkill = ctypes.CDLL(None, use_errno=True).tgkill
+    world.database("orders")
+    layout = world.artifact("v1", "CREATE TABLE a (id INTEGER PRIMARY KEY);\n")
+    world.remote.write_file("databases/orders.yaml", schema_yaml("orders", layout, apply="Always"))
+    world.remote.commit_all("declare")
+    options = ["--listen", "127.0.0.1:0", "--poll", "3600", "--tick", "3600"]
+    turn, threads = 0, 1
+    while turn < threads:
+        with _seshat_run(world, *options) as running:
+            running.address()
+            _until(lambda: tables(world.tmp / "orders.db") == ["a"], running)
+            pid = running.process.pid
+            others = sorted(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir())[1:]
+            threads = len(others)  # the listener's, the scheduler's, the pass's worker ...
+            assert threads >= 3, others
+            target = others[turn]
+            assert tgkill(pid, target, signal.SIGTERM) == 0, os.strerror(ctypes.get_errno())
+            running.process.wait(timeout=30)  # within seconds, not DEADLINE's two minutes
+        turn += 1
