@@ -117,8 +117,10 @@ class GitHistoryUids:
     def __init__(self, root: Path, paths: Iterable[str]) -> None:
         self._introduced: dict[ResourceKey, str] = {}
         try:
-            top = Path(_git(root, "rev-parse", "--show-toplevel").strip())
-            _git(root, "rev-parse", "--verify", "-q", "HEAD")
+            # One process: the top of the work tree, then HEAD's commit (exit 1 without one).
+            top = Path(
+                _git(root, "rev-parse", "--show-toplevel", "--verify", "-q", "HEAD").split("\n")[0]
+            )
         except (subprocess.CalledProcessError, FileNotFoundError):
             return  # not a Git work tree, or no commit yet: every uid is a preview
         prefix = root.resolve().relative_to(top.resolve()).as_posix()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from harness.gitrepo import GitRemote
@@ -71,6 +72,8 @@ def test_uncommitted_resources_get_a_preview_uid(git_remote: GitRemote, tmp_path
     plain = tmp_path / "plain"
     (plain / "policies").mkdir(parents=True)
     (plain / "policies/a.yaml").write_text(POLICY.format(name="trusted", pin="false"))
+    assert uid_of(plain) == uid_from(KEY, WORKTREE)
+    subprocess.run(["git", "init", "-q", str(plain)], check=True)  # a work tree, no commit yet
     assert uid_of(plain) == uid_from(KEY, WORKTREE)
 
 
