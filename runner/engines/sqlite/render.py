@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from runner.engines.changes import Change, Statement, UnsupportedChange, renderer_for
 from runner.engines.model import Column, Definition, Index, Table
-from runner.engines.sqlite.sqltext import ident, parse_create_table
+from runner.engines.sqlite.sqltext import ident, normalize, parse_create_table, tokens
 
 __all__ = ["REBUILD_PREFIX", "RENDERERS", "render"]
 
@@ -52,7 +52,26 @@ def _add_column(change: Change) -> list[Statement]:
     definition = dict(column.extra).get("def")
     if definition is None:
         raise UnsupportedChange(change, "the column's definition was not read")
-    return [Statement(f"ALTER TABLE {_name(change.key)} ADD COLUMN {definition}")]
+    added = _declared_type(definition, column.type)
+    return [Statement(f"ALTER TABLE {_name(change.key)} ADD COLUMN {added}")]
+
+
+def _declared_type(definition: str, declared: str) -> str:
+    """The normalized column ``definition`` with its type spelled as it was ``declared``.
+
+    SQLite keeps a column's type as the text it was given, and the normalized definition
+    spaces every token (``varchar ( 50 )``): added that way, the column's type would not be
+    the desired ``varchar(50)``, and the dry run would refuse the plan as not converged. The
+    declared text replaces the type's tokens only where it is those very tokens."""
+    pieces = tokens(definition)
+    if not pieces or not declared:
+        return definition
+    name = normalize(pieces[:1])
+    spelled = normalize(declared)
+    rest = definition[len(name) + 1 :]
+    if rest != spelled and not rest.startswith(f"{spelled} "):
+        return definition
+    return f"{name} {declared}{rest[len(spelled) :]}"
 
 
 def _drop_column(change: Change) -> list[Statement]:

@@ -128,6 +128,34 @@ def test_plan_apply_converge_and_stay_converged(
     assert "index:main.orders_total_idx" in model["indexes"]
 
 
+def test_columns_whose_types_have_a_size_are_added_in_place(
+    runner: RunnerCLI, db: Path, tmp_path: Path
+) -> None:
+    """SQLite keeps a column's type as written: added as the normalized ``varchar ( 50 )``,
+    the type was not the desired ``varchar(50)``, and the dry run refused every such plan."""
+    added = (
+        'note TEXT,\n    code varchar(50),\n    "unit price" DECIMAL(10, 2) NOT NULL DEFAULT 0,\n'
+        "    ratio numeric(5,3) COLLATE NOCASE\n"
+    )
+    desired = write(tmp_path / "schema.sql", BASE.replace("note TEXT\n", added))
+    document = planned(runner, db, desired, tmp_path / "plan.json")
+    assert [s["sql"] for s in document["statements"]] == [
+        'ALTER TABLE "orders" ADD COLUMN code varchar(50)',
+        'ALTER TABLE "orders" ADD COLUMN "unit price" DECIMAL(10, 2) NOT NULL DEFAULT 0',
+        'ALTER TABLE "orders" ADD COLUMN ratio numeric(5,3) COLLATE NOCASE',
+    ]
+    applied = apply(runner, db, tmp_path / "plan.json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    types = query(db, "SELECT name, type FROM pragma_table_info('orders') ORDER BY cid")
+    assert types[-3:] == [
+        ("code", "varchar(50)"),
+        ("unit price", "DECIMAL(10, 2)"),
+        ("ratio", "numeric(5,3)"),
+    ]
+    again = plan(runner, db, desired)
+    assert again.returncode == 0 and json.loads(again.stdout)["statements"] == []
+
+
 def test_a_rebuild_keeps_rows_indexes_triggers_and_views(
     runner: RunnerCLI, db: Path, tmp_path: Path
 ) -> None:
