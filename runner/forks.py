@@ -64,13 +64,12 @@ PRELOAD = (
     "runner.artifacts.verify",
     "runner.artifacts.registry",
     "runner.artifacts.layout",
-    # Signatures: what verify imports on first use (about 20 ms of CPU for a key, and
-    # 150 ms more for sigstore's keyless bundles), in every forked runner that verified.
+    # Signatures: what a verify imports on first use, about 20 ms of CPU, in every forked
+    # runner that verified. Not sigstore itself, which only a keyless bundle needs: 150 ms
+    # more at every server's start (one per controller process), paid back only by keyless
+    # verifies, which import it themselves.
     "runner.artifacts.sigstore",
     "cryptography.hazmat.backends.openssl",
-    "sigstore.errors",
-    "sigstore.models",
-    "sigstore.verify",
     # The SQLite engine's SQL reader imports sqlglot on first use (a runner for another
     # dialect never needs it): about 90 ms of CPU that every forked SQLite runner paid.
     "sqlglot.dialects.sqlite",

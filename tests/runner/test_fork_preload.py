@@ -3,10 +3,11 @@ pass need was imported once by the server (``runner.forks.prepare``, its ``PRELO
 
 A module left out is imported again by every forked runner that needs it: sqlglot, which
 the SQLite engine's SQL reader imports on first use, cost each forked SQLite runner about
-90 ms of CPU, and the signature checks about 20 ms per verify (150 ms more for sigstore's
-keyless bundles), until they were preloaded. Each probe is a fresh interpreter that prepares
+90 ms of CPU, and the signature checks about 20 ms per verify, until they were preloaded
+(sigstore itself, which only a keyless bundle needs, is not: 150 ms more at every server's
+start, which only keyless verifies would repay). Each probe is a fresh interpreter that prepares
 as the server does, then runs one real ``op`` (what the control plane asks a forked runner
-for: resolve, verify, drift, plan, apply, history, migrate) against a real database or
+for: resolve, a key verify, drift, plan, apply, history, migrate) against a real database or
 artifact, and lists what it imported (codecs, which the interpreter's codec registry loads
 on first use, aside). A runner started afresh still imports lazily: ``test_op_imports.py``.
 """
