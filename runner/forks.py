@@ -78,8 +78,8 @@ PRELOAD = (
 )
 """What the server imports before it forks anything: every module an operation may need,
 so that a forked runner imports nothing (a module not listed is imported by the runner that
-needs it, as in a runner started afresh). ``tests/runner/test_forks.py`` checks that a
-plan of each dialect imports nothing more."""
+needs it, as in a runner started afresh). ``tests/runner/test_fork_preload.py`` checks that
+the operations of a pass import nothing more (a keyless verify aside: see above)."""
 
 _MAX_REQUEST = 1024 * 1024
 _PR_SET_PDEATHSIG = 1

@@ -460,8 +460,8 @@ def _build(place: Place, bindir: Path, facts: ServerFacts) -> Any:
         # Free space maps and visibility maps are hints a server makes again when it needs
         # them (a missing one reads as "nothing known"): 6 of the template's 39 MB, which
         # every server would otherwise extract.
-        for hint in (folder / "data" / "base").glob("*/*_[fv][sm]*"):
-            if hint.name.endswith(("_fsm", "_vm")):
+        for pattern in ("*/*_fsm", "*/*_vm"):
+            for hint in (folder / "data" / "base").glob(pattern):
                 hint.unlink()
 
     return build
