@@ -77,12 +77,12 @@ def _imported_by(
     return frame.payload, [name for name in imported if not name.startswith("encodings.")]
 
 
-def _imported_by_a_plan(tmp_path: Path, url: str) -> list[str]:
+def _imported_by_a_plan(tmp_path: Path, url: str) -> tuple[dict[str, Any], list[str]]:
     desired = tmp_path / "desired"
     desired.mkdir()
     (desired / "schema.sql").write_text(DESIRED)
     request = {"operation": "plan", "id": "plan", "url": {"from_env": "DB_URL"}}
-    return _imported_by(tmp_path, request | {"desired": str(desired)}, url)[1]
+    return _imported_by(tmp_path, request | {"desired": str(desired)}, url)
 
 
 def test_forked_sqlite_operations_import_nothing(tmp_path: Path) -> None:
@@ -92,16 +92,12 @@ def test_forked_sqlite_operations_import_nothing(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE items (id integer PRIMARY KEY)")
     conn.close()
     url = f"sqlite:///{database}"
-    assert _imported_by_a_plan(tmp_path, url) == []
-    desired = str(tmp_path / "desired")
+    planned, imported = _imported_by_a_plan(tmp_path, url)
+    assert imported == []
     target = {"url": {"from_env": "DB_URL"}}
-    drifted, imported = _imported_by(
-        tmp_path, target | {"operation": "drift", "id": "d", "desired": desired}, url
-    )
+    drift = {"operation": "drift", "id": "d", "desired": str(tmp_path / "desired")}
+    drifted, imported = _imported_by(tmp_path, target | drift, url)
     assert drifted["result"]["drift"]["total"] == 1 and imported == []
-    planned, _ = _imported_by(
-        tmp_path, target | {"operation": "plan", "id": "p", "desired": desired}, url
-    )
     plan_file = tmp_path / "plan.json"
     plan_file.write_bytes(canonical_json(planned["result"]["plan"]) + b"\n")
     apply = {"operation": "apply", "id": "a", "plan": str(plan_file)}
@@ -130,7 +126,7 @@ def test_a_forked_server_plan_imports_nothing(
     tmp_path: Path, fixture: str, request: pytest.FixtureRequest
 ) -> None:
     database: PostgresDatabase | MariaDBDatabase = request.getfixturevalue(fixture)
-    assert _imported_by_a_plan(tmp_path, database.url_with_password) == []
+    assert _imported_by_a_plan(tmp_path, database.url_with_password)[1] == []
 
 
 def test_a_forked_resolve_and_verify_import_nothing(

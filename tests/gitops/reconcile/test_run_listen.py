@@ -321,10 +321,12 @@ def test_sigterm_stops_the_controller_whichever_thread_the_kernel_hands_it_to(
             running.address()
             _until(lambda: tables(world.tmp / "orders.db") == ["a"], running)
             pid = running.process.pid
-            others = sorted(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir())[1:]
-            threads = len(others)  # the listener's, the scheduler's, the pass's worker ...
-            assert threads >= 3, others
-            target = others[turn]
+            tasks = (int(t.name) for t in Path(f"/proc/{pid}/task").iterdir())
+            others = sorted(t for t in tasks if t != pid)  # the main thread's id is the pid
+            assert len(others) >= 3, others  # the listener's, the scheduler's, a pass's ...
+            if turn == 0:
+                threads = len(others)
+            target = others[turn % len(others)]
             assert tgkill(pid, target, signal.SIGTERM) == 0, os.strerror(ctypes.get_errno())
             running.process.wait(timeout=30)  # within seconds, not DEADLINE's two minutes
         turn += 1

@@ -12,9 +12,9 @@ from gitops.repo.yamlfile import FileError, read_documents
 TEXT = b"kind: DatabaseSchema\nmetadata:\n  name: orders\n  labels: [a, b]\n---\nx: 1\n"
 
 
-def test_the_same_bytes_are_parsed_once_and_each_reader_gets_its_own_data(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _parses(monkeypatch: pytest.MonkeyPatch, budget: int) -> list[bytes]:
+    """Every parse from now on (what was not remembered), with an empty memory of
+    ``budget`` nodes."""
     parsed: list[bytes] = []
     parse = yamlfile._parse
 
@@ -23,7 +23,14 @@ def test_the_same_bytes_are_parsed_once_and_each_reader_gets_its_own_data(
         return parse(raw)
 
     monkeypatch.setattr(yamlfile, "_parse", counted)
-    monkeypatch.setattr(yamlfile, "_remembered", yamlfile._Remembered(1024))
+    monkeypatch.setattr(yamlfile, "_remembered", yamlfile._Remembered(budget))
+    return parsed
+
+
+def test_the_same_bytes_are_parsed_once_and_each_reader_gets_its_own_data(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed = _parses(monkeypatch, 1024)
     first = read_documents(TEXT)
     first[0].data["metadata"]["labels"].append("changed")  # type: ignore[index]
     first[0].lines.clear()
@@ -54,7 +61,7 @@ def test_the_budget_keeps_the_most_recently_read() -> None:
     remembered = yamlfile._Remembered(10)
     for key in (b"a", b"b", b"c"):
         remembered.put(key, 4, [])
-    assert remembered.get(b"a") is None  # 12 bytes > 10: the oldest went
+    assert remembered.get(b"a") is None  # 12 nodes > 10: the oldest went
     assert remembered.get(b"c") == [] and remembered.get(b"b") == []
     remembered.put(b"d", 4, [])  # b was read after c: c goes
     assert remembered.get(b"c") is None and remembered.get(b"b") == []
@@ -67,15 +74,7 @@ def test_what_is_remembered_is_counted_in_nodes_with_aliases_expanded(
 ) -> None:
     """A small file can expand to many nodes through aliases: the budget counts what the
     data holds, not the file's bytes, so such a file over the budget is parsed each time."""
-    parsed: list[bytes] = []
-    parse = yamlfile._parse
-
-    def counted(raw: bytes) -> tuple[list[yamlfile.Document], int]:
-        parsed.append(raw)
-        return parse(raw)
-
-    monkeypatch.setattr(yamlfile, "_parse", counted)
-    monkeypatch.setattr(yamlfile, "_remembered", yamlfile._Remembered(500))
+    parsed = _parses(monkeypatch, 500)
     bomb = b"a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
     bomb += b"c: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"  # about 1,100 nodes in 120 bytes
     for _ in range(2):
