@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 ROLE: Final = "seshat_sandbox"
-TEMPLATE: Final = 3
+TEMPLATE: Final = 4
 """How templates are built; part of their cache key (bumped when the build changes)."""
 _DEFINER = re.compile(
     r"\bDEFINER\s*=\s*(?:CURRENT_USER(?:\s*\(\s*\))?|"
@@ -346,6 +346,9 @@ def _server(server: Path, facts: ServerFacts) -> Any:
             "--innodb-doublewrite=0",
             "--innodb-buffer-pool-size=32M",
             "--innodb-log-file-size=8M",
+            # InnoDB's temporary tablespace starts small and grows: its default (12 MB,
+            # written out at every start) would be most of what a server writes.
+            "--innodb-temp-data-file-path=ibtmp1:5M:autoextend",
             f"--tmpdir={path}/tmp",  # its own: a server removes leftover #sql files in it
             "--max-connections=20",
             f"--secure-file-priv={path}/files",  # an empty folder (and no FILE grant anyway)
