@@ -320,3 +320,37 @@ def test_mariadb_root_in_the_jail_reads_and_writes_nothing_of_the_host(
     # No network: the target's port is not reachable from inside (FEDERATED/CONNECT are
     # not installed; a program cannot start from MariaDB at all).
     assert _one(mariadb_root, "SELECT @@skip_networking") == 1
+
+
+# -- what a server extracts -------------------------------------------------------------------
+
+
+def _used_bytes(folder: str) -> int:
+    """What a jail's memory-backed folder holds (the tmpfs behind ``folder``, seen from the
+    host through ``/proc/<pid>/root``)."""
+    found = os.statvfs(folder)
+    return (found.f_blocks - found.f_bfree) * found.f_frsize
+
+
+def test_a_mariadb_server_holds_its_data_not_the_preallocated_zeros(mariadb_root: Any) -> None:
+    # InnoDB's system tablespace and redo log are preallocated (12 and 8 MiB, mostly zeros):
+    # they arrive as holes, so the jail's folder holds the data, about 7 MiB, and the
+    # temporary tablespace's 5 (28 MiB when the zeros were written out).
+    socket = Path(mariadb_root.unix_socket)
+    assert socket.parts[1] == "proc", socket
+    data = socket.parent / "data"
+    apparent = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
+    assert apparent > 20 << 20
+    assert _used_bytes(str(socket.parent)) < 16 << 20, "the template's zeros were written"
+    assert _one(mariadb_root, "SELECT COUNT(*) FROM mysql.help_topic") > 0  # the data is there
+
+
+def test_a_postgresql_server_extracts_no_template0(pg_admin: psycopg.Connection[Any]) -> None:
+    names = {row[0] for row in pg_admin.execute("SELECT datname FROM pg_database").fetchall()}
+    assert "template0" not in names
+    assert {"postgres", "template1"} <= names
+    # A database beyond the ready ones is still made (from template1), as a plan's third is.
+    pg_admin.execute("CREATE DATABASE seshat_extra")
+    assert pg_admin.execute(
+        "SELECT datname FROM pg_database WHERE datname = 'seshat_extra'"
+    ).fetchone()
