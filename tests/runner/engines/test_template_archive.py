@@ -14,10 +14,10 @@ def test_zero_stretches_travel_as_holes_and_come_back_byte_identical(tmp_path: P
     data = tmp_path / "data"
     (data / "base").mkdir(parents=True)
     big = data / "ibdata1"
-    with big.open("wb") as out:  # written zeros, as a server preallocates them: no holes yet
-        out.write(b"head" * 1024)
-        out.write(bytes(6 << 20))
-        out.write(b"tail" * 1024)
+    with big.open("wb") as stream:  # written zeros, as a server preallocates them: no holes yet
+        stream.write(b"head" * 1024)
+        stream.write(bytes(6 << 20))
+        stream.write(b"tail" * 1024)
     small = data / "base" / "1255"
     small.write_bytes(b"\0" * 8192 + b"catalog")
     big.chmod(0o600)
