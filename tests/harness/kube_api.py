@@ -60,12 +60,21 @@ from urllib.parse import parse_qs, urlparse
 
 import jsonschema
 import kubernetes_validate
+import kubernetes_validate.utils
 from ruamel.yaml import YAML
 
 from harness.forkserver import Started, servers
 from harness.ports import LOOPBACK
 from harness.secret_scan import scan_bytes
 from harness.seshat_cli import FORK
+
+# kubernetes_validate reads and parses a schema file and the version's 1.3 MB definitions
+# file again for every manifest it checks (8 ms of CPU; with them parsed once, 0.7 ms), and
+# the fake API server checks every write. The files never change: each is parsed once per
+# process, and every check still runs against the official schemas.
+kubernetes_validate.utils.schema_contents = functools.cache(
+    kubernetes_validate.utils.schema_contents
+)
 
 Json = dict[str, Any]
 K8S_VERSION = "1.33.0"
