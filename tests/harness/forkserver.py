@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -198,6 +199,10 @@ def serve(path: str, program: str = "seshat") -> None:
     sys.path[:] = [str(Path(sys.executable).parent)] + [
         entry for entry in sys.path if entry not in ("", str(Path(__file__).parent))
     ]
+    # What the imports built lives as long as every child: never scanned by a child's
+    # collector (which would touch, and so copy, every page of it), as in runner/forks.py.
+    gc.collect()
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(16)
