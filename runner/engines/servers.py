@@ -194,9 +194,14 @@ def _archive(data: Path, destination: Path) -> None:
     archive (``--sparse``): InnoDB's system tablespace and redo log are three quarters of a
     MariaDB template and mostly zeros, which every server would otherwise write into its
     memory-backed folder again."""
-    for path in sorted(data.rglob("*")):  # listed first: each is replaced in place
-        if path.is_file() and not path.is_symlink() and path.stat().st_size >= _SPARSE_FROM:
-            _dig_holes(path)
+    large = []
+    for folder, _, names in os.walk(data):  # links to folders are not followed
+        for name in names:
+            found = os.lstat(os.path.join(folder, name))
+            if stat.S_ISREG(found.st_mode) and found.st_size >= _SPARSE_FROM:
+                large.append(Path(folder) / name)
+    for path in large:  # listed first: each is replaced in place
+        _dig_holes(path)
     subprocess.run(
         ["tar", "--sparse", "-cf", str(destination), "-C", str(data), "."],
         check=True,
@@ -209,20 +214,29 @@ def _archive(data: Path, destination: Path) -> None:
 def _dig_holes(path: Path) -> None:
     """Rewrite ``path`` with its zero-filled blocks as holes: the same bytes, owner, mode and
     times. (``fallocate --dig-holes`` is no help here: a tmpfs reports the blocks InnoDB
-    preallocated as holes already, and they still take their memory and archive as data.)"""
-    found = path.stat()
+    preallocated as holes already, and they still take their memory and archive as data.)
+    The build's programs ran as another user in this folder: no link is followed, and the
+    new file is made afresh beside the old one."""
     partial = path.with_name(path.name + ".sparse")
-    with path.open("rb") as source, partial.open("wb") as target:
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+    with (
+        open(os.open(path, os.O_RDONLY | nofollow), "rb") as source,
+        open(
+            os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | nofollow, 0o600), "wb"
+        ) as target,
+    ):
+        found = os.fstat(source.fileno())
         while block := source.read(_BLOCK):
             if block.count(0) == len(block):
                 target.seek(len(block), os.SEEK_CUR)
             else:
                 target.write(block)
         target.truncate(found.st_size)
-    with contextlib.suppress(PermissionError):  # a runner that is not root owns them both
-        os.chown(partial, found.st_uid, found.st_gid)
-    partial.chmod(stat.S_IMODE(found.st_mode))
-    os.utime(partial, ns=(found.st_atime_ns, found.st_mtime_ns))
+        with contextlib.suppress(PermissionError):  # a runner that is not root owns both
+            os.fchown(target.fileno(), found.st_uid, found.st_gid)
+        os.fchmod(target.fileno(), stat.S_IMODE(found.st_mode))
+        target.flush()
+        os.utime(target.fileno(), ns=(found.st_atime_ns, found.st_mtime_ns))
     partial.replace(path)
 
 

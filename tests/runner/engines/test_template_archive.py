@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from runner.engines.servers import _archive
 
 
@@ -33,3 +35,24 @@ def test_zero_stretches_travel_as_holes_and_come_back_byte_identical(tmp_path: P
     assert (out / "base" / "1255").read_bytes() == small.read_bytes()
     assert os.stat(out / "ibdata1").st_blocks * 512 < 1 << 20, "extracted without its holes"
     assert (out / "ibdata1").stat().st_mode & 0o777 == 0o600
+
+
+def test_links_in_the_built_folder_are_never_followed(tmp_path: Path) -> None:
+    # The build's programs ran as the jail's user in this folder: a link they left, to a
+    # large file or where the rewritten copy goes, must not make the runner write elsewhere.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_bytes(bytes(2 << 20))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "linked").symlink_to(victim)
+    (data / "ib_logfile0").write_bytes(bytes(2 << 20))
+    (data / "ib_logfile0.sparse").symlink_to(outside / "written")
+
+    with pytest.raises(FileExistsError):
+        _archive(data, tmp_path / "template.tar")
+
+    assert not (outside / "written").exists()
+    assert victim.read_bytes() == bytes(2 << 20)
+    assert os.stat(victim).st_blocks * 512 >= 2 << 20, "the link's target was rewritten"
