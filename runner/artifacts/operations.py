@@ -25,7 +25,7 @@ from runner.artifacts.policy import VerificationPolicySpec
 from runner.artifacts.reference import Reference, parse_reference
 from runner.artifacts.store import Store, open_store
 from runner.digests import Digest
-from runner.engines.servers import cache_root, private_folder
+from runner.engines.servers import cache_folder
 from runner.protocol.messages import ArtifactSource, RegistrySettings, TrustFile
 from runner.protocol.results import ResolveResult, VerifyResult
 
@@ -112,7 +112,7 @@ def materialize(opened: Opened) -> Iterator[Path]:
     migrations)."""
     wanted = opened.source.artifact_type
     allowed = (wanted,) if wanted is not None else tuple(ARTIFACT_TYPES.values())
-    cache = ContentCache(private_folder(private_folder(cache_root()) / "artifacts"))
+    cache = ContentCache(cache_folder("artifacts"))
     fetched = fetch(
         opened.store, opened.reference.pinned(opened.digest), allowed_types=allowed, cache=cache
     )

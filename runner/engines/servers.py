@@ -51,6 +51,7 @@ __all__ = [
     "Place",
     "SandboxRefusal",
     "SandboxUnavailable",
+    "cache_folder",
     "cache_root",
     "private_folder",
     "template",
@@ -87,6 +88,12 @@ def cache_root() -> Path:
         return Path(configured)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "seshat" / "runner"
+
+
+def cache_folder(name: str) -> Path:
+    """The runner cache's folder ``name`` (``sandbox``, ``artifacts``), both checked with
+    :func:`private_folder`."""
+    return private_folder(private_folder(cache_root()) / name)
 
 
 def private_folder(folder: Path) -> Path:
@@ -443,7 +450,7 @@ def template(
             _archive(folder / "build" / "data", folder / "template.tar")
             yield folder / "template.tar"
         return
-    root = private_folder(private_folder(cache_root()) / "sandbox")
+    root = cache_folder("sandbox")
     published = root / f"{key}.tar"
     if not published.is_file():
         with (root / f".{key}.lock").open("w") as lock:

@@ -51,8 +51,7 @@ from runner.engines.servers import (
     Place,
     SandboxRefusal,
     SandboxUnavailable,
-    cache_root,
-    private_folder,
+    cache_folder,
     template,
 )
 from runner.errors import CanNotRunError
@@ -303,7 +302,7 @@ def _local_version(server: Path) -> str:
     info = server.stat()
     identity = f"{server.resolve()}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    remembered = private_folder(private_folder(cache_root()) / "sandbox") / f"mariadbd-{key}"
+    remembered = cache_folder("sandbox") / f"mariadbd-{key}"
     with contextlib.suppress(OSError):
         return remembered.read_text(encoding="ascii")
     done = subprocess.run(
