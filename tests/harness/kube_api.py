@@ -39,6 +39,7 @@ to act at the very moment the controller creates something, :attr:`FakeKubernete
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import itertools
 import json
@@ -75,6 +76,14 @@ from harness.seshat_cli import FORK
 kubernetes_validate.utils.schema_contents = functools.cache(
     kubernetes_validate.utils.schema_contents
 )
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL to a pod's process group, which may have ended since it was last seen
+    running (a pod whose process ends between the look and the kill is no error)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
 
 Json = dict[str, Any]
 K8S_VERSION = "1.33.0"
@@ -210,7 +219,7 @@ class FakeKubernetes:
             running = list(self.processes.values())
         for process in running:
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+                _kill_group(process.pid)
                 process.wait()
         self.server.shutdown()
         self.server.server_close()
@@ -519,7 +528,7 @@ class FakeKubernetes:
         if key[0] == "pods":
             process = self.processes.get(key[2])
             if process is not None and process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+                _kill_group(process.pid)
         uid = obj["metadata"]["uid"]
         for other, found in list(self.objects.items()):
             owners = found["metadata"].get("ownerReferences") or []
@@ -662,7 +671,7 @@ class FakeKubernetes:
             process.wait(timeout=deadline)
             exceeded = False
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            _kill_group(process.pid)
             process.wait()
             exceeded = True
         if forked is not None:
